@@ -1,0 +1,270 @@
+//! The broker contract: a consumer in a group and a producer.
+//!
+//! Kafka and the in-memory broker implement it, and both run the one
+//! conformance suite in `conformance` (feature `conformance`).
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod partitioner;
+
+pub use partitioner::{murmur2, partition_for_key};
+
+use crate::clock::Timestamp;
+use crate::error::BoxError;
+use crate::event::{Headers, Topic};
+use bytes::Bytes;
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+/// One partition of one topic.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic.
+    pub topic: Topic,
+    /// The partition number, from zero.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// Names a partition.
+    #[must_use]
+    pub fn new(topic: impl Into<Topic>, partition: i32) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.topic, self.partition)
+    }
+}
+
+/// A record as stored in a partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Its topic.
+    pub topic: Topic,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset; offsets grow within a partition.
+    pub offset: i64,
+    /// Its timestamp.
+    pub timestamp: Timestamp,
+    /// Its key, if it has one.
+    pub key: Option<Bytes>,
+    /// Its payload; `None` is a tombstone.
+    pub payload: Option<Bytes>,
+    /// Its headers.
+    pub headers: Headers,
+}
+
+impl Record {
+    /// The partition the record belongs to.
+    #[must_use]
+    pub fn topic_partition(&self) -> TopicPartition {
+        TopicPartition {
+            topic: self.topic.clone(),
+            partition: self.partition,
+        }
+    }
+}
+
+/// A record to produce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutgoingRecord {
+    /// The topic to write to.
+    pub topic: Topic,
+    /// A fixed partition; `None` chooses by key with Kafka's partitioner.
+    pub partition: Option<i32>,
+    /// The key.
+    pub key: Option<Bytes>,
+    /// The payload; `None` writes a tombstone.
+    pub payload: Option<Bytes>,
+    /// The headers.
+    pub headers: Headers,
+    /// The timestamp; `None` takes the producer's current time.
+    pub timestamp: Option<Timestamp>,
+}
+
+impl OutgoingRecord {
+    /// A keyed record with a payload and no headers.
+    #[must_use]
+    pub fn new(topic: impl Into<Topic>, key: impl Into<Bytes>, payload: impl Into<Bytes>) -> Self {
+        Self {
+            topic: topic.into(),
+            partition: None,
+            key: Some(key.into()),
+            payload: Some(payload.into()),
+            headers: Headers::new(),
+            timestamp: None,
+        }
+    }
+
+    /// A tombstone for a key.
+    #[must_use]
+    pub fn tombstone(topic: impl Into<Topic>, key: impl Into<Bytes>) -> Self {
+        Self {
+            payload: None,
+            ..Self::new(topic, key, Bytes::new())
+        }
+    }
+}
+
+/// Where a produced record landed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+}
+
+/// What a consumer's poll yields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerEvent {
+    /// The next record of an assigned, unpaused partition.
+    Record(Record),
+    /// Partitions newly assigned to this member. Reading starts at the
+    /// group's committed offset, or at the earliest offset when there is none.
+    Assigned(Vec<TopicPartition>),
+    /// Partitions leaving this member. They stay this member's, and their
+    /// offsets can still be stored and committed, until the next call of
+    /// [`Consumer::poll`]: the caller drains and commits before polling again.
+    Revoked(Vec<TopicPartition>),
+}
+
+/// A broker operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// A send was not acknowledged in time.
+    #[error("sending to topic {topic} timed out after {timeout:?}")]
+    SendTimeout {
+        /// The topic.
+        topic: Topic,
+        /// The time allowed.
+        timeout: Duration,
+    },
+    /// The topic does not exist.
+    #[error("unknown topic {0}")]
+    UnknownTopic(Topic),
+    /// The partition does not exist.
+    #[error("unknown partition {0}")]
+    UnknownPartition(TopicPartition),
+    /// The partition is not assigned to this member.
+    #[error("partition {0} is not assigned to this consumer")]
+    NotAssigned(TopicPartition),
+    /// An invalid argument, named in the message.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// The consumer or producer is closed.
+    #[error("the broker connection is closed")]
+    Closed,
+    /// Any other failure of the backend.
+    #[error("broker failure: {source}")]
+    Backend {
+        /// Whether trying again may succeed.
+        retriable: bool,
+        /// The backend's error.
+        source: BoxError,
+    },
+}
+
+impl BrokerError {
+    /// Whether trying the same operation again may succeed.
+    #[must_use]
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::SendTimeout { .. } => true,
+            Self::Backend { retriable, .. } => *retriable,
+            Self::UnknownTopic(_)
+            | Self::UnknownPartition(_)
+            | Self::NotAssigned(_)
+            | Self::Invalid(_)
+            | Self::Closed => false,
+        }
+    }
+}
+
+/// How a consumer joins its group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    /// The consumer group.
+    pub group_id: String,
+    /// The topics to consume.
+    pub topics: Vec<Topic>,
+}
+
+/// A broker: makes consumers and producers, and reads records back by offset.
+pub trait Broker: Clone + Send + Sync + 'static {
+    /// Its consumer.
+    type Consumer: Consumer;
+    /// Its producer.
+    type Producer: Producer;
+
+    /// Joins a consumer group.
+    fn consumer(
+        &self,
+        config: &ConsumerConfig,
+    ) -> impl Future<Output = Result<Self::Consumer, BrokerError>> + Send;
+
+    /// A producer.
+    fn producer(&self) -> Result<Self::Producer, BrokerError>;
+
+    /// The record at exactly `offset`, or `None` if the partition holds no
+    /// record there (not yet written, or removed by retention or compaction).
+    /// An unknown topic or partition is an error.
+    fn read(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<Record>, BrokerError>> + Send;
+}
+
+/// A member of a consumer group.
+///
+/// Offsets are "next to read": storing offset `n` for a partition means every
+/// record before `n` is settled.
+pub trait Consumer: Send + 'static {
+    /// The next record or assignment change. Cancel-safe: dropping the future
+    /// before it completes loses nothing.
+    fn poll(&mut self) -> impl Future<Output = Result<ConsumerEvent, BrokerError>> + Send;
+
+    /// Marks every record of an assigned partition before `offset` as settled;
+    /// the next [`Consumer::commit`] makes it durable.
+    fn store_offset(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), BrokerError>;
+
+    /// Commits the stored offsets of the assigned partitions.
+    fn commit(&mut self) -> impl Future<Output = Result<(), BrokerError>> + Send;
+
+    /// Stops delivering records of an assigned partition.
+    fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError>;
+
+    /// Delivers records of a paused partition again, from where it stopped.
+    fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError>;
+
+    /// The group's committed offset for a partition.
+    fn committed(
+        &mut self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<Option<i64>, BrokerError>> + Send;
+
+    /// Leaves the group; the member's partitions move to the others. Whether
+    /// stored but uncommitted offsets are committed on the way out is the
+    /// backend's choice: callers commit first.
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+/// Sends records.
+pub trait Producer: Clone + Send + Sync + 'static {
+    /// Sends one record and waits for the broker's acknowledgement, at most
+    /// `timeout`.
+    fn send(
+        &self,
+        record: OutgoingRecord,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Delivery, BrokerError>> + Send;
+}

@@ -1,0 +1,166 @@
+//! The events a handler receives: messages, timer triggers and excise records.
+
+use crate::clock::Timestamp;
+use crate::key::Key;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A topic name; cheap to clone.
+pub type Topic = Arc<str>;
+
+/// The name of the header that carries the producing system's identifier.
+pub const SOURCE_SYSTEM_HEADER: &str = "source-system";
+
+/// Record headers in the order the producer wrote them.
+///
+/// Invariant: order and duplicates are kept exactly as produced, as Kafka does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Headers(Vec<(String, Bytes)>);
+
+impl Headers {
+    /// No headers.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// Appends a header.
+    pub fn push(&mut self, name: impl Into<String>, value: impl Into<Bytes>) {
+        self.0.push((name.into(), value.into()));
+    }
+
+    /// The value of the last header with this name, if any.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Bytes> {
+        self.0.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// The value of the last header with this name, if it is UTF-8.
+    #[must_use]
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// All headers in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Bytes)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v))
+    }
+
+    /// The number of headers.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no headers.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<N: Into<String>, V: Into<Bytes>> FromIterator<(N, V)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> Self {
+        Self(
+            iter.into_iter()
+                .map(|(n, v)| (n.into(), v.into()))
+                .collect(),
+        )
+    }
+}
+
+/// A consumed message with its decoded payload.
+#[derive(Clone, Debug)]
+pub struct Message<P> {
+    /// The topic it was read from.
+    pub topic: Topic,
+    /// The partition it was read from.
+    pub partition: i32,
+    /// Its offset within the partition.
+    pub offset: i64,
+    /// The record's timestamp.
+    pub timestamp: Timestamp,
+    /// The record's key.
+    pub key: Key,
+    /// The decoded payload.
+    pub payload: P,
+    /// The record's headers.
+    pub headers: Headers,
+}
+
+/// A timer that came due for a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timer {
+    /// The key the timer belongs to.
+    pub key: Key,
+    /// The time the timer was scheduled for (second precision).
+    pub time: Timestamp,
+}
+
+/// An excise record: a key with no payload, asking the consumer to delete
+/// everything it holds for that key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Excise {
+    /// The topic it was read from.
+    pub topic: Topic,
+    /// The partition it was read from.
+    pub partition: i32,
+    /// Its offset within the partition.
+    pub offset: i64,
+    /// The record's timestamp.
+    pub timestamp: Timestamp,
+    /// The key to excise.
+    pub key: Key,
+    /// The record's headers.
+    pub headers: Headers,
+}
+
+/// Anything a handler is called for.
+#[derive(Clone, Debug)]
+pub enum Event<P> {
+    /// A message with a payload.
+    Message(Message<P>),
+    /// A due timer.
+    Timer(Timer),
+    /// A tombstone for a key.
+    Excise(Excise),
+}
+
+impl<P> Event<P> {
+    /// The key the event belongs to.
+    #[must_use]
+    pub fn key(&self) -> &Key {
+        match self {
+            Self::Message(m) => &m.key,
+            Self::Timer(t) => &t.key,
+            Self::Excise(e) => &e.key,
+        }
+    }
+
+    /// A short name of the event's kind, for logs and spans.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Message(_) => "message",
+            Self::Timer(_) => "timer",
+            Self::Excise(_) => "excise",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Headers;
+
+    #[test]
+    fn last_header_of_a_name_wins_and_order_is_kept() {
+        let headers: Headers = [("a", "1"), ("b", "2"), ("a", "3")]
+            .into_iter()
+            .map(|(n, v)| (n, v.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(headers.get_str("a"), Some("3"));
+        assert_eq!(headers.get_str("missing"), None);
+        let names: Vec<_> = headers.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a", "b", "a"]);
+    }
+}

@@ -1,0 +1,139 @@
+//! The handler a service writes, and its adapter into a `tower::Service`.
+
+use crate::context::Context;
+use crate::error::HandlerError;
+use crate::event::{Event, Excise, Message, Timer};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use tower::Service;
+
+/// The code a service writes: one method per kind of event.
+///
+/// The library calls it at most once at a time per key, in offset order per
+/// key, and concurrently across keys.
+pub trait EventHandler: Send + Sync + 'static {
+    /// The decoded payload type of messages.
+    type Payload: Send + Sync + 'static;
+    /// What a message or excise handler returns (the answer to a request).
+    type Output: Send + 'static;
+
+    /// Handles a message.
+    fn on_message(
+        &self,
+        context: Context,
+        message: Message<Self::Payload>,
+    ) -> impl Future<Output = Result<Self::Output, HandlerError>> + Send;
+
+    /// Handles a due timer.
+    fn on_timer(
+        &self,
+        context: Context,
+        timer: Timer,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// Deletes everything the consumer holds for the excised key.
+    fn on_excise(
+        &self,
+        context: Context,
+        excise: Excise,
+    ) -> impl Future<Output = Result<Self::Output, HandlerError>> + Send;
+}
+
+/// What travels down the stack: an event and the context of its call.
+#[derive(Clone, Debug)]
+pub struct EventRequest<P> {
+    /// The event to handle.
+    pub event: Event<P>,
+    /// The context of this call.
+    pub context: Context,
+}
+
+/// A handler as the innermost `tower::Service` of a stack.
+///
+/// Its response is the handler's output, or `None` for a timer.
+pub struct HandlerService<H> {
+    handler: Arc<H>,
+}
+
+impl<H> HandlerService<H> {
+    /// Wraps a handler.
+    #[must_use]
+    pub fn new(handler: H) -> Self {
+        Self {
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Wraps a shared handler.
+    #[must_use]
+    pub fn from_arc(handler: Arc<H>) -> Self {
+        Self { handler }
+    }
+}
+
+impl<H> Clone for HandlerService<H> {
+    fn clone(&self) -> Self {
+        Self {
+            handler: Arc::clone(&self.handler),
+        }
+    }
+}
+
+/// The future of one handler call.
+///
+/// This is the one allocation per event of a stack: an `async fn`'s future
+/// has no nameable type on stable Rust, so the leaf boxes it once; every
+/// layer above it has a named, unboxed future.
+pub type HandlerFuture<O> = Pin<Box<dyn Future<Output = Result<Option<O>, HandlerError>> + Send>>;
+
+impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
+    type Response = Option<H::Output>;
+    type Error = HandlerError;
+    type Future = HandlerFuture<H::Output>;
+
+    fn poll_ready(&mut self, _cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: EventRequest<H::Payload>) -> Self::Future {
+        let handler = Arc::clone(&self.handler);
+        let EventRequest { event, context } = request;
+        Box::pin(async move {
+            match event {
+                Event::Message(message) => handler.on_message(context, message).await.map(Some),
+                Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
+                Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
+            }
+        })
+    }
+}
+
+/// A complete stack the runtime can drive: any cloneable `tower::Service` of
+/// [`EventRequest`]s whose future is `Send` and whose error converts to a
+/// [`BoxError`](crate::error::BoxError) (a [`HandlerError`] does, keeping its
+/// category).
+pub trait EventService<P>:
+    Service<
+        EventRequest<P>,
+        Response: Send,
+        Error: Into<crate::error::BoxError> + Send,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<P, S> EventService<P> for S where
+    S: Service<
+            EventRequest<P>,
+            Response: Send,
+            Error: Into<crate::error::BoxError> + Send,
+            Future: Send,
+        > + Clone
+        + Send
+        + 'static
+{
+}

@@ -1,0 +1,23 @@
+//! The core of prosody: events, the handler contract, error categories, the
+//! broker contract, and the partition runtime that calls a handler in offset
+//! order per key and concurrently across keys.
+
+pub mod broker;
+pub mod clock;
+pub mod codec;
+pub mod context;
+pub mod error;
+pub mod event;
+pub mod handler;
+pub mod key;
+
+pub use clock::Timestamp;
+pub use codec::{Codec, CodecError, JsonCodec};
+pub use context::{Context, Demand};
+pub use error::{BoxError, Category, HandlerError, ResultExt};
+pub use event::{Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
+pub use handler::{EventHandler, EventRequest, EventService, HandlerService};
+pub use key::Key;
+pub mod runtime;
+
+pub use runtime::{Runtime, RuntimeConfig};
