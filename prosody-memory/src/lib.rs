@@ -1,0 +1,151 @@
+//! A deterministic in-memory broker for prosody, for tests and mock mode.
+//!
+//! [`MemoryBroker`] implements the broker contract of
+//! [`prosody_core::broker`]: topics with append-only partition logs, a
+//! producer with Kafka's partitioner, and consumer groups with cooperative
+//! rebalancing, committed offsets and pause/resume. It runs on tokio's clock,
+//! so under a paused clock a whole system built on it is deterministic.
+//!
+//! It passes the shared conformance suite
+//! (`prosody_core::broker::conformance`, see `tests/conformance.rs`).
+
+mod assignment;
+mod consumer;
+mod group;
+mod log;
+mod member;
+mod producer;
+mod state;
+
+pub use consumer::MemoryConsumer;
+pub use log::AUTO_CREATE_PARTITIONS;
+pub use producer::MemoryProducer;
+
+use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
+use state::State;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::Notify;
+
+/// The state shared by a broker's handles, consumers and producers.
+///
+/// Invariant: every change of `state` that can give a waiting consumer an
+/// event (a record, a topic, a join, a leave, a released revocation, a
+/// resume) is followed by [`Shared::changed`]; pollers register with
+/// `notify` before they inspect `state`, so no wake-up is missed.
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    notify: Notify,
+}
+
+impl Shared {
+    /// Locks the state. No code panics while holding the lock, so a poisoned
+    /// lock (a panicking test thread) still guards consistent state and is
+    /// recovered.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes every waiting poll to look at the state again.
+    fn changed(&self) {
+        self.notify.notify_waiters();
+    }
+}
+
+/// An in-memory broker; clones share the same topics and groups.
+///
+/// Invariants: a partition's log only grows and offsets start at 0; a
+/// partition of a group is owned by at most one member at a time (see the
+/// crate's `Group`), and moves to a new member only after the previous owner
+/// acknowledged its revocation by polling again, or left.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryBroker {
+    shared: Arc<Shared>,
+}
+
+impl MemoryBroker {
+    /// An empty broker.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Creates a topic with `partitions` partitions. Creating an existing
+    /// topic again with the same count does nothing; another count, or a
+    /// count below 1, is [`BrokerError::Invalid`].
+    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<(), BrokerError> {
+        let created = self.shared.lock().create_topic(name, partitions)?;
+        if created {
+            self.shared.changed();
+        }
+        Ok(())
+    }
+
+    /// A group's committed offset of a partition.
+    #[must_use]
+    pub fn committed_offset(&self, group: &str, partition: &TopicPartition) -> Option<i64> {
+        self.shared.lock().committed(group, partition)
+    }
+
+    /// The offset the next record of a partition gets; `None` if the
+    /// partition does not exist.
+    #[must_use]
+    pub fn end_offset(&self, partition: &TopicPartition) -> Option<i64> {
+        self.shared.lock().logs().end_offset(partition)
+    }
+
+    /// The partition count of a topic; `None` if it does not exist.
+    #[must_use]
+    pub fn partition_count(&self, topic: &str) -> Option<i32> {
+        self.shared.lock().logs().partition_count(topic)
+    }
+}
+
+impl Broker for MemoryBroker {
+    type Consumer = MemoryConsumer;
+    type Producer = MemoryProducer;
+
+    /// Joins the group at once; topics that do not exist yet are assigned
+    /// when they are created.
+    async fn consumer(&self, config: &ConsumerConfig) -> Result<MemoryConsumer, BrokerError> {
+        if config.group_id.is_empty() {
+            return Err(BrokerError::Invalid(
+                "the group id must not be empty".into(),
+            ));
+        }
+        if config.topics.is_empty() {
+            return Err(BrokerError::Invalid(format!(
+                "group {} subscribes to no topic",
+                config.group_id
+            )));
+        }
+        let member = self
+            .shared
+            .lock()
+            .join(&config.group_id, config.topics.clone());
+        self.shared.changed();
+        Ok(MemoryConsumer::new(
+            Arc::clone(&self.shared),
+            config.group_id.clone(),
+            member,
+        ))
+    }
+
+    fn producer(&self) -> Result<MemoryProducer, BrokerError> {
+        Ok(MemoryProducer::new(Arc::clone(&self.shared)))
+    }
+
+    /// An unknown topic or partition is an error; an offset never written
+    /// is `Ok(None)`.
+    async fn read(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> Result<Option<Record>, BrokerError> {
+        self.shared
+            .lock()
+            .logs()
+            .read(partition, offset)
+            .map(Option::<&Record>::cloned)
+    }
+}
