@@ -1,0 +1,197 @@
+//! One event's way through the stack: decode, call, and try again on a
+//! transient failure until it settles or the partition stops.
+
+use crate::broker::Record;
+use crate::codec::Codec;
+use crate::context::{Context, Demand};
+use crate::error::{Category, HandlerError};
+use crate::event::{Event, Excise, Message};
+use crate::handler::{EventRequest, EventService};
+use crate::key::Key;
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tracing::{Instrument, debug_span, error, warn};
+
+/// How an event left the runtime's hands.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Handled, or failed in a way that settles it (permanent, undecodable).
+    Settled,
+    /// Stopped before it settled (revocation or shutdown); a later owner
+    /// handles it again.
+    Unsettled,
+    /// A terminal error: the partition stops.
+    Terminal,
+}
+
+/// The exponential backoff of the runtime's last-resort retry.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Backoff {
+    pub(crate) base: Duration,
+    pub(crate) max: Duration,
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (from 1): `base * 2^(attempt-1)`,
+    /// capped at `max`.
+    pub(crate) fn delay(self, attempt: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(attempt.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.base.saturating_mul(factor).min(self.max)
+    }
+}
+
+/// What one partition shares with each of its attempts.
+pub(crate) struct Shared<S, K> {
+    pub(crate) service: S,
+    pub(crate) codec: K,
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) backoff: Backoff,
+}
+
+impl<S: Clone, K: Clone> Clone for Shared<S, K> {
+    fn clone(&self) -> Self {
+        Self {
+            service: self.service.clone(),
+            codec: self.codec.clone(),
+            permits: Arc::clone(&self.permits),
+            cancel: self.cancel.clone(),
+            backoff: self.backoff,
+        }
+    }
+}
+
+fn decode<K: Codec>(
+    codec: &K,
+    key: &Key,
+    record: &Record,
+) -> Result<Event<K::Value>, HandlerError> {
+    let Some(payload) = record.payload.as_deref() else {
+        return Ok(Event::Excise(Excise {
+            topic: record.topic.clone(),
+            partition: record.partition,
+            offset: record.offset,
+            timestamp: record.timestamp,
+            key: key.clone(),
+            headers: record.headers.clone(),
+        }));
+    };
+    let payload = codec.decode(payload).map_err(HandlerError::permanent)?;
+    Ok(Event::Message(Message {
+        topic: record.topic.clone(),
+        partition: record.partition,
+        offset: record.offset,
+        timestamp: record.timestamp,
+        key: key.clone(),
+        payload,
+        headers: record.headers.clone(),
+    }))
+}
+
+/// Runs one record through the stack until it settles, the partition is
+/// cancelled, or a terminal error stops it.
+///
+/// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
+/// failed permanently (logged), so the caller may commit past the record.
+pub(crate) async fn run<S, K>(shared: Shared<S, K>, key: Key, record: Record) -> Outcome
+where
+    K: Codec,
+    S: EventService<K::Value>,
+{
+    let span = debug_span!(
+        "handle",
+        topic = %record.topic,
+        partition = record.partition,
+        offset = record.offset,
+        key = %key,
+    );
+    attempt_loop(shared, key, record).instrument(span).await
+}
+
+async fn attempt_loop<S, K>(shared: Shared<S, K>, key: Key, record: Record) -> Outcome
+where
+    K: Codec,
+    S: EventService<K::Value>,
+{
+    let mut demand = Demand::Normal;
+    let mut attempt = 0u32;
+    loop {
+        let event = match decode(&shared.codec, &key, &record) {
+            Ok(event) => event,
+            Err(error) => {
+                error!(
+                    topic = %record.topic, partition = record.partition, offset = record.offset,
+                    error = %error.source(),
+                    "payload does not decode; the record is settled without handling"
+                );
+                return Outcome::Settled;
+            }
+        };
+        let permit = tokio::select! {
+            permit = shared.permits.acquire() => permit,
+            () = shared.cancel.cancelled() => return Outcome::Unsettled,
+        };
+        let context = Context::new(
+            key.clone(),
+            record.topic.clone(),
+            record.partition,
+            shared.cancel.clone(),
+        )
+        .with_demand(demand);
+        let call = shared
+            .service
+            .clone()
+            .oneshot(EventRequest { event, context });
+        let result = AssertUnwindSafe(call).catch_unwind().await;
+        drop(permit);
+        let error = match result {
+            Ok(Ok(_)) => return Outcome::Settled,
+            Ok(Err(error)) => HandlerError::from_boxed(error.into()),
+            Err(_) => HandlerError::transient("the handler panicked"),
+        };
+        match error.category() {
+            Category::Permanent => {
+                error!(%error, "permanent failure; the record is settled without success");
+                return Outcome::Settled;
+            }
+            Category::Terminal => {
+                error!(%error, "terminal failure; the partition stops");
+                return Outcome::Terminal;
+            }
+            Category::Transient => {}
+        }
+        attempt = attempt.saturating_add(1);
+        demand = Demand::Failure;
+        let delay = shared.backoff.delay(attempt);
+        warn!(%error, attempt, ?delay, "transient failure; trying again");
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shared.cancel.cancelled() => return Outcome::Unsettled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Backoff;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    proptest! {
+        #[test]
+        fn backoff_doubles_up_to_the_cap(base in 1..1000u64, max in 1..100_000u64, attempt in 1..200u32) {
+            let backoff = Backoff { base: Duration::from_millis(base), max: Duration::from_millis(max) };
+            let delay = backoff.delay(attempt);
+            prop_assert!(delay <= backoff.max);
+            prop_assert!(backoff.delay(attempt + 1) >= delay);
+            prop_assert_eq!(backoff.delay(1), backoff.base.min(backoff.max));
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The partition runtime: polls a consumer, hands each record to the task of
+//! its partition, and commits what has settled.
+//!
+//! Invariants it owns, each documented on the (internal) type that keeps it:
+//! exclusivity and per-key order (`KeyQueues`), at-least-once commits
+//! (`OffsetTracker`), bounded memory through backpressure (`PartitionState`),
+//! and shutdown that drains before it commits (`PartitionTask`).
+
+mod attempt;
+mod filter;
+mod offsets;
+mod partition;
+mod poll;
+mod queues;
+
+use crate::broker::Consumer;
+use crate::codec::Codec;
+use crate::handler::EventService;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How the runtime consumes.
+///
+/// The types rule out zero-sized limits; the facade validates the rest.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// The consumer group; records whose `source-system` header equals it are
+    /// skipped.
+    pub group_id: Arc<str>,
+    /// Prefixes of the payload's `type` field to handle; empty handles all.
+    pub allowed_events: Arc<[String]>,
+    /// Handler calls running at once, across all partitions.
+    pub max_concurrency: NonZeroUsize,
+    /// Unsettled records of one partition before it is paused.
+    pub max_uncommitted: NonZeroUsize,
+    /// How often settled offsets are committed.
+    pub commit_interval: Duration,
+    /// How long to wait before polling again after a poll error.
+    pub poll_interval: Duration,
+    /// The budget to drain a partition on revocation or shutdown; handlers
+    /// see cancellation at 90% of it.
+    pub shutdown_timeout: Duration,
+    /// First delay of the last-resort retry of transient failures.
+    pub retry_base: Duration,
+    /// Longest delay of the last-resort retry.
+    pub max_retry_delay: Duration,
+}
+
+impl RuntimeConfig {
+    /// The defaults of the configuration tables for a group.
+    #[must_use]
+    pub fn new(group_id: impl Into<Arc<str>>) -> Self {
+        Self {
+            group_id: group_id.into(),
+            allowed_events: Arc::from([]),
+            max_concurrency: NonZeroUsize::new(32).unwrap_or(NonZeroUsize::MIN),
+            max_uncommitted: NonZeroUsize::new(64).unwrap_or(NonZeroUsize::MIN),
+            commit_interval: Duration::from_secs(1),
+            poll_interval: Duration::from_millis(100),
+            shutdown_timeout: Duration::from_secs(30),
+            retry_base: Duration::from_millis(20),
+            max_retry_delay: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What a running consumer reports.
+#[derive(Debug, Default)]
+pub(crate) struct Status {
+    assigned: AtomicUsize,
+}
+
+/// A running consumer. Dropping it stops the consumer without draining (a
+/// crash); [`Runtime::shutdown`] drains and commits first.
+#[derive(Debug)]
+pub struct Runtime {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+    status: Arc<Status>,
+}
+
+impl Runtime {
+    /// Starts consuming: each record is decoded with `codec` and sent through
+    /// `service`.
+    pub fn spawn<C, S, K>(consumer: C, service: S, codec: K, config: RuntimeConfig) -> Self
+    where
+        C: Consumer,
+        K: Codec,
+        S: EventService<K::Value>,
+    {
+        let stop = CancellationToken::new();
+        let status = Arc::new(Status::default());
+        let poll = poll::PollLoop::new(
+            consumer,
+            service,
+            codec,
+            config,
+            stop.clone(),
+            Arc::clone(&status),
+        );
+        let task = tokio::spawn(poll.run());
+        Self { stop, task, status }
+    }
+
+    /// How many partitions this member holds now.
+    #[must_use]
+    pub fn assigned_partition_count(&self) -> usize {
+        self.status.assigned.load(Ordering::Acquire)
+    }
+
+    /// Whether the consumer has stopped (after shutdown, or a fatal error).
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Drains every partition within the shutdown timeout, commits what
+    /// settled, and leaves the group.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        if let Err(error) = (&mut self.task).await {
+            tracing::error!(%error, "the consumer task failed");
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if !self.task.is_finished() && !self.stop.is_cancelled() {
+            self.task.abort();
+        }
+    }
+}

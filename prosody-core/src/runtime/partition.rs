@@ -1,0 +1,211 @@
+//! The task that owns one assigned partition: per-key queues, the offset
+//! tracker, and the handler calls in flight.
+
+use super::attempt::{self, Outcome, Shared};
+use super::filter::Filters;
+use super::offsets::OffsetTracker;
+use super::queues::KeyQueues;
+use crate::broker::{Record, TopicPartition};
+use crate::codec::Codec;
+use crate::handler::EventService;
+use crate::key::Key;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{debug, error, warn};
+
+/// No committable offset yet.
+pub(crate) const NO_OFFSET: i64 = -1;
+
+/// What the poll loop and a partition task both see.
+///
+/// Invariant: `unsettled` counts records handed to the task and not yet
+/// settled; `watermark` is the task's committable offset (or [`NO_OFFSET`]);
+/// `paused` is set by the poll loop before it pauses the partition and
+/// cleared by exactly one side, which then resumes it (see `Runtime`).
+#[derive(Debug)]
+pub(crate) struct PartitionState {
+    pub(crate) unsettled: AtomicUsize,
+    pub(crate) watermark: AtomicI64,
+    pub(crate) paused: AtomicBool,
+}
+
+impl Default for PartitionState {
+    fn default() -> Self {
+        Self {
+            unsettled: AtomicUsize::new(0),
+            watermark: AtomicI64::new(NO_OFFSET),
+            paused: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A message from the poll loop to a partition task.
+pub(crate) enum Command {
+    /// A record of this partition.
+    Record(Record),
+    /// Stop: finish in-flight work, cancel it at `cancel_at`, abandon it at
+    /// `deadline`, then report the committable offset.
+    Drain {
+        cancel_at: Instant,
+        deadline: Instant,
+        reply: oneshot::Sender<Option<i64>>,
+    },
+}
+
+/// The partition task.
+pub(crate) struct PartitionTask<S, K> {
+    pub(crate) tp: TopicPartition,
+    pub(crate) commands: mpsc::UnboundedReceiver<Command>,
+    pub(crate) state: Arc<PartitionState>,
+    pub(crate) resume: mpsc::UnboundedSender<TopicPartition>,
+    pub(crate) resume_at: usize,
+    pub(crate) filters: Filters,
+    pub(crate) shared: Shared<S, K>,
+    pub(crate) tracker: OffsetTracker,
+    pub(crate) queues: KeyQueues<Record>,
+    pub(crate) running: JoinSet<(Key, i64, Outcome)>,
+    /// A terminal error stopped the partition: nothing more is dispatched.
+    pub(crate) halted: bool,
+}
+
+impl<S, K> PartitionTask<S, K>
+where
+    K: Codec,
+    S: EventService<K::Value>,
+{
+    /// Runs until drained or until the poll loop goes away.
+    pub(crate) async fn run(mut self) {
+        loop {
+            tokio::select! {
+                command = self.commands.recv() => match command {
+                    Some(Command::Record(record)) => self.accept(record),
+                    Some(Command::Drain { cancel_at, deadline, reply }) => {
+                        self.drain(cancel_at, deadline).await;
+                        let _ = reply.send(self.tracker.committable());
+                        return;
+                    }
+                    None => {
+                        self.shared.cancel.cancel();
+                        self.running.abort_all();
+                        return;
+                    }
+                },
+                Some(done) = self.running.join_next(), if !self.running.is_empty() => {
+                    self.complete(done, true);
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, record: Record) {
+        if let Err(stale) = self.tracker.track(record.offset) {
+            warn!(partition = %self.tp, offset = stale.offset, next = stale.next,
+                "record below an offset already seen; ignored");
+            self.state.unsettled.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        if self.halted {
+            return;
+        }
+        if let Some(skip) = self.filters.check(&record) {
+            debug!(partition = %self.tp, offset = record.offset, ?skip, "record skipped");
+            self.settle(record.offset);
+            return;
+        }
+        let key = match record.key.as_deref().map(std::str::from_utf8) {
+            None => Key::from(""),
+            Some(Ok(key)) => Key::from(key),
+            Some(Err(e)) => {
+                error!(partition = %self.tp, offset = record.offset, error = %e,
+                    "record key is not UTF-8; the record is settled without handling");
+                self.settle(record.offset);
+                return;
+            }
+        };
+        if let Some(record) = self.queues.arrive(key.clone(), record) {
+            self.start(key, record);
+        }
+    }
+
+    fn start(&mut self, key: Key, record: Record) {
+        let offset = record.offset;
+        let shared = self.shared.clone();
+        self.running.spawn(async move {
+            let outcome = attempt::run(shared, key.clone(), record).await;
+            (key, offset, outcome)
+        });
+    }
+
+    fn complete(
+        &mut self,
+        done: Result<(Key, i64, Outcome), tokio::task::JoinError>,
+        dispatch: bool,
+    ) {
+        let (key, offset, outcome) = match done {
+            Ok(done) => done,
+            Err(e) => {
+                error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
+                self.halted = true;
+                return;
+            }
+        };
+        match outcome {
+            Outcome::Settled => self.settle(offset),
+            Outcome::Unsettled => {}
+            Outcome::Terminal => self.halted = true,
+        }
+        if self.halted || !dispatch {
+            return;
+        }
+        if let Some(next) = self.queues.complete(&key) {
+            self.start(key, next);
+        }
+    }
+
+    fn settle(&mut self, offset: i64) {
+        if !self.tracker.settle(offset) {
+            return;
+        }
+        if let Some(watermark) = self.tracker.committable() {
+            self.state.watermark.store(watermark, Ordering::Release);
+        }
+        let left = self.state.unsettled.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left <= self.resume_at && self.state.paused.swap(false, Ordering::AcqRel) {
+            let _ = self.resume.send(self.tp.clone());
+        }
+    }
+
+    /// Stops dispatching, lets running calls finish until `cancel_at`, then
+    /// cancels them, and abandons what still runs at `deadline`.
+    async fn drain(&mut self, cancel_at: Instant, deadline: Instant) {
+        let dropped = self.queues.drop_waiting();
+        debug!(partition = %self.tp, dropped, running = self.running.len(), "draining");
+        let mut cancelled = false;
+        while !self.running.is_empty() {
+            let wake = if cancelled { deadline } else { cancel_at };
+            tokio::select! {
+                Some(done) = self.running.join_next() => self.complete(done, false),
+                () = tokio::time::sleep_until(wake) => {
+                    if cancelled {
+                        warn!(partition = %self.tp, running = self.running.len(),
+                            "handlers still running at the shutdown deadline; abandoned");
+                        self.running.abort_all();
+                        break;
+                    }
+                    self.shared.cancel.cancel();
+                    cancelled = true;
+                }
+            }
+        }
+        self.shared.cancel.cancel();
+    }
+}
+
+impl<S, K> Drop for PartitionTask<S, K> {
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}

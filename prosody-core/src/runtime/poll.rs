@@ -1,0 +1,261 @@
+//! The poll loop: the one owner of the consumer.
+
+use super::attempt::{Backoff, Shared};
+use super::filter::Filters;
+use super::offsets::OffsetTracker;
+use super::partition::{Command, NO_OFFSET, PartitionState, PartitionTask};
+use super::queues::KeyQueues;
+use super::{RuntimeConfig, Status};
+use crate::broker::{Consumer, ConsumerEvent, Record, TopicPartition};
+use crate::codec::Codec;
+use crate::handler::EventService;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// An assigned partition, as the poll loop sees it.
+struct Assigned {
+    commands: mpsc::UnboundedSender<Command>,
+    state: Arc<PartitionState>,
+    /// The offset last stored with the consumer.
+    stored: i64,
+}
+
+/// Owns the consumer: polls it, routes records, pauses and resumes
+/// partitions, and commits.
+///
+/// Invariant: an offset is stored for a partition only as reported by its
+/// task's tracker, so a commit never passes an unsettled record.
+pub(crate) struct PollLoop<C, S, K> {
+    consumer: C,
+    service: S,
+    codec: K,
+    config: RuntimeConfig,
+    stop: CancellationToken,
+    status: Arc<Status>,
+    permits: Arc<Semaphore>,
+    filters: Filters,
+    partitions: HashMap<TopicPartition, Assigned>,
+    tasks: JoinSet<()>,
+    resume_tx: mpsc::UnboundedSender<TopicPartition>,
+    resume_rx: mpsc::UnboundedReceiver<TopicPartition>,
+}
+
+impl<C, S, K> PollLoop<C, S, K>
+where
+    C: Consumer,
+    K: Codec,
+    S: EventService<K::Value>,
+{
+    pub(crate) fn new(
+        consumer: C,
+        service: S,
+        codec: K,
+        config: RuntimeConfig,
+        stop: CancellationToken,
+        status: Arc<Status>,
+    ) -> Self {
+        let (resume_tx, resume_rx) = mpsc::unbounded_channel();
+        Self {
+            consumer,
+            service,
+            codec,
+            permits: Arc::new(Semaphore::new(config.max_concurrency.get())),
+            filters: Filters::new(
+                Arc::clone(&config.group_id),
+                Arc::clone(&config.allowed_events),
+            ),
+            config,
+            stop,
+            status,
+            partitions: HashMap::new(),
+            tasks: JoinSet::new(),
+            resume_tx,
+            resume_rx,
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let mut commit = tokio::time::interval(self.config.commit_interval);
+        commit.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                Some(tp) = self.resume_rx.recv() => self.resume(&tp),
+                _ = commit.tick() => self.commit().await,
+                event = self.consumer.poll() => match event {
+                    Ok(ConsumerEvent::Record(record)) => self.route(record),
+                    Ok(ConsumerEvent::Assigned(tps)) => self.assign(tps),
+                    Ok(ConsumerEvent::Revoked(tps)) => self.revoke(tps).await,
+                    Err(error) => {
+                        warn!(%error, "poll failed; polling again");
+                        tokio::time::sleep(self.config.poll_interval).await;
+                    }
+                },
+            }
+        }
+        let all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
+        self.revoke(all).await;
+        self.consumer.close().await;
+        info!("consumer stopped");
+    }
+
+    fn assign(&mut self, tps: Vec<TopicPartition>) {
+        for tp in tps {
+            if self.partitions.contains_key(&tp) {
+                continue;
+            }
+            debug!(partition = %tp, "assigned");
+            let (commands, rx) = mpsc::unbounded_channel();
+            let state = Arc::new(PartitionState::default());
+            let max = self.config.max_uncommitted.get();
+            let task = PartitionTask {
+                tp: tp.clone(),
+                commands: rx,
+                state: Arc::clone(&state),
+                resume: self.resume_tx.clone(),
+                resume_at: max / 2,
+                filters: self.filters.clone(),
+                shared: Shared {
+                    service: self.service.clone(),
+                    codec: self.codec.clone(),
+                    permits: Arc::clone(&self.permits),
+                    cancel: CancellationToken::new(),
+                    backoff: Backoff {
+                        base: self.config.retry_base,
+                        max: self.config.max_retry_delay,
+                    },
+                },
+                tracker: OffsetTracker::default(),
+                queues: KeyQueues::default(),
+                running: JoinSet::new(),
+                halted: false,
+            };
+            self.tasks.spawn(task.run());
+            self.partitions.insert(
+                tp,
+                Assigned {
+                    commands,
+                    state,
+                    stored: NO_OFFSET,
+                },
+            );
+        }
+        self.status
+            .assigned
+            .store(self.partitions.len(), Ordering::Release);
+    }
+
+    fn route(&mut self, record: Record) {
+        let tp = record.topic_partition();
+        let Some(assigned) = self.partitions.get(&tp) else {
+            warn!(partition = %tp, offset = record.offset, "record of a partition not assigned here; dropped");
+            return;
+        };
+        let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::AcqRel) + 1;
+        if assigned.commands.send(Command::Record(record)).is_err() {
+            warn!(partition = %tp, "partition task is gone; record dropped");
+            return;
+        }
+        if unsettled < self.config.max_uncommitted.get()
+            || assigned.state.paused.load(Ordering::Acquire)
+        {
+            return;
+        }
+        // Mark paused before pausing, then look again: a task that drained
+        // meanwhile either saw the mark (and will ask to resume) or left the
+        // count low enough for us to take the mark back.
+        assigned.state.paused.store(true, Ordering::Release);
+        let resume_at = self.config.max_uncommitted.get() / 2;
+        if assigned.state.unsettled.load(Ordering::Acquire) <= resume_at
+            && assigned.state.paused.swap(false, Ordering::AcqRel)
+        {
+            return;
+        }
+        debug!(partition = %tp, unsettled, "pausing");
+        if let Err(error) = self.consumer.pause(&tp) {
+            warn!(partition = %tp, %error, "pause failed");
+        }
+    }
+
+    fn resume(&mut self, tp: &TopicPartition) {
+        if !self.partitions.contains_key(tp) {
+            return;
+        }
+        debug!(partition = %tp, "resuming");
+        if let Err(error) = self.consumer.resume(tp) {
+            warn!(partition = %tp, %error, "resume failed");
+        }
+    }
+
+    /// Stores every watermark that moved, then commits.
+    async fn commit(&mut self) {
+        let mut moved = false;
+        for (tp, assigned) in &mut self.partitions {
+            let watermark = assigned.state.watermark.load(Ordering::Acquire);
+            if watermark == NO_OFFSET || watermark == assigned.stored {
+                continue;
+            }
+            match self.consumer.store_offset(tp, watermark) {
+                Ok(()) => {
+                    assigned.stored = watermark;
+                    moved = true;
+                }
+                Err(error) => warn!(partition = %tp, %error, "storing the offset failed"),
+            }
+        }
+        if moved {
+            if let Err(error) = self.consumer.commit().await {
+                warn!(%error, "commit failed; it is retried at the next interval");
+            }
+        }
+    }
+
+    /// Drains the partitions, commits what settled, and forgets them.
+    async fn revoke(&mut self, tps: Vec<TopicPartition>) {
+        let now = Instant::now();
+        let timeout = self.config.shutdown_timeout;
+        let cancel_at = now + timeout.mul_f64(0.9);
+        let deadline = now + timeout;
+        let mut replies = Vec::new();
+        for tp in tps {
+            let Some(assigned) = self.partitions.remove(&tp) else {
+                continue;
+            };
+            let (reply, rx) = oneshot::channel();
+            let drain = Command::Drain {
+                cancel_at,
+                deadline,
+                reply,
+            };
+            if assigned.commands.send(drain).is_ok() {
+                replies.push((tp, rx));
+            }
+        }
+        let mut stored = false;
+        for (tp, rx) in replies {
+            let Ok(Some(offset)) = rx.await else {
+                continue;
+            };
+            match self.consumer.store_offset(&tp, offset) {
+                Ok(()) => stored = true,
+                Err(error) => warn!(partition = %tp, %error, "storing the final offset failed"),
+            }
+        }
+        if stored {
+            if let Err(error) = self.consumer.commit().await {
+                warn!(%error, "final commit failed; the next owner replays from the last commit");
+            }
+        }
+        self.status
+            .assigned
+            .store(self.partitions.len(), Ordering::Release);
+        while self.tasks.try_join_next().is_some() {}
+    }
+}
