@@ -1,0 +1,442 @@
+//! The client's options: set on the builder, else read from `PROSODY_*`
+//! environment variables, else the documented default.
+
+use crate::env::Env;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An option that is missing or out of range; the message names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required option is not set.
+    #[error("option `{option}` is required (builder `{option}(...)` or {variable})")]
+    Missing {
+        /// The option.
+        option: &'static str,
+        /// Its environment variable.
+        variable: &'static str,
+    },
+    /// An option's value breaks its rule.
+    #[error("option `{option}` is invalid: {reason}")]
+    Invalid {
+        /// The option.
+        option: &'static str,
+        /// The rule it breaks.
+        reason: String,
+    },
+    /// An environment variable could not be parsed.
+    #[error("environment variable {variable}={value:?} is invalid: {reason}")]
+    Environment {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+}
+
+/// Options as given to the builder; `None` falls back to the environment,
+/// then to the default.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Options {
+    pub(crate) group_id: Option<String>,
+    pub(crate) subscribed_topics: Option<Vec<String>>,
+    pub(crate) bootstrap_servers: Option<Vec<String>>,
+    pub(crate) source_system: Option<String>,
+    pub(crate) allowed_events: Option<Vec<String>>,
+    pub(crate) mock: Option<bool>,
+    pub(crate) max_concurrency: Option<usize>,
+    pub(crate) max_uncommitted: Option<usize>,
+    pub(crate) commit_interval: Option<Duration>,
+    pub(crate) poll_interval: Option<Duration>,
+    pub(crate) shutdown_timeout: Option<Duration>,
+    pub(crate) send_timeout: Option<Duration>,
+    pub(crate) retry_base: Option<Duration>,
+    pub(crate) max_retry_delay: Option<Duration>,
+}
+
+/// Options after layering and validation.
+///
+/// Invariant: every value satisfies its rule (non-empty names, positive
+/// sizes and durations, `max_retry_delay >= retry_base`).
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) group_id: Arc<str>,
+    /// `None` when the client only produces.
+    pub(crate) subscribed_topics: Option<Vec<Arc<str>>>,
+    pub(crate) source_system: Arc<str>,
+    pub(crate) allowed_events: Arc<[String]>,
+    pub(crate) max_concurrency: NonZeroUsize,
+    pub(crate) max_uncommitted: NonZeroUsize,
+    pub(crate) commit_interval: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) send_timeout: Duration,
+    pub(crate) retry_base: Duration,
+    pub(crate) max_retry_delay: Duration,
+}
+
+fn non_empty(option: &'static str, value: String) -> Result<String, ConfigError> {
+    if value.trim().is_empty() {
+        return Err(ConfigError::Invalid {
+            option,
+            reason: "must not be empty".to_owned(),
+        });
+    }
+    Ok(value)
+}
+
+fn positive_size(option: &'static str, value: usize) -> Result<NonZeroUsize, ConfigError> {
+    NonZeroUsize::new(value).ok_or_else(|| ConfigError::Invalid {
+        option,
+        reason: "must be at least 1".to_owned(),
+    })
+}
+
+fn positive_duration(option: &'static str, value: Duration) -> Result<Duration, ConfigError> {
+    if value.is_zero() {
+        return Err(ConfigError::Invalid {
+            option,
+            reason: "must be longer than zero".to_owned(),
+        });
+    }
+    Ok(value)
+}
+
+impl Options {
+    /// Layers builder, environment and defaults, then validates.
+    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
+        self,
+        env: &Env<F>,
+    ) -> Result<Settings, ConfigError> {
+        let limits = Limits::resolve(&self, env)?;
+        let group_id = match self.group_id {
+            Some(value) => value,
+            None => env.read("PROSODY_GROUP_ID")?.ok_or(ConfigError::Missing {
+                option: "group_id",
+                variable: "PROSODY_GROUP_ID",
+            })?,
+        };
+        let group_id = non_empty("group_id", group_id)?;
+        let subscribed_topics = match self.subscribed_topics {
+            Some(topics) => Some(topics),
+            None => env.read::<Vec<String>>("PROSODY_SUBSCRIBED_TOPICS")?,
+        };
+        let subscribed_topics = subscribed_topics
+            .map(|topics| {
+                if topics.is_empty() {
+                    return Err(ConfigError::Invalid {
+                        option: "subscribed_topics",
+                        reason: "must name at least one topic".to_owned(),
+                    });
+                }
+                topics
+                    .into_iter()
+                    .map(|t| non_empty("subscribed_topics", t).map(Arc::from))
+                    .collect()
+            })
+            .transpose()?;
+        let source_system = env.layer(self.source_system, "PROSODY_SOURCE_SYSTEM", || {
+            group_id.clone()
+        })?;
+        let source_system = non_empty("source_system", source_system)?;
+        let allowed_events = env.layer(self.allowed_events, "PROSODY_ALLOWED_EVENTS", Vec::new)?;
+        if allowed_events.iter().any(String::is_empty) {
+            return Err(ConfigError::Invalid {
+                option: "allowed_events",
+                reason: "prefixes must not be empty".to_owned(),
+            });
+        }
+        let mock = env.layer(self.mock, "PROSODY_MOCK", || false)?;
+        let bootstrap = env.layer(
+            self.bootstrap_servers,
+            "PROSODY_BOOTSTRAP_SERVERS",
+            Vec::new,
+        )?;
+        if !mock {
+            return Err(if bootstrap.is_empty() {
+                ConfigError::Missing {
+                    option: "bootstrap_servers",
+                    variable: "PROSODY_BOOTSTRAP_SERVERS",
+                }
+            } else {
+                ConfigError::Invalid {
+                    option: "mock",
+                    reason:
+                        "this build has no Kafka backend yet; set mock(true) or PROSODY_MOCK=true"
+                            .to_owned(),
+                }
+            });
+        }
+        Ok(Settings {
+            group_id: Arc::from(group_id),
+            subscribed_topics,
+            source_system: Arc::from(source_system),
+            allowed_events: Arc::from(allowed_events),
+            max_concurrency: limits.max_concurrency,
+            max_uncommitted: limits.max_uncommitted,
+            commit_interval: limits.commit_interval,
+            poll_interval: limits.poll_interval,
+            shutdown_timeout: limits.shutdown_timeout,
+            send_timeout: limits.send_timeout,
+            retry_base: limits.retry_base,
+            max_retry_delay: limits.max_retry_delay,
+        })
+    }
+}
+
+/// The sizes and durations of [`Settings`].
+struct Limits {
+    max_concurrency: NonZeroUsize,
+    max_uncommitted: NonZeroUsize,
+    commit_interval: Duration,
+    poll_interval: Duration,
+    shutdown_timeout: Duration,
+    send_timeout: Duration,
+    retry_base: Duration,
+    max_retry_delay: Duration,
+}
+
+impl Limits {
+    fn resolve<F: Fn(&str) -> Option<String>>(
+        options: &Options,
+        env: &Env<F>,
+    ) -> Result<Self, ConfigError> {
+        let retry_base = positive_duration(
+            "retry_base",
+            env.layer(options.retry_base, "PROSODY_RETRY_BASE", || {
+                Duration::from_millis(20)
+            })?,
+        )?;
+        let max_retry_delay =
+            env.layer(options.max_retry_delay, "PROSODY_RETRY_MAX_DELAY", || {
+                Duration::from_secs(300)
+            })?;
+        if max_retry_delay < retry_base {
+            return Err(ConfigError::Invalid {
+                option: "max_retry_delay",
+                reason: format!("{max_retry_delay:?} is shorter than retry_base {retry_base:?}"),
+            });
+        }
+        Ok(Self {
+            max_concurrency: positive_size(
+                "max_concurrency",
+                env.layer(options.max_concurrency, "PROSODY_MAX_CONCURRENCY", || 32)?,
+            )?,
+            max_uncommitted: positive_size(
+                "max_uncommitted",
+                env.layer(options.max_uncommitted, "PROSODY_MAX_UNCOMMITTED", || 64)?,
+            )?,
+            commit_interval: positive_duration(
+                "commit_interval",
+                env.layer(options.commit_interval, "PROSODY_COMMIT_INTERVAL", || {
+                    Duration::from_secs(1)
+                })?,
+            )?,
+            poll_interval: positive_duration(
+                "poll_interval",
+                env.layer(options.poll_interval, "PROSODY_POLL_INTERVAL", || {
+                    Duration::from_millis(100)
+                })?,
+            )?,
+            shutdown_timeout: positive_duration(
+                "shutdown_timeout",
+                env.layer(options.shutdown_timeout, "PROSODY_SHUTDOWN_TIMEOUT", || {
+                    Duration::from_secs(30)
+                })?,
+            )?,
+            send_timeout: positive_duration(
+                "send_timeout",
+                env.layer(options.send_timeout, "PROSODY_SEND_TIMEOUT", || {
+                    Duration::from_secs(1)
+                })?,
+            )?,
+            retry_base,
+            max_retry_delay,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ConfigError, Options};
+    use crate::env::Env;
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    fn resolve(options: Options, vars: &[(&str, &str)]) -> Result<super::Settings, ConfigError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        options.resolve(&Env::from_fn(|name: &str| vars.get(name).cloned()))
+    }
+
+    fn base() -> Options {
+        Options {
+            group_id: Some("g".to_owned()),
+            mock: Some(true),
+            ..Options::default()
+        }
+    }
+
+    fn option_of(error: &ConfigError) -> &str {
+        match error {
+            ConfigError::Missing { option, .. } | ConfigError::Invalid { option, .. } => option,
+            ConfigError::Environment { variable, .. } => variable,
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_configuration_tables() -> Result<(), ConfigError> {
+        let s = resolve(base(), &[])?;
+        assert_eq!(s.max_concurrency.get(), 32);
+        assert_eq!(s.max_uncommitted.get(), 64);
+        assert_eq!(s.commit_interval, Duration::from_secs(1));
+        assert_eq!(s.poll_interval, Duration::from_millis(100));
+        assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(s.send_timeout, Duration::from_secs(1));
+        assert_eq!(&*s.source_system, "g");
+        assert!(s.subscribed_topics.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn builder_beats_environment_beats_default() -> Result<(), ConfigError> {
+        let vars = [
+            ("PROSODY_MAX_CONCURRENCY", "7"),
+            ("PROSODY_SUBSCRIBED_TOPICS", "a,b"),
+        ];
+        let from_env = resolve(base(), &vars)?;
+        assert_eq!(from_env.max_concurrency.get(), 7);
+        assert_eq!(from_env.subscribed_topics.map(|t| t.len()), Some(2));
+        let options = Options {
+            max_concurrency: Some(3),
+            ..base()
+        };
+        assert_eq!(resolve(options, &vars)?.max_concurrency.get(), 3);
+        Ok(())
+    }
+
+    type Case = (
+        Options,
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+
+    #[test]
+    #[allow(clippy::too_many_lines, reason = "one table of cases")]
+    fn each_bad_value_names_its_option() {
+        let cases: Vec<Case> = vec![
+            (
+                Options {
+                    group_id: None,
+                    ..base()
+                },
+                &[],
+                "group_id",
+            ),
+            (
+                Options {
+                    group_id: Some(" ".into()),
+                    ..base()
+                },
+                &[],
+                "group_id",
+            ),
+            (
+                Options {
+                    subscribed_topics: Some(vec![]),
+                    ..base()
+                },
+                &[],
+                "subscribed_topics",
+            ),
+            (
+                Options {
+                    subscribed_topics: Some(vec![String::new()]),
+                    ..base()
+                },
+                &[],
+                "subscribed_topics",
+            ),
+            (
+                Options {
+                    max_concurrency: Some(0),
+                    ..base()
+                },
+                &[],
+                "max_concurrency",
+            ),
+            (
+                Options {
+                    max_uncommitted: Some(0),
+                    ..base()
+                },
+                &[],
+                "max_uncommitted",
+            ),
+            (
+                Options {
+                    commit_interval: Some(Duration::ZERO),
+                    ..base()
+                },
+                &[],
+                "commit_interval",
+            ),
+            (
+                Options {
+                    shutdown_timeout: Some(Duration::ZERO),
+                    ..base()
+                },
+                &[],
+                "shutdown_timeout",
+            ),
+            (
+                Options {
+                    allowed_events: Some(vec![String::new()]),
+                    ..base()
+                },
+                &[],
+                "allowed_events",
+            ),
+            (
+                Options {
+                    retry_base: Some(Duration::from_secs(2)),
+                    max_retry_delay: Some(Duration::from_secs(1)),
+                    ..base()
+                },
+                &[],
+                "max_retry_delay",
+            ),
+            (
+                Options {
+                    mock: None,
+                    ..base()
+                },
+                &[],
+                "bootstrap_servers",
+            ),
+            (
+                base(),
+                &[("PROSODY_MAX_UNCOMMITTED", "lots")],
+                "PROSODY_MAX_UNCOMMITTED",
+            ),
+            (
+                base(),
+                &[("PROSODY_COMMIT_INTERVAL", "soon")],
+                "PROSODY_COMMIT_INTERVAL",
+            ),
+        ];
+        for (options, vars, expected) in cases {
+            let error = resolve(options, vars).err();
+            assert!(error.is_some(), "{expected}: accepted");
+            if let Some(error) = error {
+                assert_eq!(option_of(&error), expected, "{error}");
+                assert!(error.to_string().contains(expected), "{error}");
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Reading options from `PROSODY_*` environment variables.
+
+use crate::config::ConfigError;
+use std::time::Duration;
+
+/// A value that can be read from an environment variable.
+pub(crate) trait FromEnv: Sized {
+    fn parse(text: &str) -> Result<Self, String>;
+}
+
+impl FromEnv for String {
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(text.to_owned())
+    }
+}
+
+impl FromEnv for bool {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            _ => Err("expected true or false".to_owned()),
+        }
+    }
+}
+
+impl FromEnv for usize {
+    fn parse(text: &str) -> Result<Self, String> {
+        text.trim()
+            .parse()
+            .map_err(|e| format!("expected a whole number: {e}"))
+    }
+}
+
+impl FromEnv for Duration {
+    fn parse(text: &str) -> Result<Self, String> {
+        humantime::parse_duration(text.trim())
+            .map_err(|e| format!("expected a duration such as 30s or 5m: {e}"))
+    }
+}
+
+impl FromEnv for Vec<String> {
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
+/// Where option values come from when the builder leaves them unset.
+pub(crate) struct Env<F>(F);
+
+/// The process environment.
+pub(crate) fn process() -> Env<impl Fn(&str) -> Option<String>> {
+    Env(|name: &str| std::env::var(name).ok())
+}
+
+impl<F: Fn(&str) -> Option<String>> Env<F> {
+    /// An environment that looks variables up with `lookup`.
+    #[cfg(test)]
+    pub(crate) fn from_fn(lookup: F) -> Self {
+        Self(lookup)
+    }
+
+    /// Reads `variable`: `None` when unset, an error naming it when
+    /// unparsable.
+    pub(crate) fn read<T: FromEnv>(
+        &self,
+        variable: &'static str,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(value) = (self.0)(variable) else {
+            return Ok(None);
+        };
+        T::parse(&value)
+            .map(Some)
+            .map_err(|reason| ConfigError::Environment {
+                variable,
+                value,
+                reason,
+            })
+    }
+
+    /// The builder's value, else the environment's, else `default`.
+    pub(crate) fn layer<T: FromEnv>(
+        &self,
+        builder: Option<T>,
+        variable: &'static str,
+        default: impl FnOnce() -> T,
+    ) -> Result<T, ConfigError> {
+        match builder {
+            Some(value) => Ok(value),
+            None => Ok(self.read(variable)?.unwrap_or_else(default)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FromEnv;
+    use std::time::Duration;
+
+    #[test]
+    fn parses_each_kind() {
+        assert_eq!(
+            <Duration as FromEnv>::parse("20ms"),
+            Ok(Duration::from_millis(20))
+        );
+        assert_eq!(
+            <Duration as FromEnv>::parse("7d"),
+            Ok(Duration::from_secs(7 * 86_400))
+        );
+        assert!(<Duration as FromEnv>::parse("soon").is_err());
+        assert_eq!(<bool as FromEnv>::parse("TRUE"), Ok(true));
+        assert!(<bool as FromEnv>::parse("maybe").is_err());
+        assert_eq!(<usize as FromEnv>::parse(" 64 "), Ok(64));
+        assert_eq!(
+            <Vec<String> as FromEnv>::parse("a, b,,c"),
+            Ok(vec!["a".to_owned(), "b".to_owned(), "c".to_owned()])
+        );
+    }
+}

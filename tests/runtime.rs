@@ -1,0 +1,172 @@
+//! Whole-runtime properties over random workloads, on the in-memory broker
+//! under a paused clock: every record is handled, per-key order and
+//! exclusivity hold, commits never pass an unsettled record, and paused
+//! partitions resume.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+mod support;
+
+use proptest::prelude::*;
+use prosody::MemoryBroker;
+use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
+use prosody_core::{HandlerService, JsonCodec, Runtime, RuntimeConfig};
+use std::num::NonZeroUsize;
+use std::time::Duration;
+use support::{Probe, ProbedConsumer, Script, TestHandler};
+
+const TOPIC: &str = "events";
+const GROUP: &str = "group";
+const DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Clone, Debug)]
+struct Workload {
+    partitions: i32,
+    max_concurrency: usize,
+    max_uncommitted: usize,
+    records: Vec<Script>,
+    /// Records produced after the consumer started.
+    late: usize,
+    /// A second member joins once this many records were handled; the
+    /// first then leaves if the flag is set.
+    rebalance: Option<(usize, bool)>,
+}
+
+fn workload() -> impl Strategy<Value = Workload> {
+    (1..=8i32, 1..=16usize, 1..=24usize, 1..=300usize).prop_flat_map(
+        |(partitions, conc, unc, keys)| {
+            let script =
+                (0..keys, 0..40u64, 0..3u32).prop_map(|(key, latency_ms, failures)| Script {
+                    key: format!("key-{key}"),
+                    latency_ms,
+                    failures,
+                });
+            proptest::collection::vec(script, 1..400).prop_flat_map(move |records| {
+                let n = records.len();
+                let rebalance = proptest::option::of((0..n, any::<bool>()));
+                (Just(records), 0..=n, rebalance).prop_map(move |(records, late, rebalance)| {
+                    Workload {
+                        partitions,
+                        max_concurrency: conc,
+                        max_uncommitted: unc,
+                        records,
+                        late,
+                        rebalance,
+                    }
+                })
+            })
+        },
+    )
+}
+
+async fn produce(broker: &MemoryBroker, scripts: &[Script]) {
+    let producer = broker.producer().expect("producer");
+    for script in scripts {
+        let payload = serde_json::to_vec(script).expect("encode");
+        producer
+            .send(
+                OutgoingRecord::new(TOPIC, script.key.clone(), payload),
+                Duration::from_secs(1),
+            )
+            .await
+            .expect("send");
+    }
+}
+
+fn run(workload: &Workload) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let broker = MemoryBroker::new();
+        broker
+            .create_topic(TOPIC, workload.partitions)
+            .expect("topic");
+        let (early, late) = workload
+            .records
+            .split_at(workload.records.len() - workload.late);
+        produce(&broker, early).await;
+
+        let probe = Probe::default();
+        let first = member(&broker, &probe, workload, 0).await;
+        produce(&broker, late).await;
+        let total = workload.records.len();
+        let mut live = vec![(0, first)];
+        if let Some((join_after, first_leaves)) = workload.rebalance {
+            let reached = tokio::time::timeout(DEADLINE, probe.wait_handled(join_after)).await;
+            prop_assert!(
+                reached.is_ok(),
+                "only {} of {join_after} records handled",
+                probe.handled()
+            );
+            live.push((1, member(&broker, &probe, workload, 1).await));
+            if first_leaves {
+                let (_, leaving) = live.remove(0);
+                leaving.shutdown().await;
+            }
+        }
+        let handled = tokio::time::timeout(DEADLINE, probe.wait_handled(total)).await;
+        prop_assert!(
+            handled.is_ok(),
+            "only {} of {total} records handled",
+            probe.handled()
+        );
+        // A commit interval later, every partition is committed to its end.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for partition in 0..workload.partitions {
+            let tp = TopicPartition::new(TOPIC, partition);
+            let end = broker.end_offset(&tp).expect("partition");
+            let committed = broker.committed_offset(GROUP, &tp).unwrap_or(0);
+            prop_assert_eq!(
+                committed,
+                end,
+                "partition {} not committed to its end",
+                partition
+            );
+        }
+        let members: Vec<u32> = live.iter().map(|(id, _)| *id).collect();
+        probe.check_resumed(&members)?;
+        for (_, running) in live {
+            running.shutdown().await;
+        }
+        probe.check(workload.max_concurrency, workload.rebalance.is_some())
+    })
+}
+
+/// Joins the group as member `id` and starts its runtime.
+async fn member(broker: &MemoryBroker, probe: &Probe, workload: &Workload, id: u32) -> Runtime {
+    let consumer = broker
+        .consumer(&ConsumerConfig {
+            group_id: GROUP.to_owned(),
+            topics: vec![TOPIC.into()],
+        })
+        .await
+        .expect("consumer");
+    let consumer = ProbedConsumer::new(consumer, probe.clone(), id);
+    let mut config = RuntimeConfig::new(GROUP);
+    config.max_concurrency = NonZeroUsize::new(workload.max_concurrency).expect("positive");
+    config.max_uncommitted = NonZeroUsize::new(workload.max_uncommitted).expect("positive");
+    let handler = TestHandler::new(probe.clone(), id);
+    Runtime::spawn(
+        consumer,
+        HandlerService::new(handler),
+        JsonCodec::new(),
+        config,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_record_is_handled_in_key_order_exclusively_and_committed(w in workload()) {
+        run(&w)?;
+    }
+}
