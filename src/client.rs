@@ -4,7 +4,7 @@ use crate::config::{ConfigError, Options, Settings};
 use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, OutgoingRecord, Producer};
 use prosody_core::{
     Codec, CodecError, EventHandler, EventService, HandlerService, Headers, JsonCodec, Key,
-    Runtime, RuntimeConfig, SOURCE_SYSTEM_HEADER,
+    Runtime, SOURCE_SYSTEM_HEADER,
 };
 use prosody_memory::MemoryBroker;
 use std::fmt;
@@ -331,7 +331,7 @@ impl<C: Codec> ProsodyClient<C> {
             .inner
             .broker
             .consumer(&ConsumerConfig {
-                group_id: settings.group_id.to_string(),
+                group_id: settings.runtime.group_id.to_string(),
                 topics,
             })
             .await;
@@ -343,22 +343,11 @@ impl<C: Codec> ProsodyClient<C> {
                 return Err(error.into());
             }
         };
-        let config = RuntimeConfig {
-            group_id: Arc::clone(&settings.group_id),
-            allowed_events: Arc::clone(&settings.allowed_events),
-            max_concurrency: settings.max_concurrency,
-            max_uncommitted: settings.max_uncommitted,
-            commit_interval: settings.commit_interval,
-            poll_interval: settings.poll_interval,
-            shutdown_timeout: settings.shutdown_timeout,
-            retry_base: settings.retry_base,
-            max_retry_delay: settings.max_retry_delay,
-        };
         *slot = Slot::Running(Runtime::spawn(
             consumer,
             stack,
             self.inner.codec.clone(),
-            config,
+            settings.runtime.clone(),
         ));
         Ok(())
     }

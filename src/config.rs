@@ -2,6 +2,7 @@
 //! environment variables, else the documented default.
 
 use crate::env::Env;
+use prosody_core::RuntimeConfig;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,19 +64,12 @@ pub(crate) struct Options {
 /// sizes and durations, `max_retry_delay >= retry_base`).
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
-    pub(crate) group_id: Arc<str>,
     /// `None` when the client only produces.
     pub(crate) subscribed_topics: Option<Vec<Arc<str>>>,
     pub(crate) source_system: Arc<str>,
-    pub(crate) allowed_events: Arc<[String]>,
-    pub(crate) max_concurrency: NonZeroUsize,
-    pub(crate) max_uncommitted: NonZeroUsize,
-    pub(crate) commit_interval: Duration,
-    pub(crate) poll_interval: Duration,
-    pub(crate) shutdown_timeout: Duration,
     pub(crate) send_timeout: Duration,
-    pub(crate) retry_base: Duration,
-    pub(crate) max_retry_delay: Duration,
+    /// The consumer's settings, group id included.
+    pub(crate) runtime: RuntimeConfig,
 }
 
 fn non_empty(option: &'static str, value: String) -> Result<String, ConfigError> {
@@ -108,11 +102,10 @@ fn positive_duration(option: &'static str, value: Duration) -> Result<Duration, 
 impl Options {
     /// Layers builder, environment and defaults, then validates.
     pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
-        self,
+        mut self,
         env: &Env<F>,
     ) -> Result<Settings, ConfigError> {
-        let limits = Limits::resolve(&self, env)?;
-        let group_id = match self.group_id {
+        let group_id = match self.group_id.take() {
             Some(value) => value,
             None => env.read("PROSODY_GROUP_ID")?.ok_or(ConfigError::Missing {
                 option: "group_id",
@@ -120,7 +113,7 @@ impl Options {
             })?,
         };
         let group_id = non_empty("group_id", group_id)?;
-        let subscribed_topics = match self.subscribed_topics {
+        let subscribed_topics = match self.subscribed_topics.take() {
             Some(topics) => Some(topics),
             None => env.read::<Vec<String>>("PROSODY_SUBSCRIBED_TOPICS")?,
         };
@@ -138,11 +131,16 @@ impl Options {
                     .collect()
             })
             .transpose()?;
-        let source_system = env.layer(self.source_system, "PROSODY_SOURCE_SYSTEM", || {
-            group_id.clone()
-        })?;
+        let source_system =
+            env.layer(self.source_system.take(), "PROSODY_SOURCE_SYSTEM", || {
+                group_id.clone()
+            })?;
         let source_system = non_empty("source_system", source_system)?;
-        let allowed_events = env.layer(self.allowed_events, "PROSODY_ALLOWED_EVENTS", Vec::new)?;
+        let allowed_events = env.layer(
+            self.allowed_events.take(),
+            "PROSODY_ALLOWED_EVENTS",
+            Vec::new,
+        )?;
         if allowed_events.iter().any(String::is_empty) {
             return Err(ConfigError::Invalid {
                 option: "allowed_events",
@@ -151,7 +149,7 @@ impl Options {
         }
         let mock = env.layer(self.mock, "PROSODY_MOCK", || false)?;
         let bootstrap = env.layer(
-            self.bootstrap_servers,
+            self.bootstrap_servers.take(),
             "PROSODY_BOOTSTRAP_SERVERS",
             Vec::new,
         )?;
@@ -170,49 +168,38 @@ impl Options {
                 }
             });
         }
+        let runtime = self.runtime(env, RuntimeConfig::new(group_id), allowed_events)?;
+        let send_timeout = positive_duration(
+            "send_timeout",
+            env.layer(self.send_timeout, "PROSODY_SEND_TIMEOUT", || {
+                Duration::from_secs(1)
+            })?,
+        )?;
         Ok(Settings {
-            group_id: Arc::from(group_id),
             subscribed_topics,
             source_system: Arc::from(source_system),
-            allowed_events: Arc::from(allowed_events),
-            max_concurrency: limits.max_concurrency,
-            max_uncommitted: limits.max_uncommitted,
-            commit_interval: limits.commit_interval,
-            poll_interval: limits.poll_interval,
-            shutdown_timeout: limits.shutdown_timeout,
-            send_timeout: limits.send_timeout,
-            retry_base: limits.retry_base,
-            max_retry_delay: limits.max_retry_delay,
+            send_timeout,
+            runtime,
         })
     }
-}
 
-/// The sizes and durations of [`Settings`].
-struct Limits {
-    max_concurrency: NonZeroUsize,
-    max_uncommitted: NonZeroUsize,
-    commit_interval: Duration,
-    poll_interval: Duration,
-    shutdown_timeout: Duration,
-    send_timeout: Duration,
-    retry_base: Duration,
-    max_retry_delay: Duration,
-}
-
-impl Limits {
-    fn resolve<F: Fn(&str) -> Option<String>>(
-        options: &Options,
+    /// The consumer's limits over `defaults`, layered and validated.
+    fn runtime<F: Fn(&str) -> Option<String>>(
+        &self,
         env: &Env<F>,
-    ) -> Result<Self, ConfigError> {
+        defaults: RuntimeConfig,
+        allowed_events: Vec<String>,
+    ) -> Result<RuntimeConfig, ConfigError> {
+        let options = self;
         let retry_base = positive_duration(
             "retry_base",
             env.layer(options.retry_base, "PROSODY_RETRY_BASE", || {
-                Duration::from_millis(20)
+                defaults.retry_base
             })?,
         )?;
         let max_retry_delay =
             env.layer(options.max_retry_delay, "PROSODY_RETRY_MAX_DELAY", || {
-                Duration::from_secs(300)
+                defaults.max_retry_delay
             })?;
         if max_retry_delay < retry_base {
             return Err(ConfigError::Invalid {
@@ -220,41 +207,41 @@ impl Limits {
                 reason: format!("{max_retry_delay:?} is shorter than retry_base {retry_base:?}"),
             });
         }
-        Ok(Self {
+        Ok(RuntimeConfig {
+            allowed_events: Arc::from(allowed_events),
             max_concurrency: positive_size(
                 "max_concurrency",
-                env.layer(options.max_concurrency, "PROSODY_MAX_CONCURRENCY", || 32)?,
+                env.layer(options.max_concurrency, "PROSODY_MAX_CONCURRENCY", || {
+                    defaults.max_concurrency.get()
+                })?,
             )?,
             max_uncommitted: positive_size(
                 "max_uncommitted",
-                env.layer(options.max_uncommitted, "PROSODY_MAX_UNCOMMITTED", || 64)?,
+                env.layer(options.max_uncommitted, "PROSODY_MAX_UNCOMMITTED", || {
+                    defaults.max_uncommitted.get()
+                })?,
             )?,
             commit_interval: positive_duration(
                 "commit_interval",
                 env.layer(options.commit_interval, "PROSODY_COMMIT_INTERVAL", || {
-                    Duration::from_secs(1)
+                    defaults.commit_interval
                 })?,
             )?,
             poll_interval: positive_duration(
                 "poll_interval",
                 env.layer(options.poll_interval, "PROSODY_POLL_INTERVAL", || {
-                    Duration::from_millis(100)
+                    defaults.poll_interval
                 })?,
             )?,
             shutdown_timeout: positive_duration(
                 "shutdown_timeout",
                 env.layer(options.shutdown_timeout, "PROSODY_SHUTDOWN_TIMEOUT", || {
-                    Duration::from_secs(30)
-                })?,
-            )?,
-            send_timeout: positive_duration(
-                "send_timeout",
-                env.layer(options.send_timeout, "PROSODY_SEND_TIMEOUT", || {
-                    Duration::from_secs(1)
+                    defaults.shutdown_timeout
                 })?,
             )?,
             retry_base,
             max_retry_delay,
+            ..defaults
         })
     }
 }
@@ -292,11 +279,11 @@ mod tests {
     #[test]
     fn defaults_follow_the_configuration_tables() -> Result<(), ConfigError> {
         let s = resolve(base(), &[])?;
-        assert_eq!(s.max_concurrency.get(), 32);
-        assert_eq!(s.max_uncommitted.get(), 64);
-        assert_eq!(s.commit_interval, Duration::from_secs(1));
-        assert_eq!(s.poll_interval, Duration::from_millis(100));
-        assert_eq!(s.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(s.runtime.max_concurrency.get(), 32);
+        assert_eq!(s.runtime.max_uncommitted.get(), 64);
+        assert_eq!(s.runtime.commit_interval, Duration::from_secs(1));
+        assert_eq!(s.runtime.poll_interval, Duration::from_millis(100));
+        assert_eq!(s.runtime.shutdown_timeout, Duration::from_secs(30));
         assert_eq!(s.send_timeout, Duration::from_secs(1));
         assert_eq!(&*s.source_system, "g");
         assert!(s.subscribed_topics.is_none());
@@ -310,13 +297,13 @@ mod tests {
             ("PROSODY_SUBSCRIBED_TOPICS", "a,b"),
         ];
         let from_env = resolve(base(), &vars)?;
-        assert_eq!(from_env.max_concurrency.get(), 7);
+        assert_eq!(from_env.runtime.max_concurrency.get(), 7);
         assert_eq!(from_env.subscribed_topics.map(|t| t.len()), Some(2));
         let options = Options {
             max_concurrency: Some(3),
             ..base()
         };
-        assert_eq!(resolve(options, &vars)?.max_concurrency.get(), 3);
+        assert_eq!(resolve(options, &vars)?.runtime.max_concurrency.get(), 3);
         Ok(())
     }
 
