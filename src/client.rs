@@ -1,7 +1,10 @@
 //! The client: produces, and runs one subscription at a time.
 
 use crate::config::{ConfigError, Options, Settings};
-use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, OutgoingRecord, Producer};
+use crate::slot::Subscription;
+use prosody_core::broker::{
+    Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer,
+};
 use prosody_core::{
     Codec, CodecError, EventHandler, EventService, HandlerService, Headers, JsonCodec, Key,
     Runtime, SOURCE_SYSTEM_HEADER,
@@ -9,7 +12,7 @@ use prosody_core::{
 use prosody_memory::MemoryBroker;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -188,7 +191,7 @@ impl<C: Codec> ClientBuilder<C> {
                 codec: self.codec,
                 broker,
                 producer,
-                slot: std::sync::Mutex::new(Slot::Idle),
+                subscription: Subscription::new(),
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),
             }),
@@ -198,20 +201,12 @@ impl<C: Codec> ClientBuilder<C> {
 
 type Backend = MemoryBroker;
 
-/// The subscription slot.
-enum Slot {
-    Idle,
-    /// `subscribe` is joining the group.
-    Starting,
-    Running(Runtime),
-}
-
 struct Inner<C> {
     settings: Settings,
     codec: C,
     broker: Backend,
     producer: <Backend as Broker>::Producer,
-    slot: std::sync::Mutex<Slot>,
+    subscription: Subscription,
     closed: AtomicBool,
     shutdown: OnceCell<()>,
 }
@@ -320,30 +315,27 @@ impl<C: Codec> ProsodyClient<C> {
         let Some(topics) = settings.subscribed_topics.clone() else {
             return Err(ClientError::NotConfigured);
         };
-        {
-            let mut slot = self.inner.lock();
-            if !matches!(*slot, Slot::Idle) {
-                return Err(ClientError::AlreadySubscribed);
-            }
-            *slot = Slot::Starting;
-        }
-        let joined = self
+        let claim = self
+            .inner
+            .subscription
+            .claim()
+            .ok_or(ClientError::AlreadySubscribed)?;
+        let consumer = self
             .inner
             .broker
             .consumer(&ConsumerConfig {
                 group_id: settings.runtime.group_id.to_string(),
                 topics,
             })
-            .await;
-        let mut slot = self.inner.lock();
-        let consumer = match joined {
-            Ok(consumer) => consumer,
-            Err(error) => {
-                *slot = Slot::Idle;
-                return Err(error.into());
-            }
-        };
-        *slot = Slot::Running(Runtime::spawn(
+            .await?;
+        if self.check_open().is_err() {
+            // Shut down while joining: leave again rather than run after
+            // shutdown returned.
+            drop(claim);
+            consumer.close().await;
+            return Err(ClientError::ShutDown);
+        }
+        claim.install(Runtime::spawn(
             consumer,
             stack,
             self.inner.codec.clone(),
@@ -356,7 +348,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// leaves the group. The client can subscribe again.
     pub async fn unsubscribe(&self) -> Result<(), ClientError> {
         self.check_open()?;
-        self.inner.stop().await;
+        self.inner.subscription.stop().await;
         Ok(())
     }
 
@@ -365,7 +357,10 @@ impl<C: Codec> ProsodyClient<C> {
     /// [`ClientError::ShutDown`].
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
-        self.inner.shutdown.get_or_init(|| self.inner.stop()).await;
+        self.inner
+            .shutdown
+            .get_or_init(|| self.inner.subscription.stop())
+            .await;
     }
 
     /// Where the consumer is in its life.
@@ -374,9 +369,8 @@ impl<C: Codec> ProsodyClient<C> {
         if self.inner.settings.subscribed_topics.is_none() {
             return ConsumerState::Unconfigured;
         }
-        match &*self.inner.lock() {
-            Slot::Running(runtime) if !runtime.is_finished() => ConsumerState::Running,
-            Slot::Starting => ConsumerState::Running,
+        match self.inner.subscription.running() {
+            Some(runtime) if !runtime.is_finished() => ConsumerState::Running,
             _ => ConsumerState::Configured,
         }
     }
@@ -384,23 +378,9 @@ impl<C: Codec> ProsodyClient<C> {
     /// How many partitions this client consumes now.
     #[must_use]
     pub fn assigned_partition_count(&self) -> usize {
-        match &*self.inner.lock() {
-            Slot::Running(runtime) => runtime.assigned_partition_count(),
-            _ => 0,
-        }
-    }
-}
-
-impl<C> Inner<C> {
-    fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Drains and stops the running subscription, if any.
-    async fn stop(&self) {
-        let slot = std::mem::replace(&mut *self.lock(), Slot::Idle);
-        if let Slot::Running(runtime) = slot {
-            runtime.shutdown().await;
-        }
+        self.inner
+            .subscription
+            .running()
+            .map_or(0, |runtime| runtime.assigned_partition_count())
     }
 }

@@ -3,6 +3,7 @@
 mod client;
 mod config;
 mod env;
+mod slot;
 
 pub use client::{ClientBuilder, ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;

@@ -24,6 +24,18 @@ enum Seen {
     Message(String, Value),
     Excise(String),
     Cancelled(String),
+    Abandoned(String),
+}
+
+/// Reports when the handler future holding it is dropped unfinished.
+struct OnDrop(Option<(mpsc::UnboundedSender<Seen>, String)>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some((seen, key)) = self.0.take() {
+            let _ = seen.send(Seen::Abandoned(key));
+        }
+    }
 }
 
 /// Reports every call; a payload's `action` field scripts the outcome.
@@ -45,6 +57,10 @@ impl EventHandler for Recorder {
         match message.payload.get("action").and_then(Value::as_str) {
             Some("permanent") => return Err(HandlerError::permanent("scripted")),
             Some("terminal") => return Err(HandlerError::terminal("scripted")),
+            Some("ignore-cancel") => {
+                let _guard = OnDrop(Some((self.seen.clone(), key.clone())));
+                std::future::pending::<()>().await;
+            }
             Some("block") => {
                 context.on_cancel().await;
                 let _ = self.seen.send(Seen::Cancelled(key));
@@ -142,8 +158,7 @@ async fn lifecycle_subscribe_unsubscribe_shutdown() {
         Seen::Message("b".into(), json!({"n": 2}))
     );
 
-    let (a, b) = tokio::join!(client.shutdown(), client.shutdown());
-    assert_eq!((a, b), ((), ()));
+    tokio::join!(client.shutdown(), client.shutdown());
     client.shutdown().await;
     assert_eq!(client.consumer_state(), ConsumerState::Configured);
     assert!(matches!(
@@ -296,6 +311,12 @@ async fn a_terminal_error_stops_its_partition_short_of_the_failed_record() {
         Seen::Message("k".into(), json!({"n": 1}))
     );
     tokio::time::sleep(Duration::from_secs(10)).await;
+    // Another key of the same partition, sent after the terminal error.
+    client
+        .send("t", "other", &json!({"n": 4}))
+        .await
+        .expect("send");
+    tokio::time::sleep(Duration::from_secs(10)).await;
     client.shutdown().await;
     assert!(
         seen.try_recv().is_err(),
@@ -346,4 +367,74 @@ async fn shutdown_cancels_blocked_handlers_near_the_deadline_and_commits_settled
         Some(1),
         "the settled record is committed, the cancelled one is not"
     );
+}
+
+async fn blocking_client(broker: &MemoryBroker) -> ProsodyClient {
+    broker.create_topic("t", 1).expect("topic");
+    ProsodyClient::builder()
+        .memory_broker(broker.clone())
+        .group_id("svc")
+        .source_system("svc-test")
+        .subscribed_topics(["t"])
+        .shutdown_timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("client")
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_during_unsubscribe_waits_for_the_same_drain() {
+    let broker = MemoryBroker::new();
+    let client = blocking_client(&broker).await;
+    let (handler, mut seen) = recorder();
+    client.subscribe(handler).await.expect("subscribe");
+    client
+        .send("t", "stuck", &json!({"action": "block"}))
+        .await
+        .expect("send");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = tokio::time::Instant::now();
+    let shutdown_done = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        client.shutdown().await;
+        started.elapsed()
+    };
+    let (unsubscribed, shutdown_took) = tokio::join!(client.unsubscribe(), shutdown_done);
+    unsubscribed.expect("unsubscribe");
+    assert!(
+        shutdown_took >= Duration::from_secs(9),
+        "shutdown returned mid-drain after {shutdown_took:?}"
+    );
+    assert_eq!(seen.try_recv().ok(), Some(Seen::Cancelled("stuck".into())));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_ignores_cancellation_is_abandoned_at_the_deadline_and_not_committed() {
+    let broker = MemoryBroker::new();
+    let client = blocking_client(&broker).await;
+    let (handler, mut seen) = recorder();
+    client.subscribe(handler).await.expect("subscribe");
+    client.send("t", "a", &json!({"n": 1})).await.expect("send");
+    client
+        .send("t", "stuck", &json!({"action": "ignore-cancel"}))
+        .await
+        .expect("send");
+    assert_eq!(
+        next(&mut seen).await,
+        Seen::Message("a".into(), json!({"n": 1}))
+    );
+    let started = tokio::time::Instant::now();
+    client.shutdown().await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(10),
+        "returned after {took:?}, before the deadline"
+    );
+    assert_eq!(
+        seen.try_recv().ok(),
+        Some(Seen::Abandoned("stuck".into())),
+        "handler still running"
+    );
+    let committed = broker.committed_offset("svc", &TopicPartition::new("t", 0));
+    assert_eq!(committed, Some(1));
 }

@@ -76,23 +76,32 @@ pub(crate) struct Status {
 
 /// A running consumer. Dropping it stops the consumer without draining (a
 /// crash); [`Runtime::shutdown`] drains and commits first.
+///
+/// Invariant: every call of [`Runtime::shutdown`], concurrent or repeated,
+/// returns only after the consumer task has ended.
 #[derive(Debug)]
 pub struct Runtime {
     stop: CancellationToken,
+    /// Cancelled when the consumer task ends, however it ends.
+    done: CancellationToken,
     task: JoinHandle<()>,
     status: Arc<Status>,
 }
 
 impl Runtime {
     /// Starts consuming: each record is decoded with `codec` and sent through
-    /// `service`.
-    pub fn spawn<C, S, K>(consumer: C, service: S, codec: K, config: RuntimeConfig) -> Self
+    /// `service`. Intervals shorter than a millisecond count as one.
+    pub fn spawn<C, S, K>(consumer: C, service: S, codec: K, mut config: RuntimeConfig) -> Self
     where
         C: Consumer,
         K: Codec,
         S: EventService<K::Value>,
     {
+        let floor = Duration::from_millis(1);
+        config.commit_interval = config.commit_interval.max(floor);
+        config.poll_interval = config.poll_interval.max(floor);
         let stop = CancellationToken::new();
+        let done = CancellationToken::new();
         let status = Arc::new(Status::default());
         let poll = poll::PollLoop::new(
             consumer,
@@ -102,8 +111,17 @@ impl Runtime {
             stop.clone(),
             Arc::clone(&status),
         );
-        let task = tokio::spawn(poll.run());
-        Self { stop, task, status }
+        let guard = done.clone().drop_guard();
+        let task = tokio::spawn(async move {
+            let _done = guard;
+            poll.run().await;
+        });
+        Self {
+            stop,
+            done,
+            task,
+            status,
+        }
     }
 
     /// How many partitions this member holds now.
@@ -112,25 +130,25 @@ impl Runtime {
         self.status.assigned.load(Ordering::Acquire)
     }
 
-    /// Whether the consumer has stopped (after shutdown, or a fatal error).
+    /// Whether the consumer has stopped (after shutdown, or after its
+    /// consumer closed).
     #[must_use]
     pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
+        self.done.is_cancelled()
     }
 
     /// Drains every partition within the shutdown timeout, commits what
-    /// settled, and leaves the group.
-    pub async fn shutdown(mut self) {
+    /// settled, and leaves the group. Concurrent and repeated calls all wait
+    /// for the same drain; dropping a call does not interrupt it.
+    pub async fn shutdown(&self) {
         self.stop.cancel();
-        if let Err(error) = (&mut self.task).await {
-            tracing::error!(%error, "the consumer task failed");
-        }
+        self.done.cancelled().await;
     }
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if !self.task.is_finished() && !self.stop.is_cancelled() {
+        if !self.stop.is_cancelled() {
             self.task.abort();
         }
     }

@@ -104,7 +104,7 @@ where
         if let Err(stale) = self.tracker.track(record.offset) {
             warn!(partition = %self.tp, offset = stale.offset, next = stale.next,
                 "record below an offset already seen; ignored");
-            self.state.unsettled.fetch_sub(1, Ordering::AcqRel);
+            self.release();
             return;
         }
         if self.halted {
@@ -172,8 +172,16 @@ where
         if let Some(watermark) = self.tracker.committable() {
             self.state.watermark.store(watermark, Ordering::Release);
         }
-        let left = self.state.unsettled.fetch_sub(1, Ordering::AcqRel) - 1;
-        if left <= self.resume_at && self.state.paused.swap(false, Ordering::AcqRel) {
+        self.release();
+    }
+
+    /// One record handed over by the poll loop is done with: count it off,
+    /// and ask for a resume if the partition is paused and has drained.
+    /// `SeqCst` pairs with the poll loop's mark-then-look in `route`: of the
+    /// two sides, at least one sees the other's write.
+    fn release(&mut self) {
+        let left = self.state.unsettled.fetch_sub(1, Ordering::SeqCst) - 1;
+        if left <= self.resume_at && self.state.paused.swap(false, Ordering::SeqCst) {
             let _ = self.resume.send(self.tp.clone());
         }
     }
@@ -193,6 +201,9 @@ where
                         warn!(partition = %self.tp, running = self.running.len(),
                             "handlers still running at the shutdown deadline; abandoned");
                         self.running.abort_all();
+                        // Wait until they are gone, so none overlaps the
+                        // partition's next owner.
+                        while self.running.join_next().await.is_some() {}
                         break;
                     }
                     self.shared.cancel.cancel();

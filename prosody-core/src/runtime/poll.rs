@@ -6,17 +6,18 @@ use super::offsets::OffsetTracker;
 use super::partition::{Command, NO_OFFSET, PartitionState, PartitionTask};
 use super::queues::KeyQueues;
 use super::{RuntimeConfig, Status};
-use crate::broker::{Consumer, ConsumerEvent, Record, TopicPartition};
+use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use crate::codec::Codec;
 use crate::handler::EventService;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// An assigned partition, as the poll loop sees it.
 struct Assigned {
@@ -44,6 +45,8 @@ pub(crate) struct PollLoop<C, S, K> {
     tasks: JoinSet<()>,
     resume_tx: mpsc::UnboundedSender<TopicPartition>,
     resume_rx: mpsc::UnboundedReceiver<TopicPartition>,
+    /// Offsets were stored but their last commit failed.
+    uncommitted: bool,
 }
 
 impl<C, S, K> PollLoop<C, S, K>
@@ -77,6 +80,7 @@ where
             tasks: JoinSet::new(),
             resume_tx,
             resume_rx,
+            uncommitted: false,
         }
     }
 
@@ -93,9 +97,16 @@ where
                     Ok(ConsumerEvent::Record(record)) => self.route(record),
                     Ok(ConsumerEvent::Assigned(tps)) => self.assign(tps),
                     Ok(ConsumerEvent::Revoked(tps)) => self.revoke(tps).await,
+                    Err(BrokerError::Closed) => {
+                        error!("the consumer closed; consuming stops");
+                        break;
+                    }
                     Err(error) => {
                         warn!(%error, "poll failed; polling again");
-                        tokio::time::sleep(self.config.poll_interval).await;
+                        tokio::select! {
+                            () = tokio::time::sleep(self.config.poll_interval) => {}
+                            () = self.stop.cancelled() => {}
+                        }
                     }
                 },
             }
@@ -158,23 +169,23 @@ where
             warn!(partition = %tp, offset = record.offset, "record of a partition not assigned here; dropped");
             return;
         };
-        let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::AcqRel) + 1;
+        let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::SeqCst) + 1;
         if assigned.commands.send(Command::Record(record)).is_err() {
             warn!(partition = %tp, "partition task is gone; record dropped");
             return;
         }
         if unsettled < self.config.max_uncommitted.get()
-            || assigned.state.paused.load(Ordering::Acquire)
+            || assigned.state.paused.load(Ordering::SeqCst)
         {
             return;
         }
         // Mark paused before pausing, then look again: a task that drained
         // meanwhile either saw the mark (and will ask to resume) or left the
         // count low enough for us to take the mark back.
-        assigned.state.paused.store(true, Ordering::Release);
+        assigned.state.paused.store(true, Ordering::SeqCst);
         let resume_at = self.config.max_uncommitted.get() / 2;
-        if assigned.state.unsettled.load(Ordering::Acquire) <= resume_at
-            && assigned.state.paused.swap(false, Ordering::AcqRel)
+        if assigned.state.unsettled.load(Ordering::SeqCst) <= resume_at
+            && assigned.state.paused.swap(false, Ordering::SeqCst)
         {
             return;
         }
@@ -196,7 +207,7 @@ where
 
     /// Stores every watermark that moved, then commits.
     async fn commit(&mut self) {
-        let mut moved = false;
+        let mut moved = self.uncommitted;
         for (tp, assigned) in &mut self.partitions {
             let watermark = assigned.state.watermark.load(Ordering::Acquire);
             if watermark == NO_OFFSET || watermark == assigned.stored {
@@ -211,9 +222,10 @@ where
             }
         }
         if moved {
-            if let Err(error) = self.consumer.commit().await {
+            self.uncommitted = self.consumer.commit().await.is_err_and(|error| {
                 warn!(%error, "commit failed; it is retried at the next interval");
-            }
+                true
+            });
         }
     }
 
@@ -221,8 +233,9 @@ where
     async fn revoke(&mut self, tps: Vec<TopicPartition>) {
         let now = Instant::now();
         let timeout = self.config.shutdown_timeout;
-        let cancel_at = now + timeout.mul_f64(0.9);
-        let deadline = now + timeout;
+        let later = |by: Duration| now.checked_add(by).unwrap_or_else(far_future);
+        let cancel_at = later(timeout.mul_f64(0.9));
+        let deadline = later(timeout);
         let mut replies = Vec::new();
         for tp in tps {
             let Some(assigned) = self.partitions.remove(&tp) else {
@@ -248,14 +261,22 @@ where
                 Err(error) => warn!(partition = %tp, %error, "storing the final offset failed"),
             }
         }
-        if stored {
-            if let Err(error) = self.consumer.commit().await {
+        if stored || self.uncommitted {
+            self.uncommitted = self.consumer.commit().await.is_err_and(|error| {
                 warn!(%error, "final commit failed; the next owner replays from the last commit");
-            }
+                true
+            });
         }
         self.status
             .assigned
             .store(self.partitions.len(), Ordering::Release);
         while self.tasks.try_join_next().is_some() {}
     }
+}
+
+/// A deadline that never comes, for timeouts too long to add to now.
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(86_400 * 365 * 30))
+        .unwrap_or(now)
 }
