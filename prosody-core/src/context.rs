@@ -27,19 +27,30 @@ pub struct Context {
     topic: Topic,
     partition: i32,
     demand: Demand,
+    attempt: u32,
+    shutdown: CancellationToken,
     cancel: CancellationToken,
 }
 
 impl Context {
-    /// A context for an event of `key` on `topic` and `partition`, cancelled
-    /// when `cancel` is.
+    /// A context for an event of `key` on `topic` and `partition`. Its
+    /// partition starts shutting down when `shutdown` fires, and the handler
+    /// should stop when `cancel` fires.
     #[must_use]
-    pub fn new(key: Key, topic: Topic, partition: i32, cancel: CancellationToken) -> Self {
+    pub fn new(
+        key: Key,
+        topic: Topic,
+        partition: i32,
+        shutdown: CancellationToken,
+        cancel: CancellationToken,
+    ) -> Self {
         Self {
             key,
             topic,
             partition,
             demand: Demand::Normal,
+            attempt: 1,
+            shutdown,
             cancel,
         }
     }
@@ -75,6 +86,19 @@ impl Context {
         self
     }
 
+    /// Which attempt at the event this is, from 1.
+    #[must_use]
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The same context for another attempt.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
     /// A context whose cancellation fires when this one's does, or earlier
     /// through the returned token (a deadline, for example).
     #[must_use]
@@ -85,8 +109,21 @@ impl Context {
         (child, token)
     }
 
-    /// Whether the handler should stop: the partition is being revoked, the
-    /// client is shutting down, or the attempt timed out.
+    /// Whether the partition is being revoked or the client is shutting down.
+    /// Running handlers may finish; no new attempt should start. Cancellation
+    /// follows near the end of the shutdown timeout.
+    #[must_use]
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// Completes when the partition starts shutting down.
+    pub fn on_shutdown(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.shutdown.clone().cancelled_owned()
+    }
+
+    /// Whether the handler should stop: the shutdown timeout is nearly over,
+    /// or the attempt timed out.
     #[must_use]
     pub fn should_cancel(&self) -> bool {
         self.cancel.is_cancelled()
@@ -106,7 +143,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancellation_reaches_children_and_stays() {
         let root = CancellationToken::new();
-        let context = Context::new("k".into(), "t".into(), 0, root.clone());
+        let context = Context::new(
+            "k".into(),
+            "t".into(),
+            0,
+            CancellationToken::new(),
+            root.clone(),
+        );
         let (child, deadline) = context.child();
         deadline.cancel();
         assert!(child.should_cancel());

@@ -6,6 +6,7 @@ pub mod broker;
 pub mod clock;
 pub mod codec;
 pub mod context;
+mod envelope;
 pub mod error;
 pub mod event;
 pub mod handler;

@@ -52,6 +52,9 @@ pub(crate) struct Shared<S, K> {
     pub(crate) service: S,
     pub(crate) codec: K,
     pub(crate) permits: Arc<Semaphore>,
+    /// Fires when the partition starts draining.
+    pub(crate) shutdown: CancellationToken,
+    /// Fires near the end of the drain: handlers should stop.
     pub(crate) cancel: CancellationToken,
     pub(crate) backoff: Backoff,
 }
@@ -62,6 +65,7 @@ impl<S: Clone, K: Clone> Clone for Shared<S, K> {
             service: self.service.clone(),
             codec: self.codec.clone(),
             permits: Arc::clone(&self.permits),
+            shutdown: self.shutdown.clone(),
             cancel: self.cancel.clone(),
             backoff: self.backoff,
         }
@@ -83,8 +87,10 @@ fn decode<K: Codec>(
             headers: record.headers.clone(),
         }));
     };
+    let id = crate::envelope::id(payload);
     let payload = codec.decode(payload).map_err(HandlerError::permanent)?;
     Ok(Event::Message(Message {
+        id,
         topic: record.topic.clone(),
         partition: record.partition,
         offset: record.offset,
@@ -136,15 +142,17 @@ where
         };
         let permit = tokio::select! {
             permit = shared.permits.acquire() => permit,
-            () = shared.cancel.cancelled() => return Outcome::Unsettled,
+            () = shared.shutdown.cancelled() => return Outcome::Unsettled,
         };
         let context = Context::new(
             key.clone(),
             record.topic.clone(),
             record.partition,
+            shared.shutdown.clone(),
             shared.cancel.clone(),
         )
-        .with_demand(demand);
+        .with_demand(demand)
+        .with_attempt(attempt.saturating_add(1));
         let call = shared
             .service
             .clone()
@@ -173,7 +181,7 @@ where
         warn!(%error, attempt, ?delay, "transient failure; trying again");
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            () = shared.cancel.cancelled() => return Outcome::Unsettled,
+            () = shared.shutdown.cancelled() => return Outcome::Unsettled,
         }
     }
 }

@@ -189,6 +189,7 @@ where
     /// Stops dispatching, lets running calls finish until `cancel_at`, then
     /// cancels them, and abandons what still runs at `deadline`.
     async fn drain(&mut self, cancel_at: Instant, deadline: Instant) {
+        self.shared.shutdown.cancel();
         let dropped = self.queues.drop_waiting();
         debug!(partition = %self.tp, dropped, running = self.running.len(), "draining");
         let mut cancelled = false;

@@ -124,6 +124,9 @@ where
             }
             debug!(partition = %tp, "assigned");
             let (commands, rx) = mpsc::unbounded_channel();
+            // Cancellation implies shutdown; shutdown alone comes first.
+            let cancel = CancellationToken::new();
+            let shutdown = cancel.child_token();
             let state = Arc::new(PartitionState::default());
             let max = self.config.max_uncommitted.get();
             let task = PartitionTask {
@@ -137,7 +140,8 @@ where
                     service: self.service.clone(),
                     codec: self.codec.clone(),
                     permits: Arc::clone(&self.permits),
-                    cancel: CancellationToken::new(),
+                    shutdown,
+                    cancel,
                     backoff: Backoff {
                         base: self.config.retry_base,
                         max: self.config.max_retry_delay,
