@@ -4,7 +4,7 @@
 use crate::event::Topic;
 use crate::key::Key;
 use std::future::Future;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Which scheduling class an event belongs to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -119,6 +119,11 @@ impl Context {
 
     /// Completes when the partition starts shutting down.
     pub fn on_shutdown(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.on_shutdown_owned()
+    }
+
+    /// [`Context::on_shutdown`] as a nameable future, for layers.
+    pub fn on_shutdown_owned(&self) -> WaitForCancellationFutureOwned {
         self.shutdown.clone().cancelled_owned()
     }
 

@@ -84,6 +84,8 @@ pub struct Message<P> {
     pub key: Key,
     /// The decoded payload.
     pub payload: P,
+    /// The payload exactly as it was on the wire.
+    pub raw: Bytes,
     /// The payload's `id` field, when it is a JSON object with a string or
     /// number `id`: what deduplication keys on.
     pub id: Option<Arc<str>>,

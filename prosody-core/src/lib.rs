@@ -9,8 +9,10 @@ pub mod context;
 mod envelope;
 pub mod error;
 pub mod event;
+pub mod failure;
 pub mod handler;
 pub mod key;
+pub mod log;
 
 pub use clock::Timestamp;
 pub use codec::{Codec, CodecError, JsonCodec};
@@ -19,6 +21,12 @@ pub use error::{BoxError, Category, HandlerError, ResultExt};
 pub use event::{Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
 pub use handler::{EventHandler, EventRequest, EventService, HandlerService};
 pub use key::Key;
+pub mod retry;
 pub mod runtime;
+pub mod shutdown;
+pub mod telemetry;
+#[cfg(test)]
+mod testkit;
+pub mod timeout;
 
 pub use runtime::{Runtime, RuntimeConfig};

@@ -88,15 +88,16 @@ fn decode<K: Codec>(
         }));
     };
     let id = crate::envelope::id(payload);
-    let payload = codec.decode(payload).map_err(HandlerError::permanent)?;
+    let decoded = codec.decode(payload).map_err(HandlerError::permanent)?;
     Ok(Event::Message(Message {
         id,
+        raw: record.payload.clone().unwrap_or_default(),
         topic: record.topic.clone(),
         partition: record.partition,
         offset: record.offset,
         timestamp: record.timestamp,
         key: key.clone(),
-        payload,
+        payload: decoded,
         headers: record.headers.clone(),
     }))
 }

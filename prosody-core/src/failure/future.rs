@@ -1,0 +1,88 @@
+//! The response future of the failure-topic service.
+
+use super::{FailureConfig, Routing};
+use crate::broker::{BrokerError, Delivery, Producer};
+use crate::error::{Category, HandlerError};
+use pin_project::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+use tracing::{error, warn};
+
+type Send = Pin<Box<dyn Future<Output = Result<Delivery, BrokerError>> + std::marker::Send>>;
+
+#[pin_project(project = StateProjection)]
+enum State<F> {
+    Calling(#[pin] F),
+    /// Routing the failed record; boxed, as only failures get here.
+    Producing(Send),
+}
+
+/// An attempt whose lasting failure is routed to the failure topic.
+#[pin_project]
+pub struct ResponseFuture<F, Pr> {
+    #[pin]
+    state: State<F>,
+    producer: Pr,
+    config: Arc<FailureConfig>,
+    routing: Option<Routing>,
+}
+
+impl<F, Pr> ResponseFuture<F, Pr> {
+    pub(super) fn new(
+        attempt: F,
+        producer: Pr,
+        config: Arc<FailureConfig>,
+        routing: Option<Routing>,
+    ) -> Self {
+        Self {
+            state: State::Calling(attempt),
+            producer,
+            config,
+            routing,
+        }
+    }
+}
+
+impl<F, Pr, R> Future for ResponseFuture<F, Pr>
+where
+    F: Future<Output = Result<R, HandlerError>>,
+    Pr: Producer,
+    R: Default,
+{
+    type Output = Result<R, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProjection::Calling(attempt) => {
+                    let error = match ready!(attempt.poll(cx)) {
+                        Ok(response) => return Poll::Ready(Ok(response)),
+                        Err(error) if error.category() == Category::Terminal => {
+                            return Poll::Ready(Err(error));
+                        }
+                        Err(error) => error,
+                    };
+                    let Some(routing) = this.routing.take() else {
+                        error!(%error, "a timer failed for good; dropped (no record to route)");
+                        return Poll::Ready(Ok(R::default()));
+                    };
+                    warn!(%error, topic = %this.config.topic, "routing the failed record to the failure topic");
+                    let record = routing.into_record(&this.config.topic, &error);
+                    let producer = this.producer.clone();
+                    let timeout = this.config.send_timeout;
+                    let send: Send = Box::pin(async move { producer.send(record, timeout).await });
+                    this.state.set(State::Producing(send));
+                }
+                StateProjection::Producing(send) => {
+                    return Poll::Ready(match ready!(send.as_mut().poll(cx)) {
+                        Ok(_) => Ok(R::default()),
+                        Err(failure) => Err(HandlerError::transient(failure)),
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The response future of the log service.
+
+use crate::error::{Category, HandlerError};
+use crate::key::Key;
+use pin_project::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll, ready};
+use tracing::error;
+
+/// An attempt whose failure is logged and settled.
+#[pin_project]
+pub struct ResponseFuture<F> {
+    #[pin]
+    attempt: F,
+    key: Key,
+    kind: &'static str,
+}
+
+impl<F> ResponseFuture<F> {
+    pub(super) fn new(attempt: F, key: Key, kind: &'static str) -> Self {
+        Self { attempt, key, kind }
+    }
+}
+
+impl<F, R> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<R, HandlerError>>,
+    R: Default,
+{
+    type Output = Result<R, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match ready!(this.attempt.poll(cx)) {
+            Ok(response) => Poll::Ready(Ok(response)),
+            Err(error) if error.category() == Category::Terminal => Poll::Ready(Err(error)),
+            Err(error) => {
+                error!(
+                    key = %this.key, kind = *this.kind, category = %error.category(), %error,
+                    "handler failed; the event is dropped (best-effort)"
+                );
+                Poll::Ready(Ok(R::default()))
+            }
+        }
+    }
+}

@@ -1,0 +1,26 @@
+use super::LogLayer;
+use crate::error::{Category, HandlerError};
+use crate::handler::EventRequest;
+use crate::testkit;
+use tower::{Layer, ServiceExt, service_fn};
+
+async fn outcome(error: fn() -> HandlerError) -> Result<Option<u8>, Category> {
+    let handler =
+        service_fn(move |_: EventRequest<u8>| std::future::ready(Err::<Option<u8>, _>(error())));
+    let (request, _, _) = testkit::message("k", 0u8, None);
+    LogLayer::new()
+        .layer(handler)
+        .oneshot(request)
+        .await
+        .map_err(|e| e.category())
+}
+
+#[tokio::test]
+async fn transient_and_permanent_failures_settle_and_terminal_passes() {
+    assert_eq!(outcome(|| HandlerError::transient("t")).await, Ok(None));
+    assert_eq!(outcome(|| HandlerError::permanent("p")).await, Ok(None));
+    assert_eq!(
+        outcome(|| HandlerError::terminal("x")).await,
+        Err(Category::Terminal)
+    );
+}

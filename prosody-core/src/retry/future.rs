@@ -1,0 +1,142 @@
+//! The response future of the retry service.
+
+use super::RetryConfig;
+use crate::context::Demand;
+use crate::error::{Category, HandlerError};
+use crate::handler::EventRequest;
+use pin_project::pin_project;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+use tokio::time::Sleep;
+use tokio_util::sync::WaitForCancellationFutureOwned;
+use tower::Service;
+use tracing::warn;
+
+#[pin_project(project = StateProjection)]
+enum State<F> {
+    /// An attempt runs.
+    Calling(#[pin] F),
+    /// Waiting out the delay before the next attempt, or the partition's
+    /// shutdown, whichever comes first.
+    Waiting {
+        #[pin]
+        sleep: Sleep,
+        #[pin]
+        shutdown: WaitForCancellationFutureOwned,
+    },
+    /// Waiting for the service to be ready for the next attempt.
+    Ready,
+}
+
+/// The attempts at one request.
+#[pin_project]
+pub struct ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    service: S,
+    request: EventRequest<P>,
+    config: Arc<RetryConfig>,
+    /// Retries made so far.
+    retries: u32,
+    last_error: Option<HandlerError>,
+    #[pin]
+    state: State<S::Future>,
+}
+
+impl<S, P> ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    pub(super) fn new(
+        service: S,
+        request: EventRequest<P>,
+        config: Arc<RetryConfig>,
+        first: S::Future,
+    ) -> Self {
+        Self {
+            service,
+            request,
+            config,
+            retries: 0,
+            last_error: None,
+            state: State::Calling(first),
+        }
+    }
+}
+
+/// A jitter in `0..1` that differs across keys and retries.
+fn jitter(key: &str, retry: u32) -> f64 {
+    let mut hasher = DefaultHasher::new();
+    key.hash(&mut hasher);
+    retry.hash(&mut hasher);
+    #[allow(clippy::cast_precision_loss, reason = "a fraction needs no precision")]
+    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    fraction
+}
+
+impl<S, P> Future for ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>, Error = HandlerError>,
+    P: Clone,
+{
+    type Output = Result<S::Response, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProjection::Calling(attempt) => {
+                    let error = match ready!(attempt.poll(cx)) {
+                        Ok(response) => return Poll::Ready(Ok(response)),
+                        Err(error) => error,
+                    };
+                    let exhausted = this
+                        .config
+                        .max_retries
+                        .is_some_and(|max| *this.retries >= max);
+                    let shutting_down = this.request.context.is_shutting_down();
+                    if error.category() != Category::Transient || exhausted || shutting_down {
+                        return Poll::Ready(Err(error));
+                    }
+                    *this.retries += 1;
+                    let delay = this.config.delay(
+                        *this.retries,
+                        jitter(this.request.context.key(), *this.retries),
+                    );
+                    warn!(%error, retry = *this.retries, ?delay, "transient failure; retrying");
+                    *this.last_error = Some(error);
+                    let shutdown = this.request.context.on_shutdown_owned();
+                    this.state.set(State::Waiting {
+                        sleep: tokio::time::sleep(delay),
+                        shutdown,
+                    });
+                }
+                StateProjection::Waiting { sleep, shutdown } => {
+                    if shutdown.poll(cx).is_ready() {
+                        let error = this
+                            .last_error
+                            .take()
+                            .unwrap_or_else(|| HandlerError::transient("shutting down"));
+                        return Poll::Ready(Err(error));
+                    }
+                    ready!(sleep.poll(cx));
+                    this.state.set(State::Ready);
+                }
+                StateProjection::Ready => {
+                    ready!(this.service.poll_ready(cx))?;
+                    let mut request = this.request.clone();
+                    request.context = request
+                        .context
+                        .with_demand(Demand::Failure)
+                        .with_attempt(this.request.context.attempt().saturating_add(*this.retries));
+                    let attempt = this.service.call(request);
+                    this.state.set(State::Calling(attempt));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The response future of the telemetry service.
+
+use super::{Lifecycle, TelemetryEvent, TelemetrySink};
+use crate::clock;
+use crate::error::HandlerError;
+use pin_project::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll, ready};
+use tokio::time::Instant;
+
+/// A call that reports how it ended.
+#[pin_project]
+pub struct ResponseFuture<F, T> {
+    #[pin]
+    attempt: F,
+    sink: T,
+    /// The dispatched event, reused for the outcome; `None` when the sink
+    /// takes nothing.
+    event: Option<TelemetryEvent>,
+    started: Instant,
+}
+
+impl<F, T> ResponseFuture<F, T> {
+    pub(super) fn new(attempt: F, sink: T, event: Option<TelemetryEvent>) -> Self {
+        Self {
+            attempt,
+            sink,
+            event,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl<F, T, R> Future for ResponseFuture<F, T>
+where
+    F: Future<Output = Result<R, HandlerError>>,
+    T: TelemetrySink,
+{
+    type Output = Result<R, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = ready!(this.attempt.poll(cx));
+        if let Some(mut event) = this.event.take() {
+            let elapsed = this.started.elapsed();
+            event.lifecycle = match &result {
+                Ok(_) => Lifecycle::Succeeded { elapsed },
+                Err(error) => Lifecycle::Failed {
+                    category: error.category(),
+                    elapsed,
+                },
+            };
+            event.at = clock::now();
+            this.sink.emit(event);
+        }
+        Poll::Ready(result)
+    }
+}
