@@ -1,19 +1,20 @@
 //! The client: produces, and runs one subscription at a time.
 
-use crate::config::{ConfigError, Options, Settings};
+use crate::builder::ClientBuilder;
+use crate::config::{Mode, Settings};
 use crate::slot::Subscription;
+use crate::stack::Layers;
 use prosody_core::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer,
 };
 use prosody_core::{
-    Codec, CodecError, EventHandler, EventService, HandlerService, Headers, JsonCodec, Key,
-    Runtime, SOURCE_SYSTEM_HEADER,
+    Codec, CodecError, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
+    SOURCE_SYSTEM_HEADER,
 };
 use prosody_memory::MemoryBroker;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 use tokio::sync::OnceCell;
 
 /// A client operation that failed.
@@ -62,153 +63,17 @@ impl fmt::Display for ConsumerState {
     }
 }
 
-/// The in-memory broker every mock client of this process shares, unless
-/// the builder names another.
-fn shared_mock_broker() -> MemoryBroker {
-    static BROKER: OnceLock<MemoryBroker> = OnceLock::new();
-    BROKER.get_or_init(MemoryBroker::new).clone()
-}
+pub(crate) type Backend = MemoryBroker;
 
-/// Builds a [`ProsodyClient`]; every option left unset is read from its
-/// `PROSODY_*` environment variable, else takes its default.
-#[must_use]
-pub struct ClientBuilder<C = JsonCodec> {
-    options: Options,
-    codec: C,
-    memory: Option<MemoryBroker>,
-}
-
-macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {$(
-        $(#[$doc])*
-        pub fn $name(mut self, value: $ty) -> Self {
-            self.options.$name = Some(value);
-            self
-        }
-    )*};
-}
-
-impl<C: Codec> ClientBuilder<C> {
-    setters! {
-        /// Whether to use the in-memory broker (`PROSODY_MOCK`; default false).
-        mock: bool,
-        /// Handler calls running at once (`PROSODY_MAX_CONCURRENCY`; default 32).
-        max_concurrency: usize,
-        /// Unsettled records of a partition before it pauses
-        /// (`PROSODY_MAX_UNCOMMITTED`; default 64).
-        max_uncommitted: usize,
-        /// How often settled offsets are committed (`PROSODY_COMMIT_INTERVAL`; default 1s).
-        commit_interval: Duration,
-        /// Wait after a failed poll (`PROSODY_POLL_INTERVAL`; default 100ms).
-        poll_interval: Duration,
-        /// Drain budget on revocation and shutdown; handlers see cancellation
-        /// near its end (`PROSODY_SHUTDOWN_TIMEOUT`; default 30s).
-        shutdown_timeout: Duration,
-        /// How long a send may wait for the broker (`PROSODY_SEND_TIMEOUT`; default 1s).
-        send_timeout: Duration,
-        /// First delay before retrying a transient failure (`PROSODY_RETRY_BASE`; default 20ms).
-        retry_base: Duration,
-        /// Longest retry delay (`PROSODY_RETRY_MAX_DELAY`; default 5m).
-        max_retry_delay: Duration,
-    }
-
-    /// The consumer group, normally the application's name (`PROSODY_GROUP_ID`; required).
-    pub fn group_id(mut self, value: impl Into<String>) -> Self {
-        self.options.group_id = Some(value.into());
-        self
-    }
-
-    /// The identifier written to the `source-system` header of sent records
-    /// (`PROSODY_SOURCE_SYSTEM`; default the group id). Records carrying the
-    /// group id there are skipped, so set another value to consume your own
-    /// output.
-    pub fn source_system(mut self, value: impl Into<String>) -> Self {
-        self.options.source_system = Some(value.into());
-        self
-    }
-
-    /// Topics to consume (`PROSODY_SUBSCRIBED_TOPICS`, comma-separated).
-    /// Without them the client only produces.
-    pub fn subscribed_topics<I: IntoIterator<Item = T>, T: Into<String>>(
-        mut self,
-        topics: I,
-    ) -> Self {
-        self.options.subscribed_topics = Some(topics.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Kafka servers (`PROSODY_BOOTSTRAP_SERVERS`, comma-separated).
-    pub fn bootstrap_servers<I: IntoIterator<Item = T>, T: Into<String>>(
-        mut self,
-        servers: I,
-    ) -> Self {
-        self.options.bootstrap_servers = Some(servers.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Prefixes of the payload's `type` field to handle; others are skipped
-    /// (`PROSODY_ALLOWED_EVENTS`, comma-separated; default all).
-    pub fn allowed_events<I: IntoIterator<Item = T>, T: Into<String>>(
-        mut self,
-        prefixes: I,
-    ) -> Self {
-        self.options.allowed_events = Some(prefixes.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Uses this in-memory broker (and turns `mock` on), so several clients
-    /// of a test share one broker of their own.
-    pub fn memory_broker(mut self, broker: MemoryBroker) -> Self {
-        self.options.mock = Some(true);
-        self.memory = Some(broker);
-        self
-    }
-
-    /// Encodes and decodes payloads with another codec.
-    pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
-        ClientBuilder {
-            options: self.options,
-            codec,
-            memory: self.memory,
-        }
-    }
-
-    /// Validates the options and connects.
-    #[allow(clippy::unused_async, reason = "a network backend connects here")]
-    pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
-        let settings = self.options.resolve(&crate::env::process())?;
-        let broker = match self.memory {
-            Some(broker) => broker,
-            None => shared_mock_broker(),
-        };
-        let producer = broker.producer().map_err(|e| ConfigError::Invalid {
-            option: "mock",
-            reason: e.to_string(),
-        })?;
-        Ok(ProsodyClient {
-            inner: Arc::new(Inner {
-                settings,
-                codec: self.codec,
-                broker,
-                producer,
-                subscription: Subscription::new(),
-                closed: AtomicBool::new(false),
-                shutdown: OnceCell::new(),
-            }),
-        })
-    }
-}
-
-type Backend = MemoryBroker;
-
-struct Inner<C> {
-    settings: Settings,
-    codec: C,
-    broker: Backend,
-    producer: <Backend as Broker>::Producer,
-    subscription: Subscription,
-    closed: AtomicBool,
-    shutdown: OnceCell<()>,
+pub(crate) struct Inner<C> {
+    pub(crate) layers: Layers,
+    pub(crate) settings: Settings,
+    pub(crate) codec: C,
+    pub(crate) broker: Backend,
+    pub(crate) producer: <Backend as Broker>::Producer,
+    pub(crate) subscription: Subscription,
+    pub(crate) closed: AtomicBool,
+    pub(crate) shutdown: OnceCell<()>,
 }
 
 /// Produces records and consumes topics with one handler.
@@ -216,7 +81,7 @@ struct Inner<C> {
 /// Invariant: after [`ProsodyClient::shutdown`] starts, every operation fails
 /// with [`ClientError::ShutDown`], and at most one subscription runs at a time.
 pub struct ProsodyClient<C = JsonCodec> {
-    inner: Arc<Inner<C>>,
+    pub(crate) inner: Arc<Inner<C>>,
 }
 
 impl<C> Clone for ProsodyClient<C> {
@@ -230,11 +95,7 @@ impl<C> Clone for ProsodyClient<C> {
 impl ProsodyClient<JsonCodec> {
     /// A builder with JSON payloads.
     pub fn builder() -> ClientBuilder<JsonCodec> {
-        ClientBuilder {
-            options: Options::default(),
-            codec: JsonCodec::new(),
-            memory: None,
-        }
+        ClientBuilder::new(JsonCodec::new())
     }
 }
 
@@ -297,15 +158,34 @@ impl<C: Codec> ProsodyClient<C> {
     }
 
     /// Starts consuming with a handler.
+    ///
+    /// The handler runs inside the stack of the client's [`Mode`].
     pub async fn subscribe<H>(&self, handler: H) -> Result<(), ClientError>
     where
         H: EventHandler<Payload = C::Value>,
+        C::Value: Clone,
     {
-        self.subscribe_with(HandlerService::new(handler)).await
+        let layers = &self.inner.layers;
+        match layers.mode() {
+            Mode::Pipeline => self.subscribe_with(layers.pipeline(handler)).await,
+            Mode::BestEffort => self.subscribe_with(layers.best_effort(handler)).await,
+            Mode::LowLatency => match layers.low_latency(handler) {
+                Some(stack) => self.subscribe_with(stack).await,
+                None => Err(ClientError::NotConfigured),
+            },
+        }
+    }
+
+    /// The configured stages of this client, to build a custom stack with
+    /// `tower::ServiceBuilder` for [`ProsodyClient::subscribe_with`].
+    #[must_use]
+    pub fn layers(&self) -> &Layers {
+        &self.inner.layers
     }
 
     /// Starts consuming with a complete stack: a handler wrapped in any
-    /// layers.
+    /// layers. Include [`Layers::scheduler`]: it is what bounds
+    /// `max_concurrency`.
     pub async fn subscribe_with<S: EventService<C::Value>>(
         &self,
         stack: S,

@@ -32,6 +32,14 @@ impl FromEnv for usize {
     }
 }
 
+impl FromEnv for f64 {
+    fn parse(text: &str) -> Result<Self, String> {
+        text.trim()
+            .parse()
+            .map_err(|e| format!("expected a number: {e}"))
+    }
+}
+
 impl FromEnv for Duration {
     fn parse(text: &str) -> Result<Self, String> {
         humantime::parse_duration(text.trim())

@@ -1,15 +1,21 @@
 #![doc = include_str!("../README.md")]
 
+mod builder;
 mod client;
 mod config;
 mod env;
 mod slot;
+mod stack;
 
-pub use client::{ClientBuilder, ClientError, ConsumerState, ProsodyClient};
+pub use builder::ClientBuilder;
+pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
+pub use config::Mode;
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, Demand, Event, EventHandler, EventRequest,
     EventService, Excise, HandlerError, HandlerService, Headers, JsonCodec, Key, Message,
-    ResultExt, Timer, Timestamp, Topic, broker,
+    ResultExt, Timer, Timestamp, Topic, broker, dedup, failure, log, monopolization, retry,
+    scheduler, shutdown, telemetry, timeout,
 };
-pub use prosody_memory::MemoryBroker;
+pub use prosody_memory::{MemoryBroker, MemoryDedupStore};
+pub use stack::Layers;

@@ -15,10 +15,12 @@ mod support;
 use proptest::prelude::*;
 use prosody::MemoryBroker;
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
+use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
 use prosody_core::{HandlerService, JsonCodec, Runtime, RuntimeConfig};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 use support::{Probe, ProbedConsumer, Script, TestHandler};
+use tower::Layer;
 
 const TOPIC: &str = "events";
 const GROUP: &str = "group";
@@ -151,15 +153,15 @@ async fn member(broker: &MemoryBroker, probe: &Probe, workload: &Workload, id: u
         .expect("consumer");
     let consumer = ProbedConsumer::new(consumer, probe.clone(), id);
     let mut config = RuntimeConfig::new(GROUP);
-    config.max_concurrency = NonZeroUsize::new(workload.max_concurrency).expect("positive");
     config.max_uncommitted = NonZeroUsize::new(workload.max_uncommitted).expect("positive");
     let handler = TestHandler::new(probe.clone(), id);
-    Runtime::spawn(
-        consumer,
-        HandlerService::new(handler),
-        JsonCodec::new(),
-        config,
-    )
+    // The scheduler bounds the calls running at once, as in every preset.
+    let scheduler = SchedulerLayer::new(SchedulerConfig {
+        max_concurrency: NonZeroUsize::new(workload.max_concurrency).expect("positive"),
+        ..SchedulerConfig::default()
+    });
+    let stack = scheduler.layer(HandlerService::new(handler));
+    Runtime::spawn(consumer, stack, JsonCodec::new(), config)
 }
 
 proptest! {

@@ -6,6 +6,7 @@ pub mod broker;
 pub mod clock;
 pub mod codec;
 pub mod context;
+pub mod dedup;
 mod envelope;
 pub mod error;
 pub mod event;
@@ -13,6 +14,7 @@ pub mod failure;
 pub mod handler;
 pub mod key;
 pub mod log;
+pub mod monopolization;
 
 pub use clock::Timestamp;
 pub use codec::{Codec, CodecError, JsonCodec};
@@ -23,7 +25,9 @@ pub use handler::{EventHandler, EventRequest, EventService, HandlerService};
 pub use key::Key;
 pub mod retry;
 pub mod runtime;
+pub mod scheduler;
 pub mod shutdown;
+pub mod store;
 pub mod telemetry;
 #[cfg(test)]
 mod testkit;

@@ -11,6 +11,7 @@
 
 mod assignment;
 mod consumer;
+mod dedup;
 mod group;
 mod log;
 mod member;
@@ -18,6 +19,7 @@ mod producer;
 mod state;
 
 pub use consumer::MemoryConsumer;
+pub use dedup::MemoryDedupStore;
 pub use log::AUTO_CREATE_PARTITIONS;
 pub use producer::MemoryProducer;
 

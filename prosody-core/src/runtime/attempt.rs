@@ -10,9 +10,7 @@ use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::{Instrument, debug_span, error, warn};
@@ -51,7 +49,6 @@ impl Backoff {
 pub(crate) struct Shared<S, K> {
     pub(crate) service: S,
     pub(crate) codec: K,
-    pub(crate) permits: Arc<Semaphore>,
     /// Fires when the partition starts draining.
     pub(crate) shutdown: CancellationToken,
     /// Fires near the end of the drain: handlers should stop.
@@ -64,7 +61,6 @@ impl<S: Clone, K: Clone> Clone for Shared<S, K> {
         Self {
             service: self.service.clone(),
             codec: self.codec.clone(),
-            permits: Arc::clone(&self.permits),
             shutdown: self.shutdown.clone(),
             cancel: self.cancel.clone(),
             backoff: self.backoff,
@@ -141,10 +137,6 @@ where
                 return Outcome::Settled;
             }
         };
-        let permit = tokio::select! {
-            permit = shared.permits.acquire() => permit,
-            () = shared.shutdown.cancelled() => return Outcome::Unsettled,
-        };
         let context = Context::new(
             key.clone(),
             record.topic.clone(),
@@ -159,7 +151,6 @@ where
             .clone()
             .oneshot(EventRequest { event, context });
         let result = AssertUnwindSafe(call).catch_unwind().await;
-        drop(permit);
         let error = match result {
             Ok(Ok(_)) => return Outcome::Settled,
             Ok(Err(error)) => HandlerError::from_boxed(error.into()),

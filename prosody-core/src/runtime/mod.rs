@@ -33,8 +33,6 @@ pub struct RuntimeConfig {
     pub group_id: Arc<str>,
     /// Prefixes of the payload's `type` field to handle; empty handles all.
     pub allowed_events: Arc<[String]>,
-    /// Handler calls running at once, across all partitions.
-    pub max_concurrency: NonZeroUsize,
     /// Unsettled records of one partition before it is paused.
     pub max_uncommitted: NonZeroUsize,
     /// How often settled offsets are committed.
@@ -57,7 +55,6 @@ impl RuntimeConfig {
         Self {
             group_id: group_id.into(),
             allowed_events: Arc::from([]),
-            max_concurrency: NonZeroUsize::new(32).unwrap_or(NonZeroUsize::MIN),
             max_uncommitted: NonZeroUsize::new(64).unwrap_or(NonZeroUsize::MIN),
             commit_interval: Duration::from_secs(1),
             poll_interval: Duration::from_millis(100),

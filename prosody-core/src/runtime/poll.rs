@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,6 @@ pub(crate) struct PollLoop<C, S, K> {
     config: RuntimeConfig,
     stop: CancellationToken,
     status: Arc<Status>,
-    permits: Arc<Semaphore>,
     filters: Filters,
     partitions: HashMap<TopicPartition, Assigned>,
     tasks: JoinSet<()>,
@@ -68,7 +67,6 @@ where
             consumer,
             service,
             codec,
-            permits: Arc::new(Semaphore::new(config.max_concurrency.get())),
             filters: Filters::new(
                 Arc::clone(&config.group_id),
                 Arc::clone(&config.allowed_events),
@@ -139,7 +137,6 @@ where
                 shared: Shared {
                     service: self.service.clone(),
                     codec: self.codec.clone(),
-                    permits: Arc::clone(&self.permits),
                     shutdown,
                     cancel,
                     backoff: Backoff {

@@ -1,6 +1,11 @@
 //! The client's options: set on the builder, else read from `PROSODY_*`
 //! environment variables, else the documented default.
 
+mod qos;
+
+pub use qos::Mode;
+pub(crate) use qos::Qos;
+
 use crate::env::Env;
 use prosody_core::RuntimeConfig;
 use std::num::NonZeroUsize;
@@ -48,7 +53,6 @@ pub(crate) struct Options {
     pub(crate) source_system: Option<String>,
     pub(crate) allowed_events: Option<Vec<String>>,
     pub(crate) mock: Option<bool>,
-    pub(crate) max_concurrency: Option<usize>,
     pub(crate) max_uncommitted: Option<usize>,
     pub(crate) commit_interval: Option<Duration>,
     pub(crate) poll_interval: Option<Duration>,
@@ -56,6 +60,7 @@ pub(crate) struct Options {
     pub(crate) send_timeout: Option<Duration>,
     pub(crate) retry_base: Option<Duration>,
     pub(crate) max_retry_delay: Option<Duration>,
+    pub(crate) qos: qos::QosOptions,
 }
 
 /// Options after layering and validation.
@@ -70,9 +75,11 @@ pub(crate) struct Settings {
     pub(crate) send_timeout: Duration,
     /// The consumer's settings, group id included.
     pub(crate) runtime: RuntimeConfig,
+    /// The quality-of-service stages.
+    pub(crate) qos: qos::Qos,
 }
 
-fn non_empty(option: &'static str, value: String) -> Result<String, ConfigError> {
+pub(crate) fn non_empty(option: &'static str, value: String) -> Result<String, ConfigError> {
     if value.trim().is_empty() {
         return Err(ConfigError::Invalid {
             option,
@@ -82,14 +89,20 @@ fn non_empty(option: &'static str, value: String) -> Result<String, ConfigError>
     Ok(value)
 }
 
-fn positive_size(option: &'static str, value: usize) -> Result<NonZeroUsize, ConfigError> {
+pub(crate) fn positive_size(
+    option: &'static str,
+    value: usize,
+) -> Result<NonZeroUsize, ConfigError> {
     NonZeroUsize::new(value).ok_or_else(|| ConfigError::Invalid {
         option,
         reason: "must be at least 1".to_owned(),
     })
 }
 
-fn positive_duration(option: &'static str, value: Duration) -> Result<Duration, ConfigError> {
+pub(crate) fn positive_duration(
+    option: &'static str,
+    value: Duration,
+) -> Result<Duration, ConfigError> {
     if value.is_zero() {
         return Err(ConfigError::Invalid {
             option,
@@ -175,11 +188,13 @@ impl Options {
                 Duration::from_secs(1)
             })?,
         )?;
+        let qos = self.qos.resolve(env, &runtime, send_timeout)?;
         Ok(Settings {
             subscribed_topics,
             source_system: Arc::from(source_system),
             send_timeout,
             runtime,
+            qos,
         })
     }
 
@@ -209,12 +224,6 @@ impl Options {
         }
         Ok(RuntimeConfig {
             allowed_events: Arc::from(allowed_events),
-            max_concurrency: positive_size(
-                "max_concurrency",
-                env.layer(options.max_concurrency, "PROSODY_MAX_CONCURRENCY", || {
-                    defaults.max_concurrency.get()
-                })?,
-            )?,
             max_uncommitted: positive_size(
                 "max_uncommitted",
                 env.layer(options.max_uncommitted, "PROSODY_MAX_UNCOMMITTED", || {
@@ -247,183 +256,4 @@ impl Options {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{ConfigError, Options};
-    use crate::env::Env;
-    use std::collections::HashMap;
-    use std::time::Duration;
-
-    fn resolve(options: Options, vars: &[(&str, &str)]) -> Result<super::Settings, ConfigError> {
-        let vars: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        options.resolve(&Env::from_fn(|name: &str| vars.get(name).cloned()))
-    }
-
-    fn base() -> Options {
-        Options {
-            group_id: Some("g".to_owned()),
-            mock: Some(true),
-            ..Options::default()
-        }
-    }
-
-    fn option_of(error: &ConfigError) -> &str {
-        match error {
-            ConfigError::Missing { option, .. } | ConfigError::Invalid { option, .. } => option,
-            ConfigError::Environment { variable, .. } => variable,
-        }
-    }
-
-    #[test]
-    fn defaults_follow_the_configuration_tables() -> Result<(), ConfigError> {
-        let s = resolve(base(), &[])?;
-        assert_eq!(s.runtime.max_concurrency.get(), 32);
-        assert_eq!(s.runtime.max_uncommitted.get(), 64);
-        assert_eq!(s.runtime.commit_interval, Duration::from_secs(1));
-        assert_eq!(s.runtime.poll_interval, Duration::from_millis(100));
-        assert_eq!(s.runtime.shutdown_timeout, Duration::from_secs(30));
-        assert_eq!(s.send_timeout, Duration::from_secs(1));
-        assert_eq!(&*s.source_system, "g");
-        assert!(s.subscribed_topics.is_none());
-        Ok(())
-    }
-
-    #[test]
-    fn builder_beats_environment_beats_default() -> Result<(), ConfigError> {
-        let vars = [
-            ("PROSODY_MAX_CONCURRENCY", "7"),
-            ("PROSODY_SUBSCRIBED_TOPICS", "a,b"),
-        ];
-        let from_env = resolve(base(), &vars)?;
-        assert_eq!(from_env.runtime.max_concurrency.get(), 7);
-        assert_eq!(from_env.subscribed_topics.map(|t| t.len()), Some(2));
-        let options = Options {
-            max_concurrency: Some(3),
-            ..base()
-        };
-        assert_eq!(resolve(options, &vars)?.runtime.max_concurrency.get(), 3);
-        Ok(())
-    }
-
-    type Case = (
-        Options,
-        &'static [(&'static str, &'static str)],
-        &'static str,
-    );
-
-    #[test]
-    #[allow(clippy::too_many_lines, reason = "one table of cases")]
-    fn each_bad_value_names_its_option() {
-        let cases: Vec<Case> = vec![
-            (
-                Options {
-                    group_id: None,
-                    ..base()
-                },
-                &[],
-                "group_id",
-            ),
-            (
-                Options {
-                    group_id: Some(" ".into()),
-                    ..base()
-                },
-                &[],
-                "group_id",
-            ),
-            (
-                Options {
-                    subscribed_topics: Some(vec![]),
-                    ..base()
-                },
-                &[],
-                "subscribed_topics",
-            ),
-            (
-                Options {
-                    subscribed_topics: Some(vec![String::new()]),
-                    ..base()
-                },
-                &[],
-                "subscribed_topics",
-            ),
-            (
-                Options {
-                    max_concurrency: Some(0),
-                    ..base()
-                },
-                &[],
-                "max_concurrency",
-            ),
-            (
-                Options {
-                    max_uncommitted: Some(0),
-                    ..base()
-                },
-                &[],
-                "max_uncommitted",
-            ),
-            (
-                Options {
-                    commit_interval: Some(Duration::ZERO),
-                    ..base()
-                },
-                &[],
-                "commit_interval",
-            ),
-            (
-                Options {
-                    shutdown_timeout: Some(Duration::ZERO),
-                    ..base()
-                },
-                &[],
-                "shutdown_timeout",
-            ),
-            (
-                Options {
-                    allowed_events: Some(vec![String::new()]),
-                    ..base()
-                },
-                &[],
-                "allowed_events",
-            ),
-            (
-                Options {
-                    retry_base: Some(Duration::from_secs(2)),
-                    max_retry_delay: Some(Duration::from_secs(1)),
-                    ..base()
-                },
-                &[],
-                "max_retry_delay",
-            ),
-            (
-                Options {
-                    mock: None,
-                    ..base()
-                },
-                &[],
-                "bootstrap_servers",
-            ),
-            (
-                base(),
-                &[("PROSODY_MAX_UNCOMMITTED", "lots")],
-                "PROSODY_MAX_UNCOMMITTED",
-            ),
-            (
-                base(),
-                &[("PROSODY_COMMIT_INTERVAL", "soon")],
-                "PROSODY_COMMIT_INTERVAL",
-            ),
-        ];
-        for (options, vars, expected) in cases {
-            let error = resolve(options, vars).err();
-            assert!(error.is_some(), "{expected}: accepted");
-            if let Some(error) = error {
-                assert_eq!(option_of(&error), expected, "{error}");
-                assert!(error.to_string().contains(expected), "{error}");
-            }
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,185 @@
+//! The response future of the dedup service: lookup, call, record.
+
+use super::Shared;
+use crate::error::HandlerError;
+use crate::handler::EventRequest;
+use crate::store::StoreError;
+use crate::store::dedup::{DedupKey, DedupStore};
+use pin_project::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+use tower::Service;
+use tracing::{debug, warn};
+
+/// A store call, boxed: the store trait's futures have no nameable type.
+type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+
+#[pin_project(project = StateProjection)]
+enum State<S, P, F, R> {
+    /// A duplicate found in the cache: succeeds at once.
+    Duplicate,
+    /// Asking the store; then the ready service is called with the request.
+    Lookup {
+        lookup: StoreFuture<bool>,
+        call: Option<(S, EventRequest<P>)>,
+    },
+    /// The inner service handles the event.
+    Calling(#[pin] F),
+    /// The inner service succeeded; the store records the key.
+    Recording {
+        insert: StoreFuture<()>,
+        response: Option<R>,
+    },
+    /// The output was returned.
+    Done,
+}
+
+/// One request through the dedup service.
+#[pin_project]
+pub struct ResponseFuture<S, D, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    #[pin]
+    state: State<S, P, S::Future, S::Response>,
+    /// What to record once the inner service succeeds; `None` for events
+    /// without a dedup key.
+    record: Option<(Arc<Shared<D>>, DedupKey)>,
+}
+
+impl<S, D, P> ResponseFuture<S, D, P>
+where
+    S: Service<EventRequest<P>>,
+    D: DedupStore,
+{
+    /// An event without a dedup key: the inner call, unchanged.
+    pub(super) fn pass(future: S::Future) -> Self {
+        Self {
+            state: State::Calling(future),
+            record: None,
+        }
+    }
+
+    /// A duplicate found in the cache.
+    pub(super) fn duplicate() -> Self {
+        Self {
+            state: State::Duplicate,
+            record: None,
+        }
+    }
+
+    /// A message the cache does not know: ask the store, then maybe call
+    /// `service` (which is ready) with `request`.
+    pub(super) fn lookup(
+        shared: Arc<Shared<D>>,
+        key: DedupKey,
+        service: S,
+        request: EventRequest<P>,
+    ) -> Self {
+        let store = Arc::clone(&shared);
+        Self {
+            state: State::Lookup {
+                lookup: Box::pin(async move { store.store.contains(key).await }),
+                call: Some((service, request)),
+            },
+            record: Some((shared, key)),
+        }
+    }
+}
+
+fn polled_after_completion() -> HandlerError {
+    HandlerError::permanent("dedup future polled after completion")
+}
+
+impl<S, D, P> Future for ResponseFuture<S, D, P>
+where
+    S: Service<EventRequest<P>, Error = HandlerError>,
+    S::Response: Default,
+    D: DedupStore,
+{
+    type Output = Result<S::Response, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProjection::Duplicate => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(S::Response::default()));
+                }
+                StateProjection::Lookup { lookup, call } => {
+                    let present = match ready!(lookup.as_mut().poll(cx)) {
+                        Ok(present) => present,
+                        Err(error) => {
+                            warn!(%error, "dedup lookup failed; handling the message");
+                            false
+                        }
+                    };
+                    let call = call.take();
+                    if present {
+                        if let Some((shared, key)) = this.record.as_ref() {
+                            debug!(%key, "duplicate message skipped (store)");
+                            shared.remember(*key);
+                        }
+                        this.state.set(State::Done);
+                        return Poll::Ready(Ok(S::Response::default()));
+                    }
+                    let Some((mut service, request)) = call else {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Err(polled_after_completion()));
+                    };
+                    this.state.set(State::Calling(service.call(request)));
+                }
+                StateProjection::Calling(future) => {
+                    let outcome = ready!(future.poll(cx));
+                    let response = match (outcome, this.record.take()) {
+                        (Ok(response), Some((shared, key))) => {
+                            shared.remember(key);
+                            let insert: StoreFuture<()> =
+                                Box::pin(async move { shared.store.insert(key, shared.ttl).await });
+                            this.state.set(State::Recording {
+                                insert,
+                                response: Some(response),
+                            });
+                            continue;
+                        }
+                        (outcome, _) => outcome,
+                    };
+                    this.state.set(State::Done);
+                    return Poll::Ready(response);
+                }
+                StateProjection::Recording { insert, response } => {
+                    if let Err(error) = ready!(insert.as_mut().poll(cx)) {
+                        warn!(%error, "recording a handled message in the dedup store failed");
+                    }
+                    let response = response.take();
+                    this.state.set(State::Done);
+                    return Poll::Ready(response.ok_or_else(polled_after_completion));
+                }
+                StateProjection::Done => return Poll::Ready(Err(polled_after_completion())),
+            }
+        }
+    }
+}
+
+impl<S, D, P> fmt::Debug for ResponseFuture<S, D, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Duplicate => "duplicate",
+            State::Lookup { .. } => "lookup",
+            State::Calling(_) => "calling",
+            State::Recording { .. } => "recording",
+            State::Done => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .field("key", &self.record.as_ref().map(|(_, key)| key))
+            .finish()
+    }
+}

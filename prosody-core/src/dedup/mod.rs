@@ -1,0 +1,161 @@
+//! Dedup: a message whose payload `id` was already handled successfully for
+//! its key (under the same idempotence version) is skipped.
+//!
+//! Two tiers: a bounded in-memory LRU of [`DedupKey`]s shared by every
+//! partition of the process (it lives in the layer, so it survives
+//! reassignment within the process), in front of a [`DedupStore`] that
+//! persists keys for `ttl` across restarts and members.
+//!
+//! Invariants:
+//! - a message with an `id` whose key is in the cache, or that the store
+//!   reports present, is not passed to the inner service; it succeeds with
+//!   `S::Response::default()`, so it settles;
+//! - a key is recorded (cache, then store) only after the inner service
+//!   succeeded: a failed attempt leaves no record, so its retry is handled;
+//! - messages without an `id`, timers and excises always pass;
+//! - a store error never loses a message: a failed lookup counts as "not a
+//!   duplicate" (at-least-once over at-most-once), a failed insert after
+//!   success is logged and the success stands. Both log at `warn`;
+//! - the cache holds at most `cache_size` keys; removal path: the least
+//!   recently used key is evicted (the internal `Lru`).
+//!
+//! Allocation: the cache check is synchronous and a cache hit or a message
+//! without `id` allocates nothing. Only when the store must be consulted is
+//! its future boxed (the store trait's futures are `impl Future`, which a
+//! named future cannot hold, and may borrow the store, so the box holds an
+//! `async move` block owning the shared state around the one store call),
+//! once for the lookup and once for the insert.
+
+mod config;
+mod future;
+mod layer;
+pub(crate) mod lru;
+#[cfg(test)]
+mod tests;
+
+pub use config::{DedupConfig, DedupConfigError};
+pub use future::ResponseFuture;
+pub use layer::DedupLayer;
+
+use crate::error::HandlerError;
+use crate::event::Event;
+use crate::handler::EventRequest;
+use crate::store::dedup::{DedupKey, DedupStore};
+use lru::Lru;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+use tower::Service;
+use tracing::debug;
+
+/// What every service of one layer shares: the cache and the store.
+pub(crate) struct Shared<D> {
+    version: String,
+    ttl: Duration,
+    cache: Mutex<Lru<DedupKey, ()>>,
+    store: D,
+}
+
+impl<D> Shared<D> {
+    pub(crate) fn new(config: DedupConfig, store: D) -> Self {
+        Self {
+            version: config.version,
+            ttl: config.ttl,
+            cache: Mutex::new(Lru::new(config.cache_size)),
+            store,
+        }
+    }
+
+    /// Locks the cache. Nothing panics while holding it, so a poisoned lock
+    /// still guards a consistent cache and is recovered.
+    fn cache(&self) -> MutexGuard<'_, Lru<DedupKey, ()>> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the cache holds `key` (which then becomes its most recent).
+    fn cached(&self, key: DedupKey) -> bool {
+        self.cache().touch(&key)
+    }
+
+    /// Puts `key` in the cache, evicting the least recently used when full.
+    fn remember(&self, key: DedupKey) {
+        self.cache().get_or_insert_with(key, || ());
+    }
+
+    /// The dedup key of an event: only messages with an `id` have one.
+    fn key_of<P>(&self, event: &Event<P>) -> Option<DedupKey> {
+        match event {
+            Event::Message(message) => message
+                .id
+                .as_deref()
+                .map(|id| DedupKey::new(&self.version, &message.key, id)),
+            Event::Timer(_) | Event::Excise(_) => None,
+        }
+    }
+
+    #[cfg(test)]
+    fn cached_len(&self) -> usize {
+        self.cache().len()
+    }
+}
+
+/// The dedup service; see the module documentation.
+pub struct DedupService<S, D> {
+    inner: S,
+    shared: Arc<Shared<D>>,
+}
+
+impl<S, D> DedupService<S, D> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared<D>>) -> Self {
+        Self { inner, shared }
+    }
+}
+
+impl<S: Clone, D> Clone for DedupService<S, D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, D> fmt::Debug for DedupService<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DedupService")
+            .field("inner", &self.inner)
+            .field("version", &self.shared.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, D, P> Service<EventRequest<P>> for DedupService<S, D>
+where
+    S: Service<EventRequest<P>, Error = HandlerError> + Clone,
+    S::Response: Default,
+    D: DedupStore,
+{
+    type Response = S::Response;
+    type Error = HandlerError;
+    type Future = ResponseFuture<S, D, P>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: EventRequest<P>) -> Self::Future {
+        let Some(key) = self.shared.key_of(&request.event) else {
+            return ResponseFuture::pass(self.inner.call(request));
+        };
+        if self.shared.cached(key) {
+            debug!(%key, "duplicate message skipped (cache)");
+            return ResponseFuture::duplicate();
+        }
+        // The ready service goes with the lookup and is called after it; a
+        // fresh clone serves the next request.
+        let fresh = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, fresh);
+        ResponseFuture::lookup(Arc::clone(&self.shared), key, ready, request)
+    }
+}

@@ -1,0 +1,454 @@
+use super::{DedupConfig, DedupLayer};
+use crate::clock::Timestamp;
+use crate::context::Context;
+use crate::error::{Category, HandlerError};
+use crate::event::{Event, Excise, Headers, Message, Timer};
+use crate::handler::EventRequest;
+use crate::store::StoreError;
+use crate::store::dedup::{DedupKey, DedupStore};
+use proptest::prelude::*;
+use std::collections::HashSet;
+use std::future::{Future, ready};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service, ServiceExt};
+
+/// A store that remembers keys (ignoring ttls) and can be made to fail.
+#[derive(Clone, Default)]
+struct TestStore {
+    keys: Arc<Mutex<HashSet<DedupKey>>>,
+    fail_lookups: Arc<AtomicBool>,
+    fail_inserts: Arc<AtomicBool>,
+    lookups: Arc<AtomicUsize>,
+}
+
+impl DedupStore for TestStore {
+    fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        ready(if self.fail_lookups.load(Ordering::Relaxed) {
+            Err(StoreError::unavailable("lookup down"))
+        } else {
+            Ok(self.keys.lock().unwrap().contains(&key))
+        })
+    }
+
+    fn insert(
+        &self,
+        key: DedupKey,
+        _ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        ready(if self.fail_inserts.load(Ordering::Relaxed) {
+            Err(StoreError::unavailable("insert down"))
+        } else {
+            self.keys.lock().unwrap().insert(key);
+            Ok(())
+        })
+    }
+}
+
+/// A store that knows nothing: only the cache deduplicates.
+struct NullStore;
+
+impl DedupStore for NullStore {
+    fn contains(&self, _key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        ready(Ok(false))
+    }
+
+    fn insert(
+        &self,
+        _key: DedupKey,
+        _ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        ready(Ok(()))
+    }
+}
+
+/// What the inner handler saw: `(key, id)` of each call, in order.
+type Calls = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A handler whose payload says whether it fails.
+fn handler(
+    calls: &Calls,
+) -> impl Service<
+    EventRequest<bool>,
+    Response = Option<&'static str>,
+    Error = HandlerError,
+    Future: Send,
+> + Clone
++ Send
++ use<> {
+    let calls = Arc::clone(calls);
+    tower::service_fn(move |request: EventRequest<bool>| {
+        let (id, fail) = match &request.event {
+            Event::Message(m) => (m.id.as_deref().map(str::to_owned), m.payload),
+            Event::Timer(_) | Event::Excise(_) => (None, false),
+        };
+        calls
+            .lock()
+            .unwrap()
+            .push((request.event.key().to_string(), id));
+        ready(if fail {
+            Err(HandlerError::transient("handler failed"))
+        } else {
+            Ok(Some("handled"))
+        })
+    })
+}
+
+fn context(key: &str) -> Context {
+    Context::new(
+        key.into(),
+        "topic".into(),
+        0,
+        CancellationToken::new(),
+        CancellationToken::new(),
+    )
+}
+
+fn message(key: &str, id: Option<&str>, fail: bool) -> EventRequest<bool> {
+    EventRequest {
+        event: Event::Message(Message {
+            topic: "topic".into(),
+            partition: 0,
+            offset: 0,
+            timestamp: Timestamp::from_millis(0),
+            key: key.into(),
+            payload: fail,
+            raw: bytes::Bytes::new(),
+            id: id.map(Into::into),
+            headers: Headers::new(),
+        }),
+        context: context(key),
+    }
+}
+
+fn config(version: &str, cache_size: usize) -> DedupConfig {
+    DedupConfig {
+        version: version.to_owned(),
+        cache_size: NonZeroUsize::new(cache_size).unwrap(),
+        ..DedupConfig::default()
+    }
+}
+
+async fn send<S>(
+    service: &mut S,
+    request: EventRequest<bool>,
+) -> Result<Option<&'static str>, HandlerError>
+where
+    S: Service<EventRequest<bool>, Response = Option<&'static str>, Error = HandlerError>,
+{
+    service.ready().await?.call(request).await
+}
+
+/// One message of a generated workload.
+#[derive(Clone, Debug)]
+struct Op {
+    version: usize,
+    key: u8,
+    id: Option<u8>,
+    fail: bool,
+    /// Whether the process restarts (a fresh cache) before this message.
+    restart: bool,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (
+        0usize..2,
+        0u8..3,
+        proptest::option::weighted(0.85, 0u8..4),
+        proptest::bool::weighted(0.25),
+        proptest::bool::weighted(0.05),
+    )
+        .prop_map(|(version, key, id, fail, restart)| Op {
+            version,
+            key,
+            id,
+            fail,
+            restart,
+        })
+}
+
+/// Runs `ops` through one layer per version and checks each message
+/// against the model: a message is handled unless an earlier message with
+/// the same version, key and id was handled successfully. With `store`, a
+/// restart makes fresh layers over the same store; without, the layers'
+/// caches (big enough for every distinct message) are all that dedups.
+fn check_against_model(ops: &[Op], cache_size: usize, store: Option<&TestStore>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let calls = Calls::default();
+        let build = |store: Option<&TestStore>| {
+            (0..2)
+                .map(|version| {
+                    let config = config(&version.to_string(), cache_size);
+                    match store {
+                        Some(store) => Either::Persistent(
+                            DedupLayer::new(config, store.clone()).layer(handler(&calls)),
+                        ),
+                        None => {
+                            Either::Cache(DedupLayer::new(config, NullStore).layer(handler(&calls)))
+                        }
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut services = build(store);
+        let mut succeeded: HashSet<(usize, u8, u8)> = HashSet::new();
+        for (n, op) in ops.iter().enumerate() {
+            if op.restart && store.is_some() {
+                services = build(store);
+            }
+            let key = format!("key-{}", op.key);
+            let id = op.id.map(|id| format!("id-{id}"));
+            let duplicate = op
+                .id
+                .is_some_and(|id| succeeded.contains(&(op.version, op.key, id)));
+            let before = calls.lock().unwrap().len();
+            let outcome = services[op.version]
+                .send(message(&key, id.as_deref(), op.fail))
+                .await;
+            let handled = calls.lock().unwrap().len() > before;
+            assert_eq!(
+                handled, !duplicate,
+                "message {n} {op:?}: handled {handled}, expected {}",
+                !duplicate
+            );
+            if duplicate {
+                assert_eq!(
+                    outcome.unwrap(),
+                    None,
+                    "a skipped duplicate succeeds with the default"
+                );
+            } else if op.fail {
+                assert_eq!(outcome.unwrap_err().category(), Category::Transient);
+            } else {
+                assert_eq!(outcome.unwrap(), Some("handled"));
+                if let Some(id) = op.id {
+                    succeeded.insert((op.version, op.key, id));
+                }
+            }
+        }
+    });
+}
+
+/// The dedup service over either store, so one vector holds both.
+enum Either<A, B> {
+    Cache(A),
+    Persistent(B),
+}
+
+impl<A, B> Either<A, B>
+where
+    A: Service<EventRequest<bool>, Response = Option<&'static str>, Error = HandlerError>,
+    B: Service<EventRequest<bool>, Response = Option<&'static str>, Error = HandlerError>,
+{
+    async fn send(
+        &mut self,
+        request: EventRequest<bool>,
+    ) -> Result<Option<&'static str>, HandlerError> {
+        match self {
+            Self::Cache(service) => send(service, request).await,
+            Self::Persistent(service) => send(service, request).await,
+        }
+    }
+}
+
+proptest! {
+    /// Within the cache's capacity, a duplicate (same version, key and id)
+    /// is never handled twice; a failed attempt records nothing, so its
+    /// retry is handled; a message without id, or under another version,
+    /// always passes.
+    #[test]
+    fn the_cache_never_handles_a_duplicate_twice(ops in proptest::collection::vec(op(), 1..80)) {
+        // 2 versions x 3 keys x 4 ids distinct messages fit in 24 entries.
+        check_against_model(&ops, 24, None);
+    }
+
+    /// The same holds with a cache far too small, across restarts, because
+    /// the store remembers what the cache evicted or lost.
+    #[test]
+    fn the_store_catches_what_the_cache_forgot(
+        ops in proptest::collection::vec(op(), 1..80),
+        cache_size in 1usize..4,
+    ) {
+        check_against_model(&ops, cache_size, Some(&TestStore::default()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_version_handles_a_message_again() {
+    let calls = Calls::default();
+    let store = TestStore::default();
+    let mut v1 = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    send(&mut v1, message("k", Some("a"), false)).await.unwrap();
+    // A restarted process with the same version: the store knows it.
+    let mut v1_again = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    assert_eq!(
+        send(&mut v1_again, message("k", Some("a"), false))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    let mut v2 = DedupLayer::new(config("2", 8), store.clone()).layer(handler(&calls));
+    assert_eq!(
+        send(&mut v2, message("k", Some("a"), false)).await.unwrap(),
+        Some("handled")
+    );
+    assert_eq!(calls.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn messages_without_id_timers_and_excises_always_pass() {
+    let calls = Calls::default();
+    let store = TestStore::default();
+    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    let timer = || EventRequest {
+        event: Event::Timer(Timer {
+            key: "k".into(),
+            time: Timestamp::from_millis(1000),
+        }),
+        context: context("k"),
+    };
+    let excise = || EventRequest {
+        event: Event::Excise(Excise {
+            topic: "topic".into(),
+            partition: 0,
+            offset: 1,
+            timestamp: Timestamp::from_millis(0),
+            key: "k".into(),
+            headers: Headers::new(),
+        }),
+        context: context("k"),
+    };
+    for _ in 0..3 {
+        send(&mut service, message("k", None, false)).await.unwrap();
+        send(&mut service, timer()).await.unwrap();
+        send(&mut service, excise()).await.unwrap();
+    }
+    assert_eq!(calls.lock().unwrap().len(), 9);
+    assert_eq!(
+        store.lookups.load(Ordering::Relaxed),
+        0,
+        "no store call without an id"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_attempt_records_nothing() {
+    let calls = Calls::default();
+    let store = TestStore::default();
+    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    send(&mut service, message("k", Some("a"), true))
+        .await
+        .unwrap_err();
+    assert!(store.keys.lock().unwrap().is_empty());
+    send(&mut service, message("k", Some("a"), false))
+        .await
+        .unwrap();
+    send(&mut service, message("k", Some("a"), false))
+        .await
+        .unwrap();
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        2,
+        "the retry ran once, the duplicate never"
+    );
+    assert_eq!(store.keys.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn store_errors_never_lose_a_message() {
+    let calls = Calls::default();
+    let store = TestStore::default();
+    store.fail_lookups.store(true, Ordering::Relaxed);
+    store.fail_inserts.store(true, Ordering::Relaxed);
+    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    // A failed lookup handles the message; a failed insert keeps the success.
+    assert_eq!(
+        send(&mut service, message("k", Some("a"), false))
+            .await
+            .unwrap(),
+        Some("handled")
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    // The cache still recorded it.
+    assert_eq!(
+        send(&mut service, message("k", Some("a"), false))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cache_is_bounded_and_evicts_the_least_recently_used() {
+    let calls = Calls::default();
+    let layer = DedupLayer::new(config("1", 2), NullStore);
+    let mut service = layer.layer(handler(&calls));
+    for id in ["a", "b", "a", "c"] {
+        send(&mut service, message("k", Some(id), false))
+            .await
+            .unwrap();
+    }
+    // "a" was used after "b", so "b" was evicted for "c".
+    assert_eq!(layer.shared.cached_len(), 2);
+    let handled = |calls: &Calls| calls.lock().unwrap().len();
+    assert_eq!(handled(&calls), 3);
+    send(&mut service, message("k", Some("a"), false))
+        .await
+        .unwrap();
+    send(&mut service, message("k", Some("c"), false))
+        .await
+        .unwrap();
+    assert_eq!(handled(&calls), 3, "a and c are still cached");
+    send(&mut service, message("k", Some("b"), false))
+        .await
+        .unwrap();
+    assert_eq!(handled(&calls), 4, "b was evicted");
+    assert_eq!(layer.shared.cached_len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn services_of_one_layer_share_the_cache() {
+    let calls = Calls::default();
+    let layer = DedupLayer::new(config("1", 8), NullStore);
+    let mut first = layer.layer(handler(&calls));
+    let mut second = layer.clone().layer(handler(&calls));
+    send(&mut first, message("k", Some("a"), false))
+        .await
+        .unwrap();
+    send(&mut second, message("k", Some("a"), false))
+        .await
+        .unwrap();
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn defaults_follow_the_configuration_table() {
+    let config = DedupConfig::default();
+    assert_eq!(config.version, "1");
+    assert_eq!(config.cache_size.get(), 8192);
+    assert_eq!(config.ttl, Duration::from_secs(604_800));
+    assert!(config.validate().is_ok());
+    let short = DedupConfig {
+        ttl: Duration::from_millis(10),
+        ..DedupConfig::default()
+    };
+    assert_eq!(short.validate().unwrap_err().option, "idempotence_ttl");
+}
+
+#[test]
+fn the_service_fits_a_runtime_stack() {
+    fn is_event_service<S: crate::handler::EventService<bool>>(_: &S) {}
+    let calls = Calls::default();
+    is_event_service(&DedupLayer::new(config("1", 8), TestStore::default()).layer(handler(&calls)));
+}

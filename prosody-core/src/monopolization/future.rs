@@ -1,0 +1,121 @@
+//! The response future of the monopolization service.
+
+use super::Shared;
+use crate::error::HandlerError;
+use crate::event::Topic;
+use crate::key::Key;
+use pin_project::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+use tokio::time::Instant;
+
+/// A measured call: whose time it is and when it began.
+struct Measure {
+    shared: Arc<Shared>,
+    topic: Topic,
+    key: Key,
+    begin: Instant,
+}
+
+#[pin_project(project = StateProjection)]
+enum State<F> {
+    /// The key is over its budget: fails at once.
+    Rejected(Option<HandlerError>),
+    /// The inner call runs; its time is counted when it completes (unless
+    /// detection is disabled).
+    Running {
+        #[pin]
+        inner: F,
+        measure: Option<Measure>,
+    },
+}
+
+/// One request through the monopolization service.
+#[pin_project]
+pub struct ResponseFuture<F> {
+    #[pin]
+    state: State<F>,
+}
+
+impl<F> ResponseFuture<F> {
+    pub(super) fn passing(inner: F) -> Self {
+        Self {
+            state: State::Running {
+                inner,
+                measure: None,
+            },
+        }
+    }
+
+    pub(super) fn rejected(error: HandlerError) -> Self {
+        Self {
+            state: State::Rejected(Some(error)),
+        }
+    }
+
+    pub(super) fn measured(
+        inner: F,
+        shared: Arc<Shared>,
+        topic: Topic,
+        key: Key,
+        begin: Instant,
+    ) -> Self {
+        Self {
+            state: State::Running {
+                inner,
+                measure: Some(Measure {
+                    shared,
+                    topic,
+                    key,
+                    begin,
+                }),
+            },
+        }
+    }
+}
+
+impl<F, R> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<R, HandlerError>>,
+{
+    type Output = Result<R, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProjection::Rejected(error) => {
+                Poll::Ready(Err(error.take().unwrap_or_else(|| {
+                    HandlerError::permanent("monopolization future polled after completion")
+                })))
+            }
+            StateProjection::Running { inner, measure } => {
+                let output = ready!(inner.poll(cx));
+                if let Some(measure) = measure.take() {
+                    let Measure {
+                        shared,
+                        topic,
+                        key,
+                        begin,
+                    } = measure;
+                    shared.record(topic, key, begin, Instant::now());
+                }
+                Poll::Ready(output)
+            }
+        }
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Rejected(_) => "rejected",
+            State::Running { measure: None, .. } => "passing",
+            State::Running { .. } => "measured",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}

@@ -1,0 +1,181 @@
+//! Monopolization: a key whose handler calls take too much of a window is
+//! rejected with a transient error (pipeline mode), so the defer stage above
+//! takes it out of the way of the other keys.
+//!
+//! Each tracked key (its topic and key) has a window of `window` length and
+//! the handler time it used in that window: the duration, on tokio's clock,
+//! of each call of the inner service (whatever its outcome), counted whole
+//! in the window current when the call began. A window opens when a call of
+//! the key arrives after the previous window ended, so a key's windows roll
+//! over and an idle key starts afresh.
+//!
+//! Invariants:
+//! - a call of a key whose used time in its current window exceeds
+//!   `threshold * window` (the budget) is rejected with a transient
+//!   [`Monopolized`] error before the inner service sees it; any other call
+//!   passes;
+//! - a rejection needs a budget overrun: only a key whose calls that began
+//!   within the last `window` took longer than the budget can be rejected;
+//! - at most `cache_size` keys are tracked; removal path: the least recently
+//!   seen key is evicted (and with it its used time, so it starts afresh);
+//! - disabled, the service is a pass-through.
+//!
+//! A call dropped before it completes is not counted.
+
+mod config;
+mod future;
+mod layer;
+#[cfg(test)]
+mod tests;
+
+pub use config::{MonopolizationConfig, MonopolizationConfigError};
+pub use future::ResponseFuture;
+pub use layer::MonopolizationLayer;
+
+use crate::dedup::lru::Lru;
+use crate::error::HandlerError;
+use crate::event::Topic;
+use crate::handler::EventRequest;
+use crate::key::Key;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::Service;
+use tracing::debug;
+
+/// The error a rejected call fails with (transient): its key used more than
+/// its budget of handler time in the current window.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "key {key} of topic {topic} monopolizes the handler: {used:?} in its {window:?} window, \
+     over the budget of {budget:?}"
+)]
+pub struct Monopolized {
+    /// The topic of the key.
+    pub topic: Topic,
+    /// The key.
+    pub key: Key,
+    /// Handler time used in the current window.
+    pub used: Duration,
+    /// Handler time allowed per window.
+    pub budget: Duration,
+    /// The window's length.
+    pub window: Duration,
+}
+
+/// Handler time a key used in its current window.
+#[derive(Copy, Clone, Debug)]
+struct Usage {
+    start: Instant,
+    used: Duration,
+}
+
+impl Usage {
+    /// Opens a new window at `at` if the current one ended by then.
+    fn roll(&mut self, at: Instant, window: Duration) {
+        if self.start.checked_add(window).is_some_and(|end| at >= end) {
+            self.start = at;
+            self.used = Duration::ZERO;
+        }
+    }
+}
+
+/// What every service of one layer shares: the tracked keys.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    window: Duration,
+    budget: Duration,
+    keys: Mutex<Lru<(Topic, Key), Usage>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: &MonopolizationConfig) -> Self {
+        Self {
+            window: config.window,
+            budget: config.budget(),
+            keys: Mutex::new(Lru::new(config.cache_size)),
+        }
+    }
+
+    /// Locks the keys. Nothing panics while holding the lock, so a poisoned
+    /// lock still guards consistent usage and is recovered.
+    fn keys(&self) -> MutexGuard<'_, Lru<(Topic, Key), Usage>> {
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The time `topic`/`key` used in its window at `now`, if over budget.
+    fn overrun(&self, topic: &Topic, key: &Key, now: Instant) -> Option<Duration> {
+        let mut keys = self.keys();
+        let usage = keys.get_mut(&(topic.clone(), key.clone()))?;
+        usage.roll(now, self.window);
+        (usage.used > self.budget).then_some(usage.used)
+    }
+
+    /// Counts a call of `topic`/`key` that ran from `begin` to `end`.
+    fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant) {
+        let mut keys = self.keys();
+        let usage = keys.get_or_insert_with((topic, key), || Usage {
+            start: begin,
+            used: Duration::ZERO,
+        });
+        usage.roll(begin, self.window);
+        usage.used = usage
+            .used
+            .saturating_add(end.saturating_duration_since(begin));
+    }
+
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.keys().len()
+    }
+}
+
+/// The monopolization service; see the module documentation.
+#[derive(Clone, Debug)]
+pub struct MonopolizationService<S> {
+    inner: S,
+    /// `None` when detection is disabled.
+    shared: Option<Arc<Shared>>,
+}
+
+impl<S> MonopolizationService<S> {
+    pub(crate) fn new(inner: S, shared: Option<Arc<Shared>>) -> Self {
+        Self { inner, shared }
+    }
+}
+
+impl<S, P> Service<EventRequest<P>> for MonopolizationService<S>
+where
+    S: Service<EventRequest<P>, Error = HandlerError>,
+{
+    type Response = S::Response;
+    type Error = HandlerError;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: EventRequest<P>) -> Self::Future {
+        let Some(shared) = &self.shared else {
+            return ResponseFuture::passing(self.inner.call(request));
+        };
+        let now = Instant::now();
+        let topic = request.context.topic().clone();
+        let key = request.context.key().clone();
+        if let Some(used) = shared.overrun(&topic, &key, now) {
+            let error = Monopolized {
+                topic,
+                key,
+                used,
+                budget: shared.budget,
+                window: shared.window,
+            };
+            debug!(%error, "rejecting a hot key");
+            return ResponseFuture::rejected(HandlerError::transient(error));
+        }
+        let inner = self.inner.call(request);
+        ResponseFuture::measured(inner, Arc::clone(shared), topic, key, now)
+    }
+}

@@ -1,0 +1,262 @@
+use super::{MonopolizationConfig, MonopolizationLayer, Monopolized};
+use crate::clock::Timestamp;
+use crate::context::Context;
+use crate::error::{Category, HandlerError};
+use crate::event::{Event, Headers, Message};
+use crate::handler::EventRequest;
+use proptest::prelude::*;
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::time::{Instant, advance};
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service, ServiceExt};
+
+const WINDOW: Duration = Duration::from_secs(10);
+
+fn config(threshold: f64, cache_size: usize) -> MonopolizationConfig {
+    MonopolizationConfig {
+        enabled: true,
+        threshold,
+        window: WINDOW,
+        cache_size: NonZeroUsize::new(cache_size).unwrap(),
+    }
+}
+
+/// A handler that works (sleeps) for the duration its payload names, and
+/// counts its calls.
+fn handler(
+    calls: &Arc<AtomicUsize>,
+) -> impl Service<EventRequest<Duration>, Response = (), Error = HandlerError, Future: Future + Send>
++ Clone
++ Send
++ use<> {
+    let calls = Arc::clone(calls);
+    tower::service_fn(move |request: EventRequest<Duration>| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        let work = match request.event {
+            Event::Message(message) => message.payload,
+            Event::Timer(_) | Event::Excise(_) => Duration::ZERO,
+        };
+        async move {
+            tokio::time::sleep(work).await;
+            Ok::<(), HandlerError>(())
+        }
+    })
+}
+
+fn request(topic: &str, key: &str, work: Duration) -> EventRequest<Duration> {
+    EventRequest {
+        event: Event::Message(Message {
+            topic: topic.into(),
+            partition: 0,
+            offset: 0,
+            timestamp: Timestamp::from_millis(0),
+            key: key.into(),
+            payload: work,
+            raw: bytes::Bytes::new(),
+            id: None,
+            headers: Headers::new(),
+        }),
+        context: Context::new(
+            key.into(),
+            topic.into(),
+            0,
+            CancellationToken::new(),
+            CancellationToken::new(),
+        ),
+    }
+}
+
+async fn run<S>(service: &mut S, key: &str, work: Duration) -> Result<(), HandlerError>
+where
+    S: Service<EventRequest<Duration>, Response = (), Error = HandlerError>,
+{
+    service
+        .ready()
+        .await?
+        .call(request("topic", key, work))
+        .await
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+fn is_monopolized(error: &HandlerError) -> bool {
+    error.category() == Category::Transient
+        && error.source().downcast_ref::<Monopolized>().is_some()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_over_its_budget_is_rejected_and_a_light_key_is_not() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Budget: 5 s of every 10 s.
+    let mut service = MonopolizationLayer::new(&config(0.5, 64)).layer(handler(&calls));
+    run(&mut service, "hot", secs(6.0)).await.unwrap();
+    let error = run(&mut service, "hot", secs(1.0)).await.unwrap_err();
+    assert!(is_monopolized(&error), "{error}");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        1,
+        "a rejected call never reaches the handler"
+    );
+    run(&mut service, "light", secs(1.0)).await.unwrap();
+    // The same key in another topic is another key.
+    service
+        .ready()
+        .await
+        .unwrap()
+        .call(request("other", "hot", secs(1.0)))
+        .await
+        .unwrap();
+    // Exactly the budget is not over it; one more call's time is.
+    run(&mut service, "edge", secs(5.0)).await.unwrap();
+    run(&mut service, "edge", secs(0.5)).await.unwrap();
+    assert!(is_monopolized(
+        &run(&mut service, "edge", secs(0.5)).await.unwrap_err()
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_window_rolls_and_the_hot_key_is_accepted_again() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut service = MonopolizationLayer::new(&config(0.5, 64)).layer(handler(&calls));
+    let start = Instant::now();
+    run(&mut service, "hot", secs(6.0)).await.unwrap();
+    // The window opened at `start` and ends 10 s later.
+    let end = start + WINDOW;
+    advance(
+        end.duration_since(Instant::now())
+            .checked_sub(secs(0.001))
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        run(&mut service, "hot", secs(1.0)).await.is_err(),
+        "still in the first window"
+    );
+    advance(secs(0.001)).await;
+    run(&mut service, "hot", secs(1.0)).await.unwrap();
+    run(&mut service, "hot", secs(1.0)).await.unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tracked_keys_are_bounded_and_the_least_recent_is_forgotten() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let layer = MonopolizationLayer::new(&config(0.5, 2));
+    let mut service = layer.layer(handler(&calls));
+    run(&mut service, "hot", secs(6.0)).await.unwrap();
+    assert!(run(&mut service, "hot", secs(1.0)).await.is_err());
+    run(&mut service, "a", secs(0.1)).await.unwrap();
+    assert!(
+        run(&mut service, "hot", secs(1.0)).await.is_err(),
+        "hot is still tracked"
+    );
+    run(&mut service, "a", secs(0.1)).await.unwrap();
+    run(&mut service, "b", secs(0.1)).await.unwrap();
+    let shared = layer.shared.as_ref().unwrap();
+    assert_eq!(shared.tracked(), 2);
+    run(&mut service, "hot", secs(1.0)).await.unwrap();
+    assert_eq!(shared.tracked(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn disabled_detection_passes_everything() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let disabled = MonopolizationConfig {
+        enabled: false,
+        ..config(0.1, 64)
+    };
+    let mut service = MonopolizationLayer::new(&disabled).layer(handler(&calls));
+    for _ in 0..5 {
+        run(&mut service, "hot", secs(9.0)).await.unwrap();
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 5);
+}
+
+#[test]
+fn defaults_and_validation_name_the_option() {
+    let default = MonopolizationConfig::default();
+    assert!(default.enabled);
+    assert!((default.threshold - 0.9).abs() < f64::EPSILON);
+    assert_eq!(default.window, Duration::from_secs(300));
+    assert_eq!(default.cache_size.get(), 8192);
+    assert_eq!(default.budget(), Duration::from_secs(270));
+    assert!(default.validate().is_ok());
+    for threshold in [-0.1, 1.5, f64::NAN] {
+        let bad = MonopolizationConfig {
+            threshold,
+            ..MonopolizationConfig::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().option,
+            "monopolization_threshold"
+        );
+        assert!(bad.budget() <= bad.window);
+    }
+    let bad = MonopolizationConfig {
+        window: Duration::ZERO,
+        ..MonopolizationConfig::default()
+    };
+    assert_eq!(bad.validate().unwrap_err().option, "monopolization_window");
+}
+
+proptest! {
+    /// Over random workloads (three keys, calls of up to 4 s with gaps of
+    /// up to 3 s, thresholds from 0.2 to 0.9 of a 10 s window): a key is
+    /// rejected only if its calls that began within the last window took
+    /// longer than the budget, so a key whose calls stay within the budget
+    /// in every trailing window is never rejected.
+    #[test]
+    fn rejections_need_a_budget_overrun(
+        threshold in 0.2f64..0.9,
+        calls in proptest::collection::vec((0usize..3, 0u64..4000, 0u64..3000), 1..60),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let count = Arc::new(AtomicUsize::new(0));
+            let config = config(threshold, 64);
+            let budget = config.budget();
+            let mut service = MonopolizationLayer::new(&config).layer(handler(&count));
+            // Accepted calls per key: (began, took).
+            let mut history: Vec<Vec<(Instant, Duration)>> = vec![Vec::new(); 3];
+            for (key, work, gap) in calls {
+                advance(Duration::from_millis(gap)).await;
+                let now = Instant::now();
+                let recent: Duration = history[key]
+                    .iter()
+                    .filter(|(began, _)| now.saturating_duration_since(*began) < WINDOW)
+                    .map(|(_, took)| *took)
+                    .sum();
+                let work = Duration::from_millis(work);
+                match run(&mut service, &format!("key-{key}"), work).await {
+                    Ok(()) => history[key].push((now, Instant::now().duration_since(now))),
+                    Err(error) => {
+                        prop_assert!(is_monopolized(&error), "{}", error);
+                        prop_assert!(
+                            recent > budget,
+                            "key-{} rejected after only {:?} of {:?} in the last window",
+                            key, recent, budget
+                        );
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[test]
+fn the_service_fits_a_runtime_stack() {
+    fn is_event_service<S: crate::handler::EventService<Duration>>(_: &S) {}
+    let calls = Arc::new(AtomicUsize::new(0));
+    is_event_service(&MonopolizationLayer::new(&config(0.5, 8)).layer(handler(&calls)));
+}

@@ -1,0 +1,180 @@
+//! The response future of [`SchedulerService`](super::SchedulerService).
+
+use super::state::Permit;
+use crate::error::HandlerError;
+use crate::handler::EventRequest;
+use pin_project::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll, ready};
+use tokio::sync::oneshot;
+use tokio_util::sync::WaitForCancellationFutureOwned;
+use tower::Service;
+
+/// Completes when the waiting call's partition starts shutting down.
+type Shutdown = WaitForCancellationFutureOwned;
+
+/// Why a call that waited did not run.
+#[derive(Debug)]
+enum GaveUp {
+    /// The partition started shutting down while the call waited.
+    Shutdown,
+    /// Every service of the scheduler was dropped while the call waited.
+    Closed,
+    /// The future was polled again after it completed.
+    Polled,
+}
+
+impl fmt::Display for GaveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Shutdown => "partition shutting down: gave up waiting for a scheduler permit",
+            Self::Closed => "scheduler closed while the call waited for a permit",
+            Self::Polled => "scheduler future polled after completion",
+        })
+    }
+}
+
+impl std::error::Error for GaveUp {}
+
+#[pin_project(project = StageProj)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the waiting state is short-lived and boxing it would allocate per wait"
+)]
+enum Stage<S, F, P> {
+    /// Waiting for a permit; holds the readied inner service and the request.
+    Waiting {
+        receiver: oneshot::Receiver<Permit>,
+        #[pin]
+        shutdown: Shutdown,
+        call: Option<(S, EventRequest<P>)>,
+    },
+    /// The inner call runs under its permit.
+    Running {
+        #[pin]
+        future: F,
+        permit: Permit,
+    },
+    /// The call may not wait and no permit was free.
+    Refused,
+    /// Completed: the permit (or the channel) is already released.
+    Done,
+}
+
+/// The future of one scheduled call: waits for a permit (giving up with a
+/// transient error if the partition starts shutting down), then runs the
+/// inner call and returns its result.
+///
+/// Invariant: the permit is released as soon as the inner call completes,
+/// and in every other way the future ends (dropped while waiting or
+/// running, or unwound by a panic), through the permit's drop.
+#[pin_project]
+pub struct ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    #[pin]
+    stage: Stage<S, S::Future, P>,
+}
+
+impl<S, P> ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    /// A call that already holds its permit and started its inner call.
+    pub(super) fn running(future: S::Future, permit: Permit) -> Self {
+        Self {
+            stage: Stage::Running { future, permit },
+        }
+    }
+
+    /// A call that waits for a permit on `receiver`, then calls `service`
+    /// (already readied) with `request`.
+    pub(super) fn waiting(
+        receiver: oneshot::Receiver<Permit>,
+        service: S,
+        request: EventRequest<P>,
+    ) -> Self {
+        let shutdown = request.context.on_shutdown_owned();
+        Self {
+            stage: Stage::Waiting {
+                receiver,
+                shutdown,
+                call: Some((service, request)),
+            },
+        }
+    }
+
+    /// A call refused because its partition is shutting down.
+    pub(super) fn refused() -> Self {
+        Self {
+            stage: Stage::Refused,
+        }
+    }
+}
+
+impl<S, P> Future for ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>, Error = HandlerError>,
+{
+    type Output = Result<S::Response, HandlerError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut stage = self.project().stage;
+        loop {
+            match stage.as_mut().project() {
+                StageProj::Waiting {
+                    receiver,
+                    shutdown,
+                    call,
+                } => {
+                    if shutdown.poll(cx).is_ready() {
+                        // Dropping the receiver returns a permit that may
+                        // already sit in it.
+                        stage.set(Stage::Done);
+                        return Poll::Ready(Err(HandlerError::transient(GaveUp::Shutdown)));
+                    }
+                    let received = ready!(Pin::new(receiver).poll(cx));
+                    let (Ok(permit), Some((mut service, request))) = (received, call.take()) else {
+                        stage.set(Stage::Done);
+                        return Poll::Ready(Err(HandlerError::transient(GaveUp::Closed)));
+                    };
+                    let future = service.call(request);
+                    stage.set(Stage::Running { future, permit });
+                }
+                StageProj::Running { future, .. } => {
+                    let output = ready!(future.poll(cx));
+                    // Releases the permit now, not when the future is dropped.
+                    stage.set(Stage::Done);
+                    return Poll::Ready(output);
+                }
+                StageProj::Refused => {
+                    stage.set(Stage::Done);
+                    return Poll::Ready(Err(HandlerError::transient(GaveUp::Shutdown)));
+                }
+                StageProj::Done => {
+                    return Poll::Ready(Err(HandlerError::transient(GaveUp::Polled)));
+                }
+            }
+        }
+    }
+}
+
+impl<S, P> fmt::Debug for ResponseFuture<S, P>
+where
+    S: Service<EventRequest<P>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stage = match self.stage {
+            Stage::Waiting { .. } => "waiting",
+            Stage::Running { .. } => "running",
+            Stage::Refused => "refused",
+            Stage::Done => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("stage", &stage)
+            .finish()
+    }
+}

@@ -1,0 +1,49 @@
+//! Store contracts: what a layer keeps outside the process, so it survives a
+//! restart and is shared by every member of a group.
+//!
+//! Each store is a trait whose async methods return `impl Future + Send`
+//! (no `async-trait`); backends (memory, Cassandra) implement it and run its
+//! one conformance suite, in `conformance` (feature `conformance`).
+
+pub mod dedup;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use dedup::{DedupKey, DedupStore};
+
+use crate::error::BoxError;
+
+/// A store operation that failed.
+///
+/// Invariant: every error is either retriable ([`StoreError::Unavailable`]:
+/// the same call may succeed later) or not ([`StoreError::Rejected`]: it
+/// will fail the same way again); [`StoreError::is_retriable`] tells which.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached, was overloaded or timed out.
+    #[error("store unavailable: {0}")]
+    Unavailable(#[source] BoxError),
+    /// The store refused the operation (invalid data, schema mismatch,
+    /// permissions).
+    #[error("store rejected the operation: {0}")]
+    Rejected(#[source] BoxError),
+}
+
+impl StoreError {
+    /// A retriable error.
+    pub fn unavailable(source: impl Into<BoxError>) -> Self {
+        Self::Unavailable(source.into())
+    }
+
+    /// An error that trying again does not fix.
+    pub fn rejected(source: impl Into<BoxError>) -> Self {
+        Self::Rejected(source.into())
+    }
+
+    /// Whether the same call may succeed if tried again.
+    #[must_use]
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}

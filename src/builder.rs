@@ -1,0 +1,226 @@
+//! The client builder.
+
+use crate::client::{Inner, ProsodyClient};
+use crate::config::{ConfigError, Mode, Options};
+use crate::slot::Subscription;
+use crate::stack::Layers;
+use prosody_core::broker::Broker;
+use prosody_core::{Codec, JsonCodec};
+use prosody_memory::{MemoryBroker, MemoryDedupStore};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// The in-memory broker every mock client of this process shares, unless
+/// the builder names another.
+fn shared_mock_broker() -> MemoryBroker {
+    static BROKER: OnceLock<MemoryBroker> = OnceLock::new();
+    BROKER.get_or_init(MemoryBroker::new).clone()
+}
+
+/// Builds a [`ProsodyClient`]; every option left unset is read from its
+/// `PROSODY_*` environment variable, else takes its default.
+#[must_use]
+pub struct ClientBuilder<C = JsonCodec> {
+    options: Options,
+    codec: C,
+    memory: Option<MemoryBroker>,
+}
+
+macro_rules! qos_setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.options.qos.$name = Some(value);
+            self
+        }
+    )*};
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.options.$name = Some(value);
+            self
+        }
+    )*};
+}
+
+impl<C: Codec> ClientBuilder<C> {
+    pub(crate) fn new(codec: C) -> Self {
+        Self {
+            options: Options::default(),
+            codec,
+            memory: None,
+        }
+    }
+
+    setters! {
+        /// Whether to use the in-memory broker (`PROSODY_MOCK`; default false).
+        mock: bool,
+        /// Unsettled records of a partition before it pauses
+        /// (`PROSODY_MAX_UNCOMMITTED`; default 64).
+        max_uncommitted: usize,
+        /// How often settled offsets are committed (`PROSODY_COMMIT_INTERVAL`; default 1s).
+        commit_interval: Duration,
+        /// Wait after a failed poll (`PROSODY_POLL_INTERVAL`; default 100ms).
+        poll_interval: Duration,
+        /// Drain budget on revocation and shutdown; handlers see cancellation
+        /// near its end (`PROSODY_SHUTDOWN_TIMEOUT`; default 30s).
+        shutdown_timeout: Duration,
+        /// How long a send may wait for the broker (`PROSODY_SEND_TIMEOUT`; default 1s).
+        send_timeout: Duration,
+        /// First delay before retrying a transient failure (`PROSODY_RETRY_BASE`; default 20ms).
+        retry_base: Duration,
+        /// Longest retry delay (`PROSODY_RETRY_MAX_DELAY`; default 5m).
+        max_retry_delay: Duration,
+    }
+
+    qos_setters! {
+        /// The failure-handling preset (default pipeline).
+        mode: Mode,
+        /// Handler calls running at once, across all partitions
+        /// (`PROSODY_MAX_CONCURRENCY`; default 32).
+        max_concurrency: usize,
+        /// Low-latency retries before the failure topic (`PROSODY_MAX_RETRIES`; default 3).
+        max_retries: usize,
+        /// The deadline of one handler attempt (`PROSODY_TIMEOUT`; default 80% of
+        /// `stall_threshold`).
+        timeout: Duration,
+        /// No progress for this long is a stall (`PROSODY_STALL_THRESHOLD`; default 5m).
+        stall_threshold: Duration,
+        /// Dedup records per process (`PROSODY_IDEMPOTENCE_CACHE_SIZE`; default 8192; 0 is rejected).
+        idempotence_cache_size: usize,
+        /// How long dedup records last in the store (`PROSODY_IDEMPOTENCE_TTL`; default 7d).
+        idempotence_ttl: Duration,
+        /// Hot-key protection in pipeline mode (`PROSODY_MONOPOLIZATION_ENABLED`; default true).
+        monopolization_enabled: bool,
+        /// Share of the window one key may use (`PROSODY_MONOPOLIZATION_THRESHOLD`; default 0.9).
+        monopolization_threshold: f64,
+        /// The monopolization window (`PROSODY_MONOPOLIZATION_WINDOW`; default 5m).
+        monopolization_window: Duration,
+        /// Keys tracked for monopolization (`PROSODY_MONOPOLIZATION_CACHE_SIZE`; default 8192).
+        monopolization_cache_size: usize,
+        /// Execution share kept for retries (`PROSODY_SCHEDULER_FAILURE_WEIGHT`; default 0.3).
+        scheduler_failure_weight: f64,
+        /// A wait this long gets the full priority boost (`PROSODY_SCHEDULER_MAX_WAIT`; default 2m).
+        scheduler_max_wait: Duration,
+        /// The priority boost for waiting (`PROSODY_SCHEDULER_WAIT_WEIGHT`; default 200.0).
+        scheduler_wait_weight: f64,
+        /// Keys tracked by the scheduler (`PROSODY_SCHEDULER_CACHE_SIZE`; default 8192).
+        scheduler_cache_size: usize,
+        /// Whether telemetry events are emitted (`PROSODY_TELEMETRY_ENABLED`; default true).
+        telemetry_enabled: bool,
+    }
+
+    /// Where records that fail for good go in low-latency mode
+    /// (`PROSODY_FAILURE_TOPIC`; required there).
+    pub fn failure_topic(mut self, value: impl Into<String>) -> Self {
+        self.options.qos.failure_topic = Some(value.into());
+        self
+    }
+
+    /// The version mixed into dedup keys; change it to forget every recorded
+    /// id (`PROSODY_IDEMPOTENCE_VERSION`; default "1").
+    pub fn idempotence_version(mut self, value: impl Into<String>) -> Self {
+        self.options.qos.idempotence_version = Some(value.into());
+        self
+    }
+
+    /// The topic of telemetry events (`PROSODY_TELEMETRY_TOPIC`; default
+    /// `prosody.telemetry-events`).
+    pub fn telemetry_topic(mut self, value: impl Into<String>) -> Self {
+        self.options.qos.telemetry_topic = Some(value.into());
+        self
+    }
+
+    /// The consumer group, normally the application's name (`PROSODY_GROUP_ID`; required).
+    pub fn group_id(mut self, value: impl Into<String>) -> Self {
+        self.options.group_id = Some(value.into());
+        self
+    }
+
+    /// The identifier written to the `source-system` header of sent records
+    /// (`PROSODY_SOURCE_SYSTEM`; default the group id). Records carrying the
+    /// group id there are skipped, so set another value to consume your own
+    /// output.
+    pub fn source_system(mut self, value: impl Into<String>) -> Self {
+        self.options.source_system = Some(value.into());
+        self
+    }
+
+    /// Topics to consume (`PROSODY_SUBSCRIBED_TOPICS`, comma-separated).
+    /// Without them the client only produces.
+    pub fn subscribed_topics<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        topics: I,
+    ) -> Self {
+        self.options.subscribed_topics = Some(topics.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Kafka servers (`PROSODY_BOOTSTRAP_SERVERS`, comma-separated).
+    pub fn bootstrap_servers<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        servers: I,
+    ) -> Self {
+        self.options.bootstrap_servers = Some(servers.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Prefixes of the payload's `type` field to handle; others are skipped
+    /// (`PROSODY_ALLOWED_EVENTS`, comma-separated; default all).
+    pub fn allowed_events<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        prefixes: I,
+    ) -> Self {
+        self.options.allowed_events = Some(prefixes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Uses this in-memory broker (and turns `mock` on), so several clients
+    /// of a test share one broker of their own.
+    pub fn memory_broker(mut self, broker: MemoryBroker) -> Self {
+        self.options.mock = Some(true);
+        self.memory = Some(broker);
+        self
+    }
+
+    /// Encodes and decodes payloads with another codec.
+    pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
+        ClientBuilder {
+            options: self.options,
+            codec,
+            memory: self.memory,
+        }
+    }
+
+    /// Validates the options and connects.
+    #[allow(clippy::unused_async, reason = "a network backend connects here")]
+    pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
+        let settings = self.options.resolve(&crate::env::process())?;
+        let broker = match self.memory {
+            Some(broker) => broker,
+            None => shared_mock_broker(),
+        };
+        let producer = broker.producer().map_err(|e| ConfigError::Invalid {
+            option: "mock",
+            reason: e.to_string(),
+        })?;
+        let layers = Layers::new(&settings.qos, MemoryDedupStore::new(), &producer);
+        Ok(ProsodyClient {
+            inner: Arc::new(Inner {
+                layers,
+                settings,
+                codec: self.codec,
+                broker,
+                producer,
+                subscription: Subscription::new(),
+                closed: AtomicBool::new(false),
+                shutdown: OnceCell::new(),
+            }),
+        })
+    }
+}

@@ -1,0 +1,183 @@
+use super::qos::QosOptions;
+use super::{ConfigError, Options};
+use crate::env::Env;
+use std::collections::HashMap;
+use std::time::Duration;
+
+fn resolve(options: Options, vars: &[(&str, &str)]) -> Result<super::Settings, ConfigError> {
+    let vars: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    options.resolve(&Env::from_fn(|name: &str| vars.get(name).cloned()))
+}
+
+fn base() -> Options {
+    Options {
+        group_id: Some("g".to_owned()),
+        mock: Some(true),
+        ..Options::default()
+    }
+}
+
+fn option_of(error: &ConfigError) -> &str {
+    match error {
+        ConfigError::Missing { option, .. } | ConfigError::Invalid { option, .. } => option,
+        ConfigError::Environment { variable, .. } => variable,
+    }
+}
+
+#[test]
+fn defaults_follow_the_configuration_tables() -> Result<(), ConfigError> {
+    let s = resolve(base(), &[])?;
+    assert_eq!(s.qos.scheduler.max_concurrency.get(), 32);
+    assert_eq!(s.runtime.max_uncommitted.get(), 64);
+    assert_eq!(s.runtime.commit_interval, Duration::from_secs(1));
+    assert_eq!(s.runtime.poll_interval, Duration::from_millis(100));
+    assert_eq!(s.runtime.shutdown_timeout, Duration::from_secs(30));
+    assert_eq!(s.send_timeout, Duration::from_secs(1));
+    assert_eq!(&*s.source_system, "g");
+    assert!(s.subscribed_topics.is_none());
+    Ok(())
+}
+
+#[test]
+fn builder_beats_environment_beats_default() -> Result<(), ConfigError> {
+    let vars = [
+        ("PROSODY_MAX_CONCURRENCY", "7"),
+        ("PROSODY_SUBSCRIBED_TOPICS", "a,b"),
+    ];
+    let from_env = resolve(base(), &vars)?;
+    assert_eq!(from_env.qos.scheduler.max_concurrency.get(), 7);
+    assert_eq!(from_env.subscribed_topics.map(|t| t.len()), Some(2));
+    let mut options = base();
+    options.qos.max_concurrency = Some(3);
+    assert_eq!(
+        resolve(options, &vars)?.qos.scheduler.max_concurrency.get(),
+        3
+    );
+    Ok(())
+}
+
+type Case = (
+    Options,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "one table of cases")]
+fn each_bad_value_names_its_option() {
+    let cases: Vec<Case> = vec![
+        (
+            Options {
+                group_id: None,
+                ..base()
+            },
+            &[],
+            "group_id",
+        ),
+        (
+            Options {
+                group_id: Some(" ".into()),
+                ..base()
+            },
+            &[],
+            "group_id",
+        ),
+        (
+            Options {
+                subscribed_topics: Some(vec![]),
+                ..base()
+            },
+            &[],
+            "subscribed_topics",
+        ),
+        (
+            Options {
+                subscribed_topics: Some(vec![String::new()]),
+                ..base()
+            },
+            &[],
+            "subscribed_topics",
+        ),
+        (
+            Options {
+                qos: QosOptions {
+                    max_concurrency: Some(0),
+                    ..QosOptions::default()
+                },
+                ..base()
+            },
+            &[],
+            "max_concurrency",
+        ),
+        (
+            Options {
+                max_uncommitted: Some(0),
+                ..base()
+            },
+            &[],
+            "max_uncommitted",
+        ),
+        (
+            Options {
+                commit_interval: Some(Duration::ZERO),
+                ..base()
+            },
+            &[],
+            "commit_interval",
+        ),
+        (
+            Options {
+                shutdown_timeout: Some(Duration::ZERO),
+                ..base()
+            },
+            &[],
+            "shutdown_timeout",
+        ),
+        (
+            Options {
+                allowed_events: Some(vec![String::new()]),
+                ..base()
+            },
+            &[],
+            "allowed_events",
+        ),
+        (
+            Options {
+                retry_base: Some(Duration::from_secs(2)),
+                max_retry_delay: Some(Duration::from_secs(1)),
+                ..base()
+            },
+            &[],
+            "max_retry_delay",
+        ),
+        (
+            Options {
+                mock: None,
+                ..base()
+            },
+            &[],
+            "bootstrap_servers",
+        ),
+        (
+            base(),
+            &[("PROSODY_MAX_UNCOMMITTED", "lots")],
+            "PROSODY_MAX_UNCOMMITTED",
+        ),
+        (
+            base(),
+            &[("PROSODY_COMMIT_INTERVAL", "soon")],
+            "PROSODY_COMMIT_INTERVAL",
+        ),
+    ];
+    for (options, vars, expected) in cases {
+        let error = resolve(options, vars).err();
+        assert!(error.is_some(), "{expected}: accepted");
+        if let Some(error) = error {
+            assert_eq!(option_of(&error), expected, "{error}");
+            assert!(error.to_string().contains(expected), "{error}");
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The stages of a client, configured, and the stacks of the three modes.
+
+use crate::config::{Mode, Qos};
+use prosody_core::dedup::DedupLayer;
+use prosody_core::failure::FailureLayer;
+use prosody_core::log::LogLayer;
+use prosody_core::monopolization::MonopolizationLayer;
+use prosody_core::retry::{RetryConfig, RetryLayer};
+use prosody_core::scheduler::SchedulerLayer;
+use prosody_core::shutdown::ShutdownLayer;
+use prosody_core::telemetry::{NoTelemetry, TelemetryLayer};
+use prosody_core::timeout::TimeoutLayer;
+use prosody_core::{EventHandler, EventService, HandlerService};
+use prosody_memory::{MemoryDedupStore, MemoryProducer};
+use tower::ServiceBuilder;
+
+/// The configured stages of one client, to build a preset or a custom
+/// stack with `tower::ServiceBuilder`.
+///
+/// Invariant: the stateful stages (dedup cache, scheduler, monopolization
+/// windows) are built once per client, so every subscription and partition
+/// of the client shares them, and they outlive a rebalance.
+#[derive(Clone)]
+pub struct Layers {
+    mode: Mode,
+    retry: RetryConfig,
+    max_retries: u32,
+    dedup: DedupLayer<MemoryDedupStore>,
+    monopolization: MonopolizationLayer,
+    scheduler: SchedulerLayer,
+    timeout: TimeoutLayer,
+    failure: Option<FailureLayer<MemoryProducer>>,
+}
+
+impl Layers {
+    pub(crate) fn new(qos: &Qos, store: MemoryDedupStore, producer: &MemoryProducer) -> Self {
+        Self {
+            mode: qos.mode,
+            retry: qos.retry.clone(),
+            max_retries: qos.max_retries,
+            dedup: DedupLayer::new(qos.dedup.clone(), store),
+            monopolization: MonopolizationLayer::new(&qos.monopolization),
+            scheduler: SchedulerLayer::new(qos.scheduler.clone()),
+            timeout: TimeoutLayer::new(qos.timeout),
+            failure: qos
+                .failure
+                .clone()
+                .map(|config| FailureLayer::new(producer.clone(), config)),
+        }
+    }
+
+    /// The client's mode.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Deduplication by the payload's `id`.
+    #[must_use]
+    pub fn dedup(&self) -> DedupLayer<MemoryDedupStore> {
+        self.dedup.clone()
+    }
+
+    /// Retry of transient failures, forever.
+    #[must_use]
+    pub fn retry(&self) -> RetryLayer {
+        RetryLayer::new(self.retry.clone())
+    }
+
+    /// Retry of transient failures, at most `max_retries` times.
+    #[must_use]
+    pub fn bounded_retry(&self) -> RetryLayer {
+        RetryLayer::new(RetryConfig {
+            max_retries: Some(self.max_retries),
+            ..self.retry.clone()
+        })
+    }
+
+    /// Hot-key protection.
+    #[must_use]
+    pub fn monopolization(&self) -> MonopolizationLayer {
+        self.monopolization.clone()
+    }
+
+    /// No new attempt once a partition shuts down.
+    #[must_use]
+    pub fn shutdown(&self) -> ShutdownLayer {
+        ShutdownLayer::new()
+    }
+
+    /// Fair scheduling and the `max_concurrency` bound.
+    #[must_use]
+    pub fn scheduler(&self) -> SchedulerLayer {
+        self.scheduler.clone()
+    }
+
+    /// The per-attempt deadline.
+    #[must_use]
+    pub fn timeout(&self) -> TimeoutLayer {
+        self.timeout
+    }
+
+    /// Spans and lifecycle events (mock mode emits no events).
+    #[must_use]
+    pub fn telemetry(&self) -> TelemetryLayer<NoTelemetry> {
+        TelemetryLayer::new(NoTelemetry)
+    }
+
+    /// Routing to the failure topic, when one is configured.
+    #[must_use]
+    pub fn failure(&self) -> Option<FailureLayer<MemoryProducer>> {
+        self.failure.clone()
+    }
+
+    /// Best-effort's log-and-settle.
+    #[must_use]
+    pub fn log(&self) -> LogLayer {
+        LogLayer::new()
+    }
+
+    /// Pipeline: dedup, retry (forever), monopolization, shutdown,
+    /// scheduler, timeout, telemetry, handler. Deferred retry joins after
+    /// retry with persistent timers.
+    pub fn pipeline<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H>
+    where
+        H: EventHandler,
+        H::Payload: Clone,
+    {
+        ServiceBuilder::new()
+            .layer(self.dedup())
+            .layer(self.retry())
+            .layer(self.monopolization())
+            .layer(self.shutdown())
+            .layer(self.scheduler())
+            .layer(self.timeout())
+            .layer(self.telemetry())
+            .service(HandlerService::new(handler))
+    }
+
+    /// Low-latency: dedup, retry (forever, for the failure-topic send),
+    /// failure topic, retry (`max_retries`), shutdown, scheduler, timeout,
+    /// telemetry, handler. `None` without a failure topic.
+    pub fn low_latency<H>(&self, handler: H) -> Option<impl EventService<H::Payload> + use<H>>
+    where
+        H: EventHandler,
+        H::Payload: Clone,
+    {
+        let failure = self.failure()?;
+        Some(
+            ServiceBuilder::new()
+                .layer(self.dedup())
+                .layer(self.retry())
+                .layer(failure)
+                .layer(self.bounded_retry())
+                .layer(self.shutdown())
+                .layer(self.scheduler())
+                .layer(self.timeout())
+                .layer(self.telemetry())
+                .service(HandlerService::new(handler)),
+        )
+    }
+
+    /// Best-effort: dedup, log, shutdown, scheduler, timeout, telemetry,
+    /// handler.
+    pub fn best_effort<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H>
+    where
+        H: EventHandler,
+        H::Payload: Clone,
+    {
+        ServiceBuilder::new()
+            .layer(self.dedup())
+            .layer(self.log())
+            .layer(self.shutdown())
+            .layer(self.scheduler())
+            .layer(self.timeout())
+            .layer(self.telemetry())
+            .service(HandlerService::new(handler))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Mode, ProsodyClient,
+        Timer,
+    };
+    use serde_json::Value;
+
+    struct Noop;
+
+    impl EventHandler for Noop {
+        type Payload = Value;
+        type Output = ();
+
+        async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
+            Ok(())
+        }
+
+        async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+            Ok(())
+        }
+
+        async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+            Ok(())
+        }
+    }
+
+    /// The stages of a stack, outermost first, read off its type: each
+    /// service wraps the next as its first type parameter.
+    fn stages<T>(_: &T) -> Vec<String> {
+        let name = std::any::type_name::<T>();
+        name.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter_map(|word| word.strip_suffix("Service"))
+            .filter(|stage| !stage.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_preset_stacks_the_stages_in_the_designed_order() {
+        let client = ProsodyClient::builder()
+            .memory_broker(MemoryBroker::new())
+            .group_id("g")
+            .failure_topic("failures")
+            .mode(Mode::LowLatency)
+            .build()
+            .await
+            .expect("client");
+        let layers = client.layers();
+        assert_eq!(
+            stages(&layers.pipeline(Noop)),
+            [
+                "Dedup",
+                "Retry",
+                "Monopolization",
+                "Shutdown",
+                "Scheduler",
+                "Timeout",
+                "Telemetry",
+                "Handler"
+            ]
+        );
+        assert_eq!(
+            stages(&layers.low_latency(Noop).expect("failure topic")),
+            [
+                "Dedup",
+                "Retry",
+                "Failure",
+                "Retry",
+                "Shutdown",
+                "Scheduler",
+                "Timeout",
+                "Telemetry",
+                "Handler"
+            ]
+        );
+        assert_eq!(
+            stages(&layers.best_effort(Noop)),
+            [
+                "Dedup",
+                "Log",
+                "Shutdown",
+                "Scheduler",
+                "Timeout",
+                "Telemetry",
+                "Handler"
+            ]
+        );
+    }
+}
