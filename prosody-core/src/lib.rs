@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod failure;
 pub mod handler;
+pub mod hash;
 pub mod key;
 pub mod log;
 pub mod monopolization;

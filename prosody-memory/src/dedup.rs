@@ -48,7 +48,7 @@ impl Expiry {
 /// exceeds the largest number of live entries the store has had.
 #[derive(Debug, Default)]
 struct Entries {
-    expiry_of: HashMap<DedupKey, Expiry>,
+    expiry_of: HashMap<DedupKey, Expiry, foldhash::fast::RandomState>,
     by_expiry: BTreeSet<(Expiry, DedupKey)>,
 }
 

@@ -1,7 +1,8 @@
 //! A bounded map that evicts its least recently used entry; shared by the
 //! dedup and monopolization layers.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::hash::FastMap;
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
 
@@ -15,7 +16,7 @@ use std::num::NonZeroUsize;
 #[derive(Debug)]
 pub(crate) struct Lru<K, V> {
     capacity: NonZeroUsize,
-    entries: HashMap<K, (u64, V)>,
+    entries: FastMap<K, (u64, V)>,
     order: BTreeMap<u64, K>,
     next: u64,
 }
@@ -25,7 +26,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     pub(crate) fn new(capacity: NonZeroUsize) -> Self {
         Self {
             capacity,
-            entries: HashMap::new(),
+            entries: FastMap::default(),
             order: BTreeMap::new(),
             next: 0,
         }

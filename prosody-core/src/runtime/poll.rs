@@ -9,7 +9,7 @@ use super::{RuntimeConfig, Status};
 use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use crate::codec::Codec;
 use crate::handler::EventService;
-use std::collections::HashMap;
+use crate::hash::FastMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -40,7 +40,7 @@ pub(crate) struct PollLoop<C, S, K> {
     stop: CancellationToken,
     status: Arc<Status>,
     filters: Filters,
-    partitions: HashMap<TopicPartition, Assigned>,
+    partitions: FastMap<TopicPartition, Assigned>,
     tasks: JoinSet<()>,
     resume_tx: mpsc::UnboundedSender<TopicPartition>,
     resume_rx: mpsc::UnboundedReceiver<TopicPartition>,
@@ -74,7 +74,7 @@ where
             config,
             stop,
             status,
-            partitions: HashMap::new(),
+            partitions: FastMap::default(),
             tasks: JoinSet::new(),
             resume_tx,
             resume_rx,

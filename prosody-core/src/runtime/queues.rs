@@ -1,7 +1,8 @@
 //! Per-key queues: one running event per key, the rest waiting in order.
 
+use crate::hash::FastMap;
 use crate::key::Key;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// The keys of one partition that have work.
 ///
@@ -12,13 +13,13 @@ use std::collections::{HashMap, VecDeque};
 /// unsettled events, which backpressure bounds.
 #[derive(Debug)]
 pub(crate) struct KeyQueues<T> {
-    keys: HashMap<Key, VecDeque<T>>,
+    keys: FastMap<Key, VecDeque<T>>,
 }
 
 impl<T> Default for KeyQueues<T> {
     fn default() -> Self {
         Self {
-            keys: HashMap::new(),
+            keys: FastMap::default(),
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Per-key virtual time in a bounded cache.
 
 use super::decay::{Decay, seconds};
+use crate::hash::FastMap;
 use crate::key::Key;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use tokio::time::Instant;
 
@@ -54,7 +55,7 @@ pub(super) struct VirtualTimes {
     capacity: NonZeroUsize,
     decay: Decay,
     epoch: Instant,
-    by_key: HashMap<Key, Rank>,
+    by_key: FastMap<Key, Rank>,
     by_rank: BTreeMap<Rank, Key>,
     next_seq: u64,
 }
@@ -66,7 +67,7 @@ impl VirtualTimes {
             capacity,
             decay,
             epoch,
-            by_key: HashMap::new(),
+            by_key: FastMap::default(),
             by_rank: BTreeMap::new(),
             next_seq: 0,
         }

@@ -1,0 +1,193 @@
+//! The mode presets end to end, on the in-memory broker under a paused
+//! clock.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+use prosody::broker::{Broker, TopicPartition};
+use prosody::failure::{
+    CATEGORY_HEADER, ERROR_HEADER, SOURCE_OFFSET_HEADER, SOURCE_PARTITION_HEADER,
+    SOURCE_TOPIC_HEADER,
+};
+use prosody::{
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Mode, ProsodyClient, Timer,
+};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const DEADLINE: Duration = Duration::from_secs(3600);
+
+/// Fails every message whose payload says so; counts the calls per key.
+#[derive(Clone, Default)]
+struct Scripted {
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl EventHandler for Scripted {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(&self, _: Context, message: Message<Value>) -> Result<(), HandlerError> {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push(message.key.to_string());
+        match message.payload.get("fail").and_then(Value::as_str) {
+            Some("permanent") => Err(HandlerError::permanent("bad order")),
+            Some("transient") => Err(HandlerError::transient("downstream busy")),
+            _ => Ok(()),
+        }
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+async fn wait_committed(broker: &MemoryBroker, group: &str, tp: &TopicPartition) {
+    let wait = async {
+        while broker.committed_offset(group, tp) != broker.end_offset(tp) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(DEADLINE, wait)
+        .await
+        .expect("committed to the end");
+}
+
+async fn failure_records(broker: &MemoryBroker) -> Vec<prosody::broker::Record> {
+    let mut records = Vec::new();
+    for partition in 0..broker.partition_count("failures").unwrap_or(0) {
+        let tp = TopicPartition::new("failures", partition);
+        let mut offset = 0;
+        while let Some(record) = broker.read(&tp, offset).await.expect("read") {
+            records.push(record);
+            offset += 1;
+        }
+    }
+    records
+}
+
+#[tokio::test(start_paused = true)]
+async fn low_latency_routes_a_failed_record_once_and_moves_on() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("orders", 1).expect("topic");
+    let client = ProsodyClient::builder()
+        .memory_broker(broker.clone())
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["orders"])
+        .mode(Mode::LowLatency)
+        .failure_topic("failures")
+        .max_retries(2)
+        .build()
+        .await
+        .expect("client");
+    let handler = Scripted::default();
+    client.subscribe(handler.clone()).await.expect("subscribe");
+    let bad = json!({"id": "o-1", "fail": "permanent"});
+    let busy = json!({"id": "o-2", "fail": "transient"});
+    client.send("orders", "bad", &bad).await.expect("send");
+    client.send("orders", "busy", &busy).await.expect("send");
+    client
+        .send("orders", "good", &json!({"id": "o-3"}))
+        .await
+        .expect("send");
+    wait_committed(&broker, "svc", &TopicPartition::new("orders", 0)).await;
+    client.shutdown().await;
+
+    let calls = handler.calls.lock().expect("calls").clone();
+    assert_eq!(
+        calls.iter().filter(|k| *k == "bad").count(),
+        1,
+        "permanent: no retry"
+    );
+    assert_eq!(
+        calls.iter().filter(|k| *k == "busy").count(),
+        3,
+        "transient: 1 + max_retries"
+    );
+    assert_eq!(calls.iter().filter(|k| *k == "good").count(), 1);
+
+    let routed = failure_records(&broker).await;
+    assert_eq!(routed.len(), 2, "each failed record routed exactly once");
+    let by_key = |key: &str| {
+        routed
+            .iter()
+            .find(|r| r.key.as_deref() == Some(key.as_bytes()))
+            .unwrap_or_else(|| panic!("{key} not routed"))
+    };
+    let record = by_key("bad");
+    assert_eq!(record.payload.as_deref(), Some(bad.to_string().as_bytes()));
+    assert_eq!(record.headers.get_str("source-system"), Some("upstream"));
+    assert_eq!(record.headers.get_str(ERROR_HEADER), Some("bad order"));
+    assert_eq!(record.headers.get_str(CATEGORY_HEADER), Some("permanent"));
+    assert_eq!(record.headers.get_str(SOURCE_TOPIC_HEADER), Some("orders"));
+    assert_eq!(record.headers.get_str(SOURCE_PARTITION_HEADER), Some("0"));
+    assert_eq!(record.headers.get_str(SOURCE_OFFSET_HEADER), Some("0"));
+    assert_eq!(
+        by_key("busy").headers.get_str(CATEGORY_HEADER),
+        Some("transient")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn low_latency_without_a_failure_topic_is_rejected_at_build() {
+    let error = ProsodyClient::builder()
+        .memory_broker(MemoryBroker::new())
+        .group_id("svc")
+        .mode(Mode::LowLatency)
+        .build()
+        .await
+        .err()
+        .expect("rejected");
+    assert!(error.to_string().contains("failure_topic"), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn pipeline_handles_a_duplicate_id_once_and_best_effort_drops_failures() {
+    for mode in [Mode::Pipeline, Mode::BestEffort] {
+        let broker = MemoryBroker::new();
+        broker.create_topic("t", 1).expect("topic");
+        let client = ProsodyClient::builder()
+            .memory_broker(broker.clone())
+            .group_id("svc")
+            .source_system("upstream")
+            .subscribed_topics(["t"])
+            .mode(mode)
+            .build()
+            .await
+            .expect("client");
+        let handler = Scripted::default();
+        client.subscribe(handler.clone()).await.expect("subscribe");
+        client
+            .send("t", "k", &json!({"id": "same"}))
+            .await
+            .expect("send");
+        client
+            .send("t", "k", &json!({"id": "same"}))
+            .await
+            .expect("send");
+        client
+            .send("t", "f", &json!({"id": "x", "fail": "permanent"}))
+            .await
+            .expect("send");
+        wait_committed(&broker, "svc", &TopicPartition::new("t", 0)).await;
+        client.shutdown().await;
+        let calls = handler.calls.lock().expect("calls").clone();
+        assert_eq!(
+            calls,
+            ["k", "f"],
+            "{mode:?}: the duplicate was handled again"
+        );
+    }
+}
