@@ -1,3 +1,4 @@
+use super::Mode;
 use super::qos::QosOptions;
 use super::{ConfigError, Options};
 use crate::env::Env;
@@ -170,6 +171,68 @@ fn each_bad_value_names_its_option() {
             base(),
             &[("PROSODY_COMMIT_INTERVAL", "soon")],
             "PROSODY_COMMIT_INTERVAL",
+        ),
+        (
+            base(),
+            &[("PROSODY_IDEMPOTENCE_CACHE_SIZE", "0")],
+            "idempotence_cache_size",
+        ),
+        (
+            base(),
+            &[("PROSODY_MONOPOLIZATION_THRESHOLD", "1.5")],
+            "monopolization_threshold",
+        ),
+        (
+            base(),
+            &[("PROSODY_MONOPOLIZATION_WINDOW", "0s")],
+            "monopolization_window",
+        ),
+        (
+            base(),
+            &[("PROSODY_SCHEDULER_FAILURE_WEIGHT", "-0.1")],
+            "scheduler_failure_weight",
+        ),
+        (
+            base(),
+            &[("PROSODY_SCHEDULER_WAIT_WEIGHT", "-1")],
+            "scheduler_wait_weight",
+        ),
+        (
+            base(),
+            &[("PROSODY_SCHEDULER_MAX_WAIT", "0s")],
+            "scheduler_max_wait",
+        ),
+        (
+            base(),
+            &[("PROSODY_IDEMPOTENCE_TTL", "0s")],
+            "idempotence_ttl",
+        ),
+        (base(), &[("PROSODY_TIMEOUT", "5m")], "timeout"),
+        (
+            base(),
+            &[("PROSODY_TIMEOUT", "2m"), ("PROSODY_STALL_THRESHOLD", "1m")],
+            "timeout",
+        ),
+        (
+            base(),
+            &[("PROSODY_MAX_RETRIES", "many")],
+            "PROSODY_MAX_RETRIES",
+        ),
+        (
+            base(),
+            &[("PROSODY_TELEMETRY_TOPIC", " ")],
+            "telemetry_topic",
+        ),
+        (
+            Options {
+                qos: QosOptions {
+                    mode: Some(Mode::LowLatency),
+                    ..QosOptions::default()
+                },
+                ..base()
+            },
+            &[],
+            "failure_topic",
         ),
     ];
     for (options, vars, expected) in cases {
