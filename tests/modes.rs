@@ -38,6 +38,11 @@ impl EventHandler for Scripted {
             .expect("calls")
             .push(message.key.to_string());
         match message.payload.get("fail").and_then(Value::as_str) {
+            Some("panic") => panic!("scripted panic"),
+            Some("block") => {
+                std::future::pending::<()>().await;
+                Ok(())
+            }
             Some("permanent") => Err(HandlerError::permanent("bad order")),
             Some("transient") => Err(HandlerError::transient("downstream busy")),
             _ => Ok(()),
@@ -188,6 +193,102 @@ async fn pipeline_handles_a_duplicate_id_once_and_best_effort_drops_failures() {
             calls,
             ["k", "f"],
             "{mode:?}: the duplicate was handled again"
+        );
+    }
+}
+
+async fn client(broker: &MemoryBroker, mode: Mode) -> ProsodyClient {
+    ProsodyClient::builder()
+        .memory_broker(broker.clone())
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .mode(mode)
+        .failure_topic("failures")
+        .max_concurrency(1)
+        .shutdown_timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("client")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_was_dropped_does_not_mark_its_id_handled() {
+    for mode in [Mode::BestEffort, Mode::LowLatency] {
+        let broker = MemoryBroker::new();
+        broker.create_topic("t", 1).expect("topic");
+        let client = client(&broker, mode).await;
+        let handler = Scripted::default();
+        client.subscribe(handler.clone()).await.expect("subscribe");
+        client
+            .send("t", "k", &json!({"id": "x", "fail": "permanent"}))
+            .await
+            .expect("send");
+        client
+            .send("t", "k", &json!({"id": "x"}))
+            .await
+            .expect("send");
+        wait_committed(&broker, "svc", &TopicPartition::new("t", 0)).await;
+        client.shutdown().await;
+        let calls = handler.calls.lock().expect("calls").len();
+        assert_eq!(
+            calls, 2,
+            "{mode:?}: the retry of a dropped id was skipped as a duplicate"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_handler_fails_like_any_error() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).expect("topic");
+    let client = client(&broker, Mode::BestEffort).await;
+    let handler = Scripted::default();
+    client.subscribe(handler.clone()).await.expect("subscribe");
+    client
+        .send("t", "boom", &json!({"fail": "panic"}))
+        .await
+        .expect("send");
+    client.send("t", "fine", &json!({})).await.expect("send");
+    wait_committed(&broker, "svc", &TopicPartition::new("t", 0)).await;
+    client.shutdown().await;
+    assert_eq!(*handler.calls.lock().expect("calls"), ["boom", "fine"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_turned_away_by_a_shutdown_are_neither_dropped_nor_routed() {
+    use prosody::broker::partition_for_key;
+    let stuck = "stuck";
+    let stuck_partition = partition_for_key(stuck.as_bytes(), 2);
+    // Keys of the other partition: their calls wait for the one permit.
+    let waiting: Vec<String> = (0..)
+        .map(|n| format!("waiting-{n}"))
+        .filter(|key| partition_for_key(key.as_bytes(), 2) != stuck_partition)
+        .take(5)
+        .collect();
+    let other = TopicPartition::new("t", 1 - stuck_partition);
+    for mode in [Mode::BestEffort, Mode::LowLatency] {
+        let broker = MemoryBroker::new();
+        broker.create_topic("t", 2).expect("topic");
+        let client = client(&broker, mode).await;
+        let handler = Scripted::default();
+        client.subscribe(handler.clone()).await.expect("subscribe");
+        client
+            .send("t", stuck, &json!({"fail": "block"}))
+            .await
+            .expect("send");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for key in &waiting {
+            client.send("t", key, &json!({})).await.expect("send");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        client.shutdown().await;
+        assert_eq!(*handler.calls.lock().expect("calls"), [stuck], "{mode:?}");
+        let committed = broker.committed_offset("svc", &other).unwrap_or(0);
+        assert_eq!(committed, 0, "{mode:?}: committed calls that never ran");
+        assert!(
+            failure_records(&broker).await.is_empty(),
+            "{mode:?}: routed calls that never ran"
         );
     }
 }

@@ -3,7 +3,9 @@
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Event, Excise, Message, Timer};
+use futures_util::FutureExt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -50,6 +52,33 @@ pub struct EventRequest<P> {
     pub context: Context,
 }
 
+/// What a stack's response says to the stages outside it: whether the
+/// handler itself succeeded, or the event settled without that (a failure
+/// logged or routed, a duplicate skipped).
+///
+/// Invariant: a response made by [`Settlement::unhandled`] is never
+/// [`Settlement::handled`], so deduplication records only real successes.
+pub trait Settlement {
+    /// The response of an event settled without the handler succeeding.
+    fn unhandled() -> Self;
+
+    /// Whether the handler succeeded.
+    fn handled(&self) -> bool;
+}
+
+/// The handler service's response: `Some` output for a message or excise
+/// the handler succeeded on, `None` otherwise (a timer, or an event settled
+/// without success).
+impl<T> Settlement for Option<T> {
+    fn unhandled() -> Self {
+        None
+    }
+
+    fn handled(&self) -> bool {
+        self.is_some()
+    }
+}
+
 /// A handler as the innermost `tower::Service` of a stack.
 ///
 /// Its response is the handler's output, or `None` for a timer.
@@ -81,6 +110,11 @@ impl<H> Clone for HandlerService<H> {
     }
 }
 
+/// A handler panicked.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the handler panicked")]
+pub struct Panicked;
+
 /// The future of one handler call.
 ///
 /// This is the one allocation per event of a stack: an `async fn`'s future
@@ -100,13 +134,20 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
     fn call(&mut self, request: EventRequest<H::Payload>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
         let EventRequest { event, context } = request;
-        Box::pin(async move {
+        let call = async move {
             match event {
                 Event::Message(message) => handler.on_message(context, message).await.map(Some),
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
             }
-        })
+        };
+        // A panic is a failure of this call, handled by the mode like any
+        // other transient error, not an unwinding through the stack.
+        Box::pin(
+            AssertUnwindSafe(call)
+                .catch_unwind()
+                .map(|result| result.unwrap_or_else(|_| Err(HandlerError::transient(Panicked)))),
+        )
     }
 }
 

@@ -53,6 +53,12 @@ impl From<String> for Key {
     }
 }
 
+impl From<&String> for Key {
+    fn from(value: &String) -> Self {
+        Self(Arc::from(value.as_str()))
+    }
+}
+
 impl From<Arc<str>> for Key {
     fn from(value: Arc<str>) -> Self {
         Self(value)

@@ -22,7 +22,7 @@ pub use codec::{Codec, CodecError, JsonCodec};
 pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
 pub use event::{Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
-pub use handler::{EventHandler, EventRequest, EventService, HandlerService};
+pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};
 pub use key::Key;
 pub mod retry;
 pub mod runtime;

@@ -2,7 +2,7 @@
 
 use super::Shared;
 use crate::error::HandlerError;
-use crate::handler::EventRequest;
+use crate::handler::{EventRequest, Settlement};
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
 use pin_project::pin_project;
@@ -97,7 +97,7 @@ fn polled_after_completion() -> HandlerError {
 impl<S, D, P> Future for ResponseFuture<S, D, P>
 where
     S: Service<EventRequest<P>, Error = HandlerError>,
-    S::Response: Default,
+    S::Response: Settlement,
     D: DedupStore,
 {
     type Output = Result<S::Response, HandlerError>;
@@ -108,7 +108,7 @@ where
             match this.state.as_mut().project() {
                 StateProjection::Duplicate => {
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(S::Response::default()));
+                    return Poll::Ready(Ok(S::Response::unhandled()));
                 }
                 StateProjection::Lookup { lookup, call } => {
                     let present = match ready!(lookup.as_mut().poll(cx)) {
@@ -125,7 +125,7 @@ where
                             shared.remember(*key);
                         }
                         this.state.set(State::Done);
-                        return Poll::Ready(Ok(S::Response::default()));
+                        return Poll::Ready(Ok(S::Response::unhandled()));
                     }
                     let Some((mut service, request)) = call else {
                         this.state.set(State::Done);
@@ -136,7 +136,7 @@ where
                 StateProjection::Calling(future) => {
                     let outcome = ready!(future.poll(cx));
                     let response = match (outcome, this.record.take()) {
-                        (Ok(response), Some((shared, key))) => {
+                        (Ok(response), Some((shared, key))) if response.handled() => {
                             shared.remember(key);
                             let insert: StoreFuture<()> =
                                 Box::pin(async move { shared.store.insert(key, shared.ttl).await });

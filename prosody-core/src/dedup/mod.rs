@@ -39,7 +39,7 @@ pub use layer::DedupLayer;
 
 use crate::error::HandlerError;
 use crate::event::Event;
-use crate::handler::EventRequest;
+use crate::handler::{EventRequest, Settlement};
 use crate::store::dedup::{DedupKey, DedupStore};
 use lru::Lru;
 use std::fmt;
@@ -133,7 +133,7 @@ impl<S: fmt::Debug, D> fmt::Debug for DedupService<S, D> {
 impl<S, D, P> Service<EventRequest<P>> for DedupService<S, D>
 where
     S: Service<EventRequest<P>, Error = HandlerError> + Clone,
-    S::Response: Default,
+    S::Response: Settlement,
     D: DedupStore,
 {
     type Response = S::Response;

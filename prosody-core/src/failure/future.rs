@@ -2,7 +2,9 @@
 
 use super::{FailureConfig, Routing};
 use crate::broker::{BrokerError, Delivery, Producer};
+use crate::context::Context;
 use crate::error::{Category, HandlerError};
+use crate::handler::Settlement;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -27,6 +29,7 @@ pub struct ResponseFuture<F, Pr> {
     producer: Pr,
     config: Arc<FailureConfig>,
     routing: Option<Routing>,
+    context: Context,
 }
 
 impl<F, Pr> ResponseFuture<F, Pr> {
@@ -35,12 +38,14 @@ impl<F, Pr> ResponseFuture<F, Pr> {
         producer: Pr,
         config: Arc<FailureConfig>,
         routing: Option<Routing>,
+        context: Context,
     ) -> Self {
         Self {
             state: State::Calling(attempt),
             producer,
             config,
             routing,
+            context,
         }
     }
 }
@@ -49,7 +54,7 @@ impl<F, Pr, R> Future for ResponseFuture<F, Pr>
 where
     F: Future<Output = Result<R, HandlerError>>,
     Pr: Producer,
-    R: Default,
+    R: Settlement,
 {
     type Output = Result<R, HandlerError>;
 
@@ -60,14 +65,19 @@ where
                 StateProjection::Calling(attempt) => {
                     let error = match ready!(attempt.poll(cx)) {
                         Ok(response) => return Poll::Ready(Ok(response)),
-                        Err(error) if error.category() == Category::Terminal => {
+                        Err(error)
+                            if error.category() == Category::Terminal
+                                || this.context.is_shutting_down() =>
+                        {
+                            // Terminal stops the partition; during a shutdown
+                            // the event stays unsettled for the next owner.
                             return Poll::Ready(Err(error));
                         }
                         Err(error) => error,
                     };
                     let Some(routing) = this.routing.take() else {
                         error!(%error, "a timer failed for good; dropped (no record to route)");
-                        return Poll::Ready(Ok(R::default()));
+                        return Poll::Ready(Ok(R::unhandled()));
                     };
                     warn!(%error, topic = %this.config.topic, "routing the failed record to the failure topic");
                     let record = routing.into_record(&this.config.topic, &error);
@@ -78,7 +88,7 @@ where
                 }
                 StateProjection::Producing(send) => {
                     return Poll::Ready(match ready!(send.as_mut().poll(cx)) {
-                        Ok(_) => Ok(R::default()),
+                        Ok(_) => Ok(R::unhandled()),
                         Err(failure) => Err(HandlerError::transient(failure)),
                     });
                 }

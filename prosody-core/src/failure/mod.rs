@@ -6,7 +6,9 @@
 //! acknowledged a copy of it (same key, payload and headers, plus headers
 //! naming the error, its category and the source topic, partition and
 //! offset); if that send fails the result is a transient error, which the
-//! outer retry retries, so nothing is dropped. A failed excise is routed as
+//! outer retry retries, so nothing is dropped. Once the partition is
+//! shutting down nothing is routed: the failure passes through and the
+//! event stays unsettled for its next owner. A failed excise is routed as
 //! a tombstone; a failed timer has no record and is logged and dropped. A
 //! terminal error passes through.
 
@@ -21,7 +23,7 @@ pub use layer::FailureLayer;
 use crate::broker::{OutgoingRecord, Producer};
 use crate::error::HandlerError;
 use crate::event::{Event, Headers, Topic};
-use crate::handler::EventRequest;
+use crate::handler::{EventRequest, Settlement};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -91,7 +93,7 @@ pub struct FailureService<S, Pr> {
 impl<S, Pr, P> Service<EventRequest<P>> for FailureService<S, Pr>
 where
     S: Service<EventRequest<P>, Error = HandlerError>,
-    S::Response: Default,
+    S::Response: Settlement,
     Pr: Producer,
 {
     type Response = S::Response;
@@ -122,12 +124,14 @@ where
             }),
             Event::Timer(_) => None,
         };
+        let context = request.context.clone();
         let attempt = self.inner.call(request);
         ResponseFuture::new(
             attempt,
             self.producer.clone(),
             Arc::clone(&self.config),
             routing,
+            context,
         )
     }
 }

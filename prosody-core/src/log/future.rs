@@ -1,7 +1,8 @@
 //! The response future of the log service.
 
+use crate::context::Context;
 use crate::error::{Category, HandlerError};
-use crate::key::Key;
+use crate::handler::Settlement;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -13,20 +14,24 @@ use tracing::error;
 pub struct ResponseFuture<F> {
     #[pin]
     attempt: F,
-    key: Key,
+    context: Context,
     kind: &'static str,
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(attempt: F, key: Key, kind: &'static str) -> Self {
-        Self { attempt, key, kind }
+    pub(super) fn new(attempt: F, context: Context, kind: &'static str) -> Self {
+        Self {
+            attempt,
+            context,
+            kind,
+        }
     }
 }
 
 impl<F, R> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<R, HandlerError>>,
-    R: Default,
+    R: Settlement,
 {
     type Output = Result<R, HandlerError>;
 
@@ -34,13 +39,19 @@ where
         let this = self.project();
         match ready!(this.attempt.poll(cx)) {
             Ok(response) => Poll::Ready(Ok(response)),
-            Err(error) if error.category() == Category::Terminal => Poll::Ready(Err(error)),
+            Err(error)
+                if error.category() == Category::Terminal || this.context.is_shutting_down() =>
+            {
+                // Terminal stops the partition; during a shutdown the event
+                // stays unsettled for the next owner, whatever failed.
+                Poll::Ready(Err(error))
+            }
             Err(error) => {
                 error!(
-                    key = %this.key, kind = *this.kind, category = %error.category(), %error,
-                    "handler failed; the event is dropped (best-effort)"
+                    key = %this.context.key(), kind = *this.kind, category = %error.category(),
+                    %error, "handler failed; the event is dropped (best-effort)"
                 );
-                Poll::Ready(Ok(R::default()))
+                Poll::Ready(Ok(R::unhandled()))
             }
         }
     }

@@ -1,9 +1,11 @@
 //! Log: best-effort mode's failure path. A failed event is logged once, with
 //! its category, and settled; nothing retries it.
 //!
-//! Invariant: a transient or permanent failure becomes a success carrying
-//! the default response, after exactly one error log line. A terminal error
-//! passes through: it stops the partition in every mode.
+//! Invariant: a transient or permanent failure becomes an unhandled
+//! settlement, after exactly one error log line. A terminal error passes
+//! through: it stops the partition in every mode. So does any failure once
+//! the partition is shutting down: a call the scheduler or the shutdown
+//! stage turned away never ran, and its next owner must handle it.
 
 mod future;
 mod layer;
@@ -14,7 +16,7 @@ pub use future::ResponseFuture;
 pub use layer::LogLayer;
 
 use crate::error::HandlerError;
-use crate::handler::EventRequest;
+use crate::handler::{EventRequest, Settlement};
 use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 
@@ -27,7 +29,7 @@ pub struct LogService<S> {
 impl<S, P> Service<EventRequest<P>> for LogService<S>
 where
     S: Service<EventRequest<P>, Error = HandlerError>,
-    S::Response: Default,
+    S::Response: Settlement,
 {
     type Response = S::Response;
     type Error = HandlerError;
@@ -38,8 +40,8 @@ where
     }
 
     fn call(&mut self, request: EventRequest<P>) -> Self::Future {
-        let key = request.context.key().clone();
+        let context = request.context.clone();
         let kind = request.event.kind();
-        ResponseFuture::new(self.inner.call(request), key, kind)
+        ResponseFuture::new(self.inner.call(request), context, kind)
     }
 }

@@ -47,10 +47,11 @@ pub struct MonopolizationConfigError {
 impl MonopolizationConfig {
     /// Checks the invariant.
     pub fn validate(&self) -> Result<(), MonopolizationConfigError> {
-        if !(0.0..=1.0).contains(&self.threshold) {
+        // Zero would turn every key away after its first call of a window.
+        if !(self.threshold > 0.0 && self.threshold <= 1.0) {
             return Err(MonopolizationConfigError {
                 option: "monopolization_threshold",
-                reason: format!("{} is not within 0..=1", self.threshold),
+                reason: format!("{} is not within (0, 1]", self.threshold),
             });
         }
         if self.window.is_zero() {
