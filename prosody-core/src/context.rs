@@ -4,6 +4,9 @@
 use crate::event::Topic;
 use crate::key::Key;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Which scheduling class an event belongs to.
@@ -14,6 +17,28 @@ pub enum Demand {
     Normal,
     /// Work that failed before and is being tried again.
     Failure,
+}
+
+/// How long an attempt waited for a scheduler permit: the scheduler adds
+/// to it, and stages above the scheduler read it to tell waiting from
+/// running (monopolization counts only running).
+///
+/// Invariant: only grows; clones share one count.
+#[derive(Clone, Debug, Default)]
+pub struct WaitMeter(Arc<AtomicU64>);
+
+impl WaitMeter {
+    /// Adds a wait.
+    pub fn add(&self, waited: Duration) {
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The total waited so far.
+    #[must_use]
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// The context of one handler call.
@@ -30,6 +55,7 @@ pub struct Context {
     attempt: u32,
     shutdown: CancellationToken,
     cancel: CancellationToken,
+    wait: Option<WaitMeter>,
 }
 
 impl Context {
@@ -52,6 +78,7 @@ impl Context {
             attempt: 1,
             shutdown,
             cancel,
+            wait: None,
         }
     }
 
@@ -83,6 +110,20 @@ impl Context {
     #[must_use]
     pub fn with_demand(mut self, demand: Demand) -> Self {
         self.demand = demand;
+        self
+    }
+
+    /// The meter the scheduler reports this attempt's permit wait to, if a
+    /// stage above it asked for one.
+    #[must_use]
+    pub fn wait_meter(&self) -> Option<&WaitMeter> {
+        self.wait.as_ref()
+    }
+
+    /// The same context, reporting permit waits to `meter`.
+    #[must_use]
+    pub fn with_wait_meter(mut self, meter: WaitMeter) -> Self {
+        self.wait = Some(meter);
         self
     }
 

@@ -19,7 +19,7 @@ pub mod monopolization;
 
 pub use clock::Timestamp;
 pub use codec::{Codec, CodecError, JsonCodec};
-pub use context::{Context, Demand};
+pub use context::{Context, Demand, WaitMeter};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
 pub use event::{Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
 pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};

@@ -1,6 +1,7 @@
 //! The response future of the monopolization service.
 
 use super::Shared;
+use crate::context::WaitMeter;
 use crate::error::HandlerError;
 use crate::event::Topic;
 use crate::key::Key;
@@ -18,6 +19,9 @@ struct Measure {
     topic: Topic,
     key: Key,
     begin: Instant,
+    /// The time the call spent waiting for a scheduler permit, which is
+    /// not the key's execution time.
+    wait: WaitMeter,
 }
 
 #[pin_project(project = StateProjection)]
@@ -62,6 +66,7 @@ impl<F> ResponseFuture<F> {
         topic: Topic,
         key: Key,
         begin: Instant,
+        wait: WaitMeter,
     ) -> Self {
         Self {
             state: State::Running {
@@ -71,6 +76,7 @@ impl<F> ResponseFuture<F> {
                     topic,
                     key,
                     begin,
+                    wait,
                 }),
             },
         }
@@ -98,8 +104,9 @@ where
                         topic,
                         key,
                         begin,
+                        wait,
                     } = measure;
-                    shared.record(topic, key, begin, Instant::now());
+                    shared.record(topic, key, begin, Instant::now(), wait.waited());
                 }
                 Poll::Ready(output)
             }

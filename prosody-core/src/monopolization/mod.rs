@@ -32,6 +32,7 @@ pub use config::{MonopolizationConfig, MonopolizationConfigError};
 pub use future::ResponseFuture;
 pub use layer::MonopolizationLayer;
 
+use crate::context::WaitMeter;
 use crate::dedup::lru::Lru;
 use crate::error::HandlerError;
 use crate::event::Topic;
@@ -112,8 +113,9 @@ impl Shared {
         (usage.used > self.budget).then_some(usage.used)
     }
 
-    /// Counts a call of `topic`/`key` that ran from `begin` to `end`.
-    fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant) {
+    /// Counts a call of `topic`/`key` that ran from `begin` to `end`, less
+    /// the time it `waited` for a scheduler permit.
+    fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant, waited: Duration) {
         let mut keys = self.keys();
         let usage = keys.get_or_insert_with((topic, key), || Usage {
             start: begin,
@@ -122,7 +124,7 @@ impl Shared {
         usage.roll(begin, self.window);
         usage.used = usage
             .used
-            .saturating_add(end.saturating_duration_since(begin));
+            .saturating_add(end.saturating_duration_since(begin).saturating_sub(waited));
     }
 
     #[cfg(test)]
@@ -175,7 +177,10 @@ where
             debug!(%error, "rejecting a hot key");
             return ResponseFuture::rejected(HandlerError::transient(error));
         }
-        let inner = self.inner.call(request);
-        ResponseFuture::measured(inner, Arc::clone(shared), topic, key, now)
+        let wait = WaitMeter::default();
+        let EventRequest { event, context } = request;
+        let context = context.with_wait_meter(wait.clone());
+        let inner = self.inner.call(EventRequest { event, context });
+        ResponseFuture::measured(inner, Arc::clone(shared), topic, key, now, wait)
     }
 }

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tower::Service;
 
@@ -50,6 +51,7 @@ enum Stage<S, F, P> {
         #[pin]
         shutdown: Shutdown,
         call: Option<(S, EventRequest<P>)>,
+        since: Instant,
     },
     /// The inner call runs under its permit.
     Running {
@@ -103,6 +105,7 @@ where
                 receiver,
                 shutdown,
                 call: Some((service, request)),
+                since: Instant::now(),
             },
         }
     }
@@ -129,6 +132,7 @@ where
                     receiver,
                     shutdown,
                     call,
+                    since,
                 } => {
                     if shutdown.poll(cx).is_ready() {
                         // Dropping the receiver returns a permit that may
@@ -141,6 +145,9 @@ where
                         stage.set(Stage::Done);
                         return Poll::Ready(Err(HandlerError::transient(GaveUp::Closed)));
                     };
+                    if let Some(meter) = request.context.wait_meter() {
+                        meter.add(since.elapsed());
+                    }
                     let future = service.call(request);
                     stage.set(Stage::Running { future, permit });
                 }
