@@ -276,7 +276,7 @@ async fn waiting_for_a_permit_does_not_count_as_execution() {
     // The hog holds the one permit longer than the light key's budget, but
     // not past the window, so the light key's second call falls in the
     // same window as its first.
-    let hold = budget + (WINDOW - budget) / 2;
+    let hold = budget + WINDOW.saturating_sub(budget) / 2;
     let hog = tokio::spawn(stack.clone().oneshot(request("other", "hog", hold)));
     tokio::task::yield_now().await;
     let light = stack
