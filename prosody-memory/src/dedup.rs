@@ -11,6 +11,9 @@ use tokio::time::Instant;
 /// Expired entries removed at most per store call besides the key it names.
 const SWEEP_LIMIT: usize = 32;
 
+/// Entries a store keeps unless told otherwise: about 64 MiB of keys.
+pub const DEFAULT_CAPACITY: usize = 1 << 20;
+
 /// When an entry expires; `Never` for a ttl past the clock's range. Ordered
 /// so that every `At` comes before `Never`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,7 +48,9 @@ impl Expiry {
 /// `by_expiry`. A call therefore adds at most one entry and removes up to
 /// [`SWEEP_LIMIT`] expired ones, so after an insert the store holds either
 /// only live entries or fewer entries than before it: the count never
-/// exceeds the largest number of live entries the store has had.
+/// exceeds the largest number of live entries the store has had. And never
+/// the store's capacity: a full store forgets the entry closest to
+/// expiring (a duplicate of it may then be handled again: at-least-once).
 #[derive(Debug, Default)]
 struct Entries {
     expiry_of: HashMap<DedupKey, Expiry, foldhash::fast::RandomState>,
@@ -81,9 +86,16 @@ impl Entries {
         }
     }
 
-    fn insert(&mut self, key: DedupKey, ttl: Duration, now: Instant) {
+    fn insert(&mut self, key: DedupKey, ttl: Duration, now: Instant, capacity: usize) {
         self.sweep(now);
         self.remove(key);
+        // Full: forget the entry closest to expiring.
+        while self.expiry_of.len() >= capacity {
+            match self.by_expiry.first() {
+                Some(&(_, oldest)) => self.remove(oldest),
+                None => break,
+            }
+        }
         let expiry = Expiry::after(now, ttl);
         self.expiry_of.insert(key, expiry);
         self.by_expiry.insert((expiry, key));
@@ -95,11 +107,18 @@ impl Entries {
 /// Expiry runs on tokio's clock, so under a paused clock advancing time
 /// expires entries. It passes the shared conformance suite
 /// (`prosody_core::store::conformance::dedup`, see `tests/dedup.rs`).
-/// Memory holds live entries plus expired ones not yet swept; see the
-/// removal path on the (internal) `Entries` type.
-#[derive(Clone, Debug, Default)]
+/// Memory holds live entries plus expired ones not yet swept, never more
+/// than its capacity; see the removal path on the (internal) `Entries` type.
+#[derive(Clone, Debug)]
 pub struct MemoryDedupStore {
     entries: Arc<Mutex<Entries>>,
+    capacity: usize,
+}
+
+impl Default for MemoryDedupStore {
+    fn default() -> Self {
+        Self::with_capacity(DEFAULT_CAPACITY)
+    }
 }
 
 impl MemoryDedupStore {
@@ -107,6 +126,16 @@ impl MemoryDedupStore {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store that keeps at most `capacity` entries (at least one),
+    /// forgetting the one closest to expiring when full.
+    #[must_use]
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            entries: Arc::default(),
+            capacity: capacity.max(1),
+        }
     }
 
     /// Locks the entries. Nothing panics while holding the lock, so a
@@ -133,7 +162,7 @@ impl DedupStore for MemoryDedupStore {
         key: DedupKey,
         ttl: Duration,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.lock().insert(key, ttl, Instant::now());
+        self.lock().insert(key, ttl, Instant::now(), self.capacity);
         ready(Ok(()))
     }
 }

@@ -60,8 +60,10 @@ impl RetryConfig {
 
     /// The delay before retry number `retry` (from 1): `base * 2^(retry-1)`
     /// stretched by up to a quarter by `jitter` (in `0..1`), never above
-    /// `max_delay`. Delays never decrease as `retry` grows, whatever the
-    /// jitter: doubling outgrows the largest stretch.
+    /// `max_delay`. Below the cap, delays never decrease as `retry` grows,
+    /// whatever the jitter: doubling outgrows the largest stretch. At the
+    /// cap the delay is `max_delay` shortened by up to a quarter, so keys
+    /// failing together in a long outage do not retry in lockstep.
     #[must_use]
     pub fn delay(&self, retry: u32, jitter: f64) -> Duration {
         let factor = 1u32
@@ -69,7 +71,10 @@ impl RetryConfig {
             .unwrap_or(u32::MAX);
         let exponential = self.base.saturating_mul(factor);
         if exponential >= self.max_delay {
-            return self.max_delay;
+            return self
+                .max_delay
+                .mul_f64(1.0 - 0.25 * jitter.clamp(0.0, 1.0))
+                .max(self.base);
         }
         exponential
             .mul_f64(1.0 + 0.25 * jitter.clamp(0.0, 1.0))

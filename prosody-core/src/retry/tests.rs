@@ -10,8 +10,9 @@ use tokio::time::Instant;
 use tower::{Layer, ServiceExt, service_fn};
 
 proptest! {
-    /// Delays never decrease, never exceed the cap, and stay within the
-    /// jitter bounds of the exponential curve.
+    /// Below the cap delays never decrease and stay within the jitter bounds
+    /// of the exponential curve; none exceeds the cap, and at the cap the
+    /// jitter shortens by at most a quarter.
     #[test]
     fn delays_grow_within_jitter_bounds(
         base_ms in 1..2_000u64,
@@ -27,10 +28,14 @@ proptest! {
         for (retry, jitter) in (1u32..).zip(jitters) {
             let delay = config.delay(retry, jitter);
             let exponential = config.base.saturating_mul(1u32.checked_shl(retry - 1).unwrap_or(u32::MAX));
-            prop_assert!(delay >= previous, "retry {retry}: {delay:?} after {previous:?}");
             prop_assert!(delay <= config.max_delay);
-            prop_assert!(delay >= exponential.min(config.max_delay));
-            prop_assert!(delay <= exponential.mul_f64(1.25).min(config.max_delay));
+            if exponential < config.max_delay {
+                prop_assert!(delay >= previous, "retry {retry}: {delay:?} after {previous:?}");
+                prop_assert!(delay >= exponential);
+                prop_assert!(delay <= exponential.mul_f64(1.25).min(config.max_delay));
+            } else {
+                prop_assert!(delay >= config.max_delay.mul_f64(0.75).max(config.base).min(config.max_delay));
+            }
             previous = delay;
         }
     }
