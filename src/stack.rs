@@ -6,13 +6,18 @@ use prosody_core::failure::FailureLayer;
 use prosody_core::log::LogLayer;
 use prosody_core::monopolization::MonopolizationLayer;
 use prosody_core::retry::{RetryConfig, RetryLayer};
-use prosody_core::scheduler::SchedulerLayer;
-use prosody_core::shutdown::ShutdownLayer;
-use prosody_core::telemetry::{NoTelemetry, TelemetryLayer};
-use prosody_core::timeout::TimeoutLayer;
+use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
+use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
+use prosody_core::telemetry::{NoTelemetry, TelemetryLayer, TelemetryService};
+use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{EventHandler, EventService, HandlerService};
 use prosody_memory::{MemoryDedupStore, MemoryProducer};
 use tower::ServiceBuilder;
+
+/// The stages every preset ends with, around a handler.
+type Common<H> = ShutdownService<
+    SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, NoTelemetry>>>,
+>;
 
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
@@ -118,6 +123,17 @@ impl Layers {
         LogLayer::new()
     }
 
+    /// The stages every preset ends with: shutdown, scheduler, timeout,
+    /// telemetry, around the handler.
+    fn common<H: EventHandler>(&self, handler: H) -> Common<H> {
+        ServiceBuilder::new()
+            .layer(self.shutdown())
+            .layer(self.scheduler())
+            .layer(self.timeout())
+            .layer(self.telemetry())
+            .service(HandlerService::new(handler))
+    }
+
     /// Pipeline: dedup, retry (forever), monopolization, shutdown,
     /// scheduler, timeout, telemetry, handler. Deferred retry joins after
     /// retry with persistent timers.
@@ -130,11 +146,7 @@ impl Layers {
             .layer(self.dedup())
             .layer(self.retry())
             .layer(self.monopolization())
-            .layer(self.shutdown())
-            .layer(self.scheduler())
-            .layer(self.timeout())
-            .layer(self.telemetry())
-            .service(HandlerService::new(handler))
+            .service(self.common(handler))
     }
 
     /// Low-latency: dedup, retry (forever, for the failure-topic send),
@@ -152,11 +164,7 @@ impl Layers {
                 .layer(self.retry())
                 .layer(failure)
                 .layer(self.bounded_retry())
-                .layer(self.shutdown())
-                .layer(self.scheduler())
-                .layer(self.timeout())
-                .layer(self.telemetry())
-                .service(HandlerService::new(handler)),
+                .service(self.common(handler)),
         )
     }
 
@@ -170,11 +178,7 @@ impl Layers {
         ServiceBuilder::new()
             .layer(self.dedup())
             .layer(self.log())
-            .layer(self.shutdown())
-            .layer(self.scheduler())
-            .layer(self.timeout())
-            .layer(self.telemetry())
-            .service(HandlerService::new(handler))
+            .service(self.common(handler))
     }
 }
 
