@@ -1,6 +1,22 @@
 //! The core of prosody: events, the handler contract, error categories, the
 //! broker contract, and the partition runtime that calls a handler in offset
 //! order per key and concurrently across keys.
+//!
+//! Every error a handler returns has a category, and an error of unknown
+//! origin is transient:
+//!
+//! ```
+//! use prosody_core::{Category, HandlerError, ResultExt};
+//!
+//! fn parse(text: &str) -> Result<u32, HandlerError> {
+//!     let n: u32 = text.parse().permanent()?; // bad input never succeeds
+//!     Ok(n)
+//! }
+//!
+//! assert_eq!(parse("x").map_err(|e| e.category()), Err(Category::Permanent));
+//! let unknown: HandlerError = std::io::Error::other("timeout").into();
+//! assert_eq!(unknown.category(), Category::Transient);
+//! ```
 
 pub mod broker;
 pub mod clock;

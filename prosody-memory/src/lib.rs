@@ -8,6 +8,34 @@
 //!
 //! It passes the shared conformance suite
 //! (`prosody_core::broker::conformance`, see `tests/conformance.rs`).
+//!
+//! ```
+//! use prosody_core::broker::{
+//!     Broker, Consumer, ConsumerConfig, ConsumerEvent, OutgoingRecord, Producer,
+//! };
+//! use prosody_memory::MemoryBroker;
+//! use std::time::Duration;
+//!
+//! # tokio_test_block_on(async {
+//! let broker = MemoryBroker::new();
+//! broker.create_topic("orders", 2)?;
+//! let producer = broker.producer()?;
+//! let sent = producer
+//!     .send(OutgoingRecord::new("orders", "user-1", "{}"), Duration::from_secs(1))
+//!     .await?;
+//!
+//! let config = ConsumerConfig { group_id: "billing".into(), topics: vec!["orders".into()] };
+//! let mut consumer = broker.consumer(&config).await?;
+//! // A lone member gets every partition, then reads from the earliest offset.
+//! assert!(matches!(consumer.poll().await?, ConsumerEvent::Assigned(tps) if tps.len() == 2));
+//! let ConsumerEvent::Record(record) = consumer.poll().await? else { unreachable!() };
+//! assert_eq!((record.partition, record.offset), (sent.partition, sent.offset));
+//! # Ok::<(), prosody_core::broker::BrokerError>(())
+//! # }).unwrap();
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+//! # }
+//! ```
 
 mod assignment;
 mod consumer;
