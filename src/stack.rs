@@ -221,15 +221,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn each_preset_stacks_the_stages_in_the_designed_order() {
+    async fn each_preset_stacks_the_stages_in_the_designed_order()
+    -> Result<(), Box<dyn std::error::Error>> {
         let client = ProsodyClient::builder()
             .memory_broker(MemoryBroker::new())
             .group_id("g")
             .failure_topic("failures")
             .mode(Mode::LowLatency)
             .build()
-            .await
-            .expect("client");
+            .await?;
         let layers = client.layers();
         assert_eq!(
             stages(&layers.pipeline(Noop)),
@@ -245,7 +245,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            stages(&layers.low_latency(Noop).expect("failure topic")),
+            stages(&layers.low_latency(Noop).ok_or("no failure topic")?),
             [
                 "Dedup",
                 "Retry",
@@ -270,5 +270,6 @@ mod tests {
                 "Handler"
             ]
         );
+        Ok(())
     }
 }

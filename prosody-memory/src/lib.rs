@@ -16,7 +16,9 @@
 //! use prosody_memory::MemoryBroker;
 //! use std::time::Duration;
 //!
-//! # tokio_test_block_on(async {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+//! # runtime.block_on(async {
 //! let broker = MemoryBroker::new();
 //! broker.create_topic("orders", 2)?;
 //! let producer = broker.producer()?;
@@ -30,10 +32,8 @@
 //! assert!(matches!(consumer.poll().await?, ConsumerEvent::Assigned(tps) if tps.len() == 2));
 //! let ConsumerEvent::Record(record) = consumer.poll().await? else { unreachable!() };
 //! assert_eq!((record.partition, record.offset), (sent.partition, sent.offset));
-//! # Ok::<(), prosody_core::broker::BrokerError>(())
-//! # }).unwrap();
-//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
 //! # }
 //! ```
 

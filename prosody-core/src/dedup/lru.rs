@@ -100,7 +100,7 @@ mod tests {
             capacity in 1usize..8,
             ops in proptest::collection::vec((any::<bool>(), 0u8..16), 0..200),
         ) {
-            let capacity = NonZeroUsize::new(capacity).unwrap();
+            let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
             let mut lru = Lru::new(capacity);
             let mut model: Vec<u8> = Vec::new();
             for (insert, key) in ops {
