@@ -13,7 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tracing::{Instrument, debug_span, error, warn};
+use tracing::{Instrument, debug, debug_span, error, warn};
 
 /// How an event left the runtime's hands.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -164,6 +164,12 @@ where
             Category::Terminal => {
                 error!(%error, "terminal failure; the partition stops");
                 return Outcome::Terminal;
+            }
+            Category::Transient if shared.shutdown.is_cancelled() => {
+                // Turned away or cut short by the drain: the next owner
+                // handles it.
+                debug!(%error, "left unsettled by the shutdown");
+                return Outcome::Unsettled;
             }
             Category::Transient => {}
         }
