@@ -40,16 +40,20 @@
 mod assignment;
 mod consumer;
 mod dedup;
+mod defer;
 mod group;
 mod log;
 mod member;
 mod producer;
 mod state;
+mod timer;
 
 pub use consumer::MemoryConsumer;
 pub use dedup::MemoryDedupStore;
+pub use defer::MemoryDeferStore;
 pub use log::AUTO_CREATE_PARTITIONS;
 pub use producer::MemoryProducer;
+pub use timer::MemoryTimerStore;
 
 use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use state::State;

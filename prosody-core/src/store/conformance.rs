@@ -6,3 +6,5 @@
 //! type); it never panics, and every store call has a deadline.
 
 pub mod dedup;
+pub mod defer;
+pub mod timer;

@@ -6,11 +6,15 @@
 //! one conformance suite, in `conformance` (feature `conformance`).
 
 pub mod dedup;
+pub mod defer;
+pub mod timer;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
 pub use dedup::{DedupKey, DedupStore};
+pub use defer::{DeferStore, Deferred};
+pub use timer::{TimerEntry, TimerStore};
 
 use crate::error::BoxError;
 

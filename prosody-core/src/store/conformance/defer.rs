@@ -1,0 +1,495 @@
+//! The [`DeferStore`] conformance suite.
+//!
+//! Run each check against a backend, one test per check, or all with
+//! [`run_all`]. Checks use topics no other check or run uses, so they can
+//! share one store (and one Cassandra table). Every store call has a
+//! deadline ([`DEADLINE`]).
+//!
+//! Besides the named checks, [`replay`] runs any sequence of [`Op`]s against
+//! the store and a model of the contract, comparing results and the whole
+//! state after every step; [`random_interleaving_matches_the_model`] replays
+//! seeded pseudo-random sequences, and a backend may replay its own (a
+//! property test with shrinking, say).
+
+use crate::broker::TopicPartition;
+use crate::broker::conformance::Failure;
+use crate::key::Key;
+use crate::store::StoreError;
+use crate::store::defer::{DeferStore, Deferred};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::timeout;
+
+/// How long one store call may take before the check fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+type Checked = Result<(), Failure>;
+
+/// Topics no other check, process or run uses.
+struct Topics {
+    namespace: String,
+}
+
+impl Topics {
+    fn new(check: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Wall-clock nanoseconds only make runs distinct; no time is measured.
+        let run = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let pid = std::process::id();
+        Self {
+            namespace: format!("conformance-defer-{check}-{pid}-{run}-{n}"),
+        }
+    }
+
+    fn partition(&self, topic: &str, number: i32) -> TopicPartition {
+        TopicPartition::new(format!("{}-{topic}", self.namespace), number)
+    }
+}
+
+async fn call<T>(
+    what: &str,
+    future: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, Failure> {
+    match timeout(DEADLINE, future).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(Failure::new(format!("{what} failed: {error}"))),
+        Err(_) => Err(Failure::new(format!(
+            "{what} took longer than {DEADLINE:?}"
+        ))),
+    }
+}
+
+fn ensure_eq<T: PartialEq + Debug>(what: &str, expected: &T, got: &T) -> Checked {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Failure::new(format!(
+            "{what}: expected {expected:?}, got {got:?}"
+        )))
+    }
+}
+
+/// The partition's keys, sorted (the contract leaves the order open).
+async fn keys(store: &impl DeferStore, tp: &TopicPartition) -> Result<Vec<Key>, Failure> {
+    let mut keys = call(&format!("keys({tp})"), store.keys(tp)).await?;
+    keys.sort();
+    Ok(keys)
+}
+
+/// Checks the partition's keys against `expected`, given in order.
+async fn expect_keys(store: &impl DeferStore, tp: &TopicPartition, expected: &[&str]) -> Checked {
+    let expected: Vec<Key> = expected.iter().map(|&key| Key::from(key)).collect();
+    ensure_eq(&format!("keys({tp})"), &expected, &keys(store, tp).await?)
+}
+
+/// One key of one partition of the store under test.
+struct Queue<'a, S> {
+    store: &'a S,
+    tp: TopicPartition,
+    key: Key,
+}
+
+impl<'a, S: DeferStore> Queue<'a, S> {
+    fn new(store: &'a S, tp: &TopicPartition, key: &str) -> Self {
+        let (tp, key) = (tp.clone(), Key::from(key));
+        Self { store, tp, key }
+    }
+
+    async fn defer(&self, offsets: &[i64]) -> Checked {
+        let Self { store, tp, key } = self;
+        for &offset in offsets {
+            let what = format!("defer({tp}, {key:?}, {offset})");
+            call(&what, store.defer(tp, key, offset)).await?;
+        }
+        Ok(())
+    }
+
+    async fn deferred(&self) -> Result<Option<Deferred>, Failure> {
+        let Self { store, tp, key } = self;
+        call(&format!("deferred({tp}, {key:?})"), store.deferred(tp, key)).await
+    }
+
+    /// Checks the queue: `None` for nothing deferred, else the offsets and
+    /// the retry count.
+    async fn expect(&self, what: &str, expected: Option<(&[i64], u32)>) -> Checked {
+        let expected = expected.map(|(offsets, retries)| Deferred {
+            offsets: offsets.to_vec(),
+            retries,
+        });
+        let what = format!("{what}: deferred({}, {:?})", self.tp, self.key);
+        ensure_eq(&what, &expected, &self.deferred().await?)
+    }
+
+    /// Completes `offset` and checks the head it returns.
+    async fn complete(&self, offset: i64, head: Option<i64>) -> Checked {
+        let Self { store, tp, key } = self;
+        let what = format!("complete({tp}, {key:?}, {offset})");
+        let got = call(&what, store.complete(tp, key, offset)).await?;
+        ensure_eq(&what, &head, &got)
+    }
+
+    /// Counts a retry and checks the count it returns.
+    async fn retried(&self, count: u32) -> Checked {
+        let Self { store, tp, key } = self;
+        let what = format!("retried({tp}, {key:?})");
+        ensure_eq(&what, &count, &call(&what, store.retried(tp, key)).await?)
+    }
+}
+
+/// Offsets deferred out of order and more than once read back ascending,
+/// each once; deferring a queued offset again keeps the retry count; a key
+/// never deferred has nothing deferred.
+pub async fn offsets_are_ascending_and_unique(store: &impl DeferStore) -> Checked {
+    let tp = Topics::new("ascending").partition("t", 0);
+    let queue = Queue::new(store, &tp, "k");
+    queue.expect("never deferred", None).await?;
+    expect_keys(store, &tp, &[]).await?;
+    queue.defer(&[30, 10, 20, 10, 30, 20]).await?;
+    let what = "deferred as 30, 10, 20, 10, 30, 20";
+    queue.expect(what, Some((&[10, 20, 30], 0))).await?;
+    expect_keys(store, &tp, &["k"]).await?;
+    queue.retried(1).await?;
+    queue.defer(&[10, 20]).await?;
+    let what = "10 and 20 deferred again after a retry";
+    queue.expect(what, Some((&[10, 20, 30], 1))).await
+}
+
+/// Completing the head removes it and returns the next head, until the
+/// queue is empty.
+pub async fn complete_removes_the_head_and_returns_the_next(store: &impl DeferStore) -> Checked {
+    let tp = Topics::new("complete").partition("t", 0);
+    let queue = Queue::new(store, &tp, "k");
+    queue.defer(&[5, 7, 9]).await?;
+    queue.complete(5, Some(7)).await?;
+    queue.expect("5 completed", Some((&[7, 9], 0))).await?;
+    queue.complete(7, Some(9)).await?;
+    queue.expect("7 completed", Some((&[9], 0))).await?;
+    queue.complete(9, None).await
+}
+
+/// Completing an offset that is not the head, queued or not, changes
+/// nothing (not even the retry count) and returns the head; completing for
+/// a key with nothing deferred returns `None` and leaves no trace.
+pub async fn complete_of_another_offset_changes_nothing(store: &impl DeferStore) -> Checked {
+    let tp = Topics::new("non-head").partition("t", 0);
+    let (queue, other) = (Queue::new(store, &tp, "k"), Queue::new(store, &tp, "o"));
+    queue.defer(&[1, 2, 3]).await?;
+    queue.retried(1).await?;
+    for offset in [2, 3, 0, 4] {
+        queue.complete(offset, Some(1)).await?;
+        let what = format!("{offset}, not the head, completed");
+        queue.expect(&what, Some((&[1, 2, 3], 1))).await?;
+    }
+    other.complete(1, None).await?;
+    other.expect("completed, never deferred", None).await?;
+    expect_keys(store, &tp, &["k"]).await
+}
+
+/// The retry count grows by one per `retried` and belongs to the head: it
+/// survives deferring behind the head and restarts at zero for a new head;
+/// `retried` for a key with nothing deferred returns zero and leaves no
+/// trace.
+pub async fn retry_count_follows_the_head(store: &impl DeferStore) -> Checked {
+    let tp = Topics::new("retries").partition("t", 0);
+    let queue = Queue::new(store, &tp, "k");
+    queue.retried(0).await?;
+    queue.expect("retried, never deferred", None).await?;
+    expect_keys(store, &tp, &[]).await?;
+    queue.defer(&[10]).await?;
+    for count in 1..=3 {
+        queue.retried(count).await?;
+    }
+    queue.defer(&[20]).await?;
+    let what = "20 deferred behind a head retried 3 times";
+    queue.expect(what, Some((&[10, 20], 3))).await?;
+    queue.complete(10, Some(20)).await?;
+    queue.expect("the head completed", Some((&[20], 0))).await?;
+    queue.retried(1).await?;
+    queue.defer(&[15]).await?;
+    let what = "15 deferred in front of a head retried once";
+    queue.expect(what, Some((&[15, 20], 0))).await
+}
+
+/// A key whose last offset completes is gone from `deferred` and `keys`;
+/// deferring for it again starts a fresh queue.
+pub async fn drained_keys_disappear(store: &impl DeferStore) -> Checked {
+    let tp = Topics::new("drained").partition("t", 0);
+    let (a, b) = (Queue::new(store, &tp, "a"), Queue::new(store, &tp, "b"));
+    a.defer(&[1]).await?;
+    b.defer(&[2]).await?;
+    a.retried(1).await?;
+    expect_keys(store, &tp, &["a", "b"]).await?;
+    a.complete(1, None).await?;
+    a.expect("drained", None).await?;
+    expect_keys(store, &tp, &["b"]).await?;
+    a.defer(&[3]).await?;
+    a.expect("drained, then deferred again", Some((&[3], 0)))
+        .await?;
+    a.complete(3, None).await?;
+    b.complete(2, None).await?;
+    expect_keys(store, &tp, &[]).await
+}
+
+/// The same key in another partition of the topic or the same partition of
+/// another topic, and another key (the empty key among them), are separate
+/// queues with separate retry counts.
+pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Checked {
+    let topics = Topics::new("independent");
+    let [a0, a1, b0, b1] = [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+        .map(|(topic, number)| topics.partition(topic, number));
+    let queues =
+        [(&a0, ""), (&a0, "k"), (&a1, ""), (&b0, "")].map(|(tp, key)| Queue::new(store, tp, key));
+    // Queue i holds i + 1 offsets from 100 i, retried i times.
+    let offsets = |i: u32| (0..=i).map(|j| i64::from(100 * i + j)).collect::<Vec<_>>();
+    for (queue, i) in queues.iter().zip(0..) {
+        queue.defer(&offsets(i)).await?;
+        for count in 1..=i {
+            queue.retried(count).await?;
+        }
+    }
+    let check = |what: &'static str, skip: usize| {
+        let queues = &queues;
+        async move {
+            for (queue, i) in queues.iter().zip(0..).skip(skip) {
+                let what = format!("{what}, queue {i} of 0 to 3");
+                queue.expect(&what, Some((&offsets(i), i))).await?;
+            }
+            Ok::<(), Failure>(())
+        }
+    };
+    check("all deferred", 0).await?;
+    expect_keys(store, &a0, &["", "k"]).await?;
+    for tp in [&a1, &b0] {
+        expect_keys(store, tp, &[""]).await?;
+    }
+    expect_keys(store, &b1, &[]).await?;
+    for (queue, i) in queues.iter().zip(0..).skip(1) {
+        queue
+            .complete(i64::from(100 * i + 1), Some(i64::from(100 * i)))
+            .await?;
+    }
+    let [first, ..] = &queues;
+    first.complete(0, None).await?;
+    first.expect("drained", None).await?;
+    check("another drained", 1).await
+}
+
+/// Partitions of the model universe (see [`Op`]).
+pub const PARTITIONS: usize = 3;
+
+/// Keys of the model universe (see [`Op`]).
+pub const KEYS: usize = 3;
+
+/// One store call of a [`replay`], on the queue of key `key % KEYS` in
+/// partition `partition % PARTITIONS` of the replay's universe: partitions
+/// 0 and 1 are two partitions of one topic, partition 2 is partition 0 of
+/// another topic; key 0 is the empty key, key 2 is not ASCII.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Op {
+    /// The partition's index.
+    pub partition: usize,
+    /// The key's index.
+    pub key: usize,
+    /// The call.
+    pub call: Call,
+}
+
+/// The store call of an [`Op`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// [`DeferStore::defer`] of an offset.
+    Defer(i64),
+    /// [`DeferStore::complete`] of the queue's head (of offset 0 if the
+    /// queue is empty).
+    CompleteHead,
+    /// [`DeferStore::complete`] of an offset.
+    Complete(i64),
+    /// [`DeferStore::retried`].
+    Retried,
+}
+
+/// The contract, executed: queues by (partition index, key index), with
+/// their retry counts; never an empty queue.
+#[derive(Debug, Default)]
+struct Model {
+    queues: BTreeMap<(usize, usize), (BTreeSet<i64>, u32)>,
+}
+
+impl Model {
+    fn head(&self, at: (usize, usize)) -> Option<i64> {
+        let (offsets, _) = self.queues.get(&at)?;
+        offsets.first().copied()
+    }
+
+    fn defer(&mut self, at: (usize, usize), offset: i64) {
+        let (offsets, retries) = self.queues.entry(at).or_default();
+        if offsets.insert(offset) && offsets.first() == Some(&offset) {
+            *retries = 0;
+        }
+    }
+
+    fn complete(&mut self, at: (usize, usize), offset: i64) -> Option<i64> {
+        if let Some((offsets, retries)) = self.queues.get_mut(&at)
+            && offsets.first() == Some(&offset)
+        {
+            offsets.pop_first();
+            *retries = 0;
+            if offsets.is_empty() {
+                self.queues.remove(&at);
+            }
+        }
+        self.head(at)
+    }
+
+    fn retried(&mut self, at: (usize, usize)) -> u32 {
+        self.queues.get_mut(&at).map_or(0, |(_, retries)| {
+            *retries = retries.saturating_add(1);
+            *retries
+        })
+    }
+
+    fn deferred(&self, at: (usize, usize)) -> Option<Deferred> {
+        self.queues.get(&at).map(|(offsets, retries)| Deferred {
+            offsets: offsets.iter().copied().collect(),
+            retries: *retries,
+        })
+    }
+}
+
+/// The partitions of a replay's universe (see [`Op`]).
+fn universe(topics: &Topics, index: usize) -> TopicPartition {
+    match index % PARTITIONS {
+        0 => topics.partition("a", 0),
+        1 => topics.partition("a", 1),
+        _ => topics.partition("b", 0),
+    }
+}
+
+/// The keys of a replay's universe (see [`Op`]).
+fn universe_key(index: usize) -> &'static str {
+    match index % KEYS {
+        0 => "",
+        1 => "user-1",
+        _ => "ключ-2",
+    }
+}
+
+/// Every queue and every partition's keys, store against model.
+async fn compare(store: &impl DeferStore, topics: &Topics, model: &Model) -> Checked {
+    for p in 0..PARTITIONS {
+        let tp = universe(topics, p);
+        let mut expected = Vec::new();
+        for k in 0..KEYS {
+            let queue = Queue::new(store, &tp, universe_key(k));
+            let modelled = model.deferred((p, k));
+            if modelled.is_some() {
+                expected.push(universe_key(k));
+            }
+            let what = format!("deferred({tp}, {:?})", queue.key);
+            ensure_eq(&what, &modelled, &queue.deferred().await?)?;
+        }
+        expected.sort_unstable();
+        expect_keys(store, &tp, &expected).await?;
+    }
+    Ok(())
+}
+
+/// Runs `ops` against the store (in topics of its own) and the model of the
+/// contract; after every step, the call's result and then every queue and
+/// every partition's keys must match the model's.
+pub async fn replay(store: &impl DeferStore, ops: &[Op]) -> Checked {
+    let topics = Topics::new("model");
+    let mut model = Model::default();
+    for (step, op) in ops.iter().enumerate() {
+        let at = (op.partition % PARTITIONS, op.key % KEYS);
+        let queue = Queue::new(store, &universe(&topics, at.0), universe_key(at.1));
+        let in_step = |failure: Failure| Failure::new(format!("step {step}, {op:?}: {failure}"));
+        // The model first: its results are what the store must return.
+        let checked = match op.call {
+            Call::Defer(offset) => {
+                model.defer(at, offset);
+                queue.defer(&[offset]).await
+            }
+            Call::CompleteHead => {
+                let offset = model.head(at).unwrap_or(0);
+                queue.complete(offset, model.complete(at, offset)).await
+            }
+            Call::Complete(offset) => queue.complete(offset, model.complete(at, offset)).await,
+            Call::Retried => queue.retried(model.retried(at)).await,
+        };
+        checked.map_err(in_step)?;
+        compare(store, &topics, &model).await.map_err(in_step)?;
+    }
+    Ok(())
+}
+
+/// Seeded pseudo-random sequences of [`Op`]s over few offsets, so that
+/// duplicates, out-of-order defers, drained and refilled keys all occur,
+/// match the model ([`replay`]).
+pub async fn random_interleaving_matches_the_model(store: &impl DeferStore) -> Checked {
+    const STEPS: usize = 200;
+    for seed in [0x9e37_79b9_7f4a_7c15_u64, 0x2545_f491_4f6c_dd1d, 42] {
+        // xorshift64: deterministic, and enough to shuffle store calls.
+        let mut state = seed;
+        let mut next = |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let ops: Vec<Op> = (0..STEPS)
+            .map(|_| {
+                let kind = next(10);
+                let [partition, key] = [next(3), next(3)].map(|i| usize::try_from(i).unwrap_or(0));
+                let offset = i64::try_from(next(8)).unwrap_or(0);
+                let call = match kind {
+                    0..=3 => Call::Defer(offset),
+                    4..=6 => Call::CompleteHead,
+                    7 => Call::Complete(offset),
+                    _ => Call::Retried,
+                };
+                Op {
+                    partition,
+                    key,
+                    call,
+                }
+            })
+            .collect();
+        replay(store, &ops)
+            .await
+            .map_err(|failure| Failure::new(format!("seed {seed:#x}: {failure}")))?;
+    }
+    Ok(())
+}
+
+/// Runs every check; the failure names each check that failed.
+pub async fn run_all(store: &impl DeferStore) -> Checked {
+    let mut failures = Vec::new();
+    macro_rules! run {
+        ($($check:ident),* $(,)?) => {$(
+            if let Err(failure) = $check(store).await {
+                failures.push(format!("{}: {failure}", stringify!($check)));
+            }
+        )*};
+    }
+    run!(
+        offsets_are_ascending_and_unique,
+        complete_removes_the_head_and_returns_the_next,
+        complete_of_another_offset_changes_nothing,
+        retry_count_follows_the_head,
+        drained_keys_disappear,
+        partitions_and_keys_are_independent,
+        random_interleaving_matches_the_model,
+    );
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(failures.join("\n")))
+    }
+}

@@ -1,0 +1,144 @@
+//! What the timer checks share: unique topics, times around the base, and
+//! store calls with deadlines that report failures.
+
+use super::{BASE, Checked, DEADLINE};
+use crate::broker::TopicPartition;
+use crate::broker::conformance::Failure;
+use crate::clock::Timestamp;
+use crate::key::Key;
+use crate::store::StoreError;
+use crate::store::timer::{TimerEntry, TimerStore};
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::time::timeout;
+
+/// `millis` milliseconds after [`BASE`].
+pub(super) fn at_ms(millis: i64) -> Timestamp {
+    Timestamp::from_millis(BASE.as_millis() + millis)
+}
+
+/// `seconds` seconds after [`BASE`].
+pub(super) fn at(seconds: i64) -> Timestamp {
+    at_ms(seconds * 1000)
+}
+
+/// Topics no other check, process or run uses.
+pub(super) struct Topics {
+    name: String,
+}
+
+impl Topics {
+    pub(super) fn new(check: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Wall-clock nanoseconds only make runs distinct; no time is measured.
+        let run = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Self {
+            name: format!("conformance-timer-{check}-{}-{run}-{n}", std::process::id()),
+        }
+    }
+
+    /// Partition `n` of the check's topic.
+    pub(super) fn partition(&self, n: i32) -> TopicPartition {
+        TopicPartition::new(self.name.as_str(), n)
+    }
+
+    /// Partition 0 of another topic of the check.
+    pub(super) fn other_topic(&self) -> TopicPartition {
+        TopicPartition::new(format!("{}-other", self.name), 0)
+    }
+}
+
+pub(super) async fn call<T>(
+    what: &str,
+    future: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, Failure> {
+    match timeout(DEADLINE, future).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(Failure::new(format!("{what} failed: {error}"))),
+        Err(_) => Err(Failure::new(format!(
+            "{what} took longer than {DEADLINE:?}"
+        ))),
+    }
+}
+
+pub(super) fn ensure_eq<T: PartialEq + Debug>(what: &str, expected: &T, got: &T) -> Checked {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Failure::new(format!(
+            "{what}: expected {expected:?}, got {got:?}"
+        )))
+    }
+}
+
+pub(super) async fn schedule(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    entry: TimerEntry,
+) -> Checked {
+    let what = format!("schedule({partition}, {entry:?})");
+    call(&what, store.schedule(partition, entry)).await
+}
+
+pub(super) async fn unschedule(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    key: &Key,
+    time: Timestamp,
+) -> Checked {
+    let what = format!("unschedule({partition}, {key:?}, {time:?})");
+    call(&what, store.unschedule(partition, key, time)).await
+}
+
+pub(super) async fn clear(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    key: &Key,
+) -> Checked {
+    let what = format!("clear({partition}, {key:?})");
+    call(&what, store.clear(partition, key)).await
+}
+
+pub(super) async fn scheduled(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    key: &Key,
+) -> Result<Vec<Timestamp>, Failure> {
+    let what = format!("scheduled({partition}, {key:?})");
+    call(&what, store.scheduled(partition, key)).await
+}
+
+pub(super) async fn load(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    from: Timestamp,
+    until: Timestamp,
+) -> Result<Vec<TimerEntry>, Failure> {
+    let what = format!("load({partition}, {from:?}, {until:?})");
+    call(&what, store.load(partition, from, until)).await
+}
+
+/// Checks that `scheduled` of `key` in `partition` is `expected`.
+pub(super) async fn ensure_scheduled(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    key: &Key,
+    expected: &[Timestamp],
+    when: &str,
+) -> Checked {
+    ensure_eq(
+        &format!("scheduled({partition}, {key:?}) {when}"),
+        &expected.to_vec(),
+        &scheduled(store, partition, key).await?,
+    )
+}
+
+/// A `traceparent` for test entries.
+pub(super) fn trace(n: u64) -> String {
+    format!("00-{n:032x}-{n:016x}-01")
+}

@@ -1,0 +1,219 @@
+//! An in-memory [`DeferStore`].
+
+use prosody_core::broker::TopicPartition;
+use prosody_core::hash::FastMap;
+use prosody_core::key::Key;
+use prosody_core::store::StoreError;
+use prosody_core::store::defer::{DeferStore, Deferred};
+use std::collections::BTreeSet;
+use std::future::{Future, ready};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// The deferred offsets of one key and the retry count of the first.
+///
+/// Invariant: `offsets` is not empty (an emptied queue is removed at once,
+/// see [`Queues`]); `retries` counts the failed retries of its first offset
+/// since that offset became the first.
+#[derive(Debug, Default)]
+struct Queue {
+    offsets: BTreeSet<i64>,
+    retries: u32,
+}
+
+impl Queue {
+    fn head(&self) -> Option<i64> {
+        self.offsets.first().copied()
+    }
+
+    fn to_deferred(&self) -> Deferred {
+        Deferred {
+            offsets: self.offsets.iter().copied().collect(),
+            retries: self.retries,
+        }
+    }
+}
+
+/// Every queue, by partition, then by key.
+///
+/// Invariant: no partition maps to an empty key map and no key to an empty
+/// queue, so a key is present exactly when it has deferred offsets, and
+/// the keys of a partition's map are the partition's deferred keys.
+///
+/// Removal path (what keeps memory proportional to the offsets deferred and
+/// not yet completed): completing a key's last offset removes its queue,
+/// and removing a partition's last queue removes the partition's map.
+/// There is no capacity: a deferred offset is a settled message the store
+/// must not forget (at-least-once), and the defer stage drains a key's
+/// queue as its retries succeed.
+#[derive(Debug, Default)]
+struct Queues {
+    by_partition: FastMap<TopicPartition, FastMap<Key, Queue>>,
+}
+
+impl Queues {
+    fn queue(&self, partition: &TopicPartition, key: &Key) -> Option<&Queue> {
+        self.by_partition.get(partition)?.get(key)
+    }
+
+    fn defer(&mut self, partition: &TopicPartition, key: &Key, offset: i64) {
+        let queue = self
+            .by_partition
+            .entry(partition.clone())
+            .or_default()
+            .entry(key.clone())
+            .or_default();
+        // A new head (a smaller offset) starts its own retry count.
+        if queue.offsets.insert(offset) && queue.head() == Some(offset) {
+            queue.retries = 0;
+        }
+    }
+
+    fn complete(&mut self, partition: &TopicPartition, key: &Key, offset: i64) -> Option<i64> {
+        let keys = self.by_partition.get_mut(partition)?;
+        let queue = keys.get_mut(key)?;
+        if queue.head() != Some(offset) {
+            return queue.head();
+        }
+        queue.offsets.pop_first();
+        queue.retries = 0;
+        let next = queue.head();
+        if next.is_none() {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_partition.remove(partition);
+            }
+        }
+        next
+    }
+
+    fn retried(&mut self, partition: &TopicPartition, key: &Key) -> u32 {
+        self.by_partition
+            .get_mut(partition)
+            .and_then(|keys| keys.get_mut(key))
+            .map_or(0, |queue| {
+                queue.retries = queue.retries.saturating_add(1);
+                queue.retries
+            })
+    }
+}
+
+/// A defer store in memory; clones share the same queues.
+///
+/// It passes the shared conformance suite
+/// (`prosody_core::store::conformance::defer`, see `tests/defer.rs`).
+/// Memory holds one entry per key with deferred offsets and one per such
+/// offset: a key's entry is removed when its last offset completes (see the
+/// removal path on the internal `Queues` type). Nothing is bounded by a
+/// capacity, since forgetting a deferred message would lose it.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryDeferStore {
+    queues: Arc<Mutex<Queues>>,
+}
+
+impl MemoryDeferStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Locks the queues. Nothing panics while holding the lock, so a
+    /// poisoned lock still guards consistent queues and is recovered.
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many keys, over all partitions, have deferred offsets: the
+    /// entries the store holds besides the offsets themselves.
+    #[must_use]
+    pub fn stored_keys(&self) -> usize {
+        self.lock().by_partition.values().map(FastMap::len).sum()
+    }
+}
+
+impl DeferStore for MemoryDeferStore {
+    fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.lock().defer(partition, key, offset);
+        ready(Ok(()))
+    }
+
+    fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
+        ready(Ok(self
+            .lock()
+            .queue(partition, key)
+            .map(Queue::to_deferred)))
+    }
+
+    fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        ready(Ok(self.lock().complete(partition, key, offset)))
+    }
+
+    fn retried(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> impl Future<Output = Result<u32, StoreError>> + Send {
+        ready(Ok(self.lock().retried(partition, key)))
+    }
+
+    fn keys(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
+        let keys = self
+            .lock()
+            .by_partition
+            .get(partition)
+            .map(|keys| keys.keys().cloned().collect())
+            .unwrap_or_default();
+        ready(Ok(keys))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemoryDeferStore, Queues};
+    use prosody_core::broker::TopicPartition;
+    use prosody_core::key::Key;
+
+    /// Draining every key of a partition removes the partition's map too,
+    /// so partitions once used leave nothing behind.
+    #[test]
+    fn drained_partitions_leave_nothing_behind() {
+        let mut queues = Queues::default();
+        let (tp, a, b) = (TopicPartition::new("t", 0), Key::from("a"), Key::from("b"));
+        queues.defer(&tp, &a, 1);
+        queues.defer(&tp, &b, 2);
+        assert_eq!(queues.complete(&tp, &a, 1), None);
+        assert_eq!(queues.by_partition.len(), 1);
+        assert_eq!(queues.complete(&tp, &b, 2), None);
+        assert!(queues.by_partition.is_empty());
+        assert_eq!(queues.retried(&tp, &a), 0);
+        assert!(queues.by_partition.is_empty(), "retried created an entry");
+    }
+
+    /// Clones share the same queues.
+    #[test]
+    fn clones_share_state() {
+        let store = MemoryDeferStore::new();
+        let clone = store.clone();
+        clone
+            .lock()
+            .defer(&TopicPartition::new("t", 0), &Key::from("k"), 3);
+        assert_eq!(store.stored_keys(), 1);
+    }
+}

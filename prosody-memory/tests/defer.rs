@@ -1,0 +1,103 @@
+//! The memory defer store runs the shared defer store conformance suite,
+//! one test per check, under a paused clock; replays generated operation
+//! sequences against the suite's model with shrinking; and keeps its memory
+//! proportional to the keys with deferred offsets.
+
+use proptest::prelude::*;
+use prosody_core::broker::TopicPartition;
+use prosody_core::broker::conformance::Failure;
+use prosody_core::key::Key;
+use prosody_core::store::conformance::defer::{self as conformance, Call, KEYS, Op, PARTITIONS};
+use prosody_core::store::defer::DeferStore;
+use prosody_memory::MemoryDeferStore;
+
+macro_rules! checks {
+    ($($check:ident),* $(,)?) => {$(
+        #[tokio::test(start_paused = true)]
+        async fn $check() -> Result<(), Failure> {
+            conformance::$check(&MemoryDeferStore::new()).await
+        }
+    )*};
+}
+
+checks!(
+    offsets_are_ascending_and_unique,
+    complete_removes_the_head_and_returns_the_next,
+    complete_of_another_offset_changes_nothing,
+    retry_count_follows_the_head,
+    drained_keys_disappear,
+    partitions_and_keys_are_independent,
+    random_interleaving_matches_the_model,
+);
+
+#[tokio::test(start_paused = true)]
+async fn run_all_on_one_shared_store() -> Result<(), Failure> {
+    conformance::run_all(&MemoryDeferStore::new()).await
+}
+
+/// Operations over the whole model universe and a handful of offsets, so
+/// duplicates, out-of-order defers and drained keys are common.
+fn op() -> impl Strategy<Value = Op> {
+    let call = prop_oneof![
+        3 => (0..6_i64).prop_map(Call::Defer),
+        2 => Just(Call::CompleteHead),
+        1 => (0..6_i64).prop_map(Call::Complete),
+        2 => Just(Call::Retried),
+    ];
+    (0..PARTITIONS, 0..KEYS, call).prop_map(|(partition, key, call)| Op {
+        partition,
+        key,
+        call,
+    })
+}
+
+proptest! {
+    /// Any sequence of store calls gives the model's results and leaves
+    /// the model's state after every step; a failing sequence shrinks to a
+    /// minimal one.
+    #[test]
+    fn any_sequence_matches_the_model(ops in prop::collection::vec(op(), 0..60)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        let result = runtime.block_on(conformance::replay(&MemoryDeferStore::new(), &ops));
+        if let Err(failure) = result {
+            return Err(TestCaseError::fail(failure.message().to_owned()));
+        }
+    }
+}
+
+/// Draining every key leaves the store holding nothing, however many keys
+/// and partitions were used.
+#[tokio::test(start_paused = true)]
+async fn drained_keys_leave_nothing_behind() {
+    let store = MemoryDeferStore::new();
+    let places: Vec<(TopicPartition, Key)> = (0..50)
+        .flat_map(|p| {
+            (0..20).map(move |k| (TopicPartition::new("t", p), Key::from(format!("k{k}"))))
+        })
+        .collect();
+    for (tp, key) in &places {
+        for offset in 0..3 {
+            store.defer(tp, key, offset).await.unwrap();
+        }
+        store.retried(tp, key).await.unwrap();
+    }
+    assert_eq!(store.stored_keys(), 1000);
+    for (tp, key) in &places {
+        for offset in 0..3 {
+            store.complete(tp, key, offset).await.unwrap();
+        }
+    }
+    assert_eq!(store.stored_keys(), 0, "drained keys stayed");
+    for (tp, key) in &places {
+        assert_eq!(store.retried(tp, key).await.unwrap(), 0);
+    }
+    assert_eq!(
+        store.stored_keys(),
+        0,
+        "retried of drained keys created entries"
+    );
+}
