@@ -2,23 +2,36 @@
 //! dedup and monopolization layers.
 
 use crate::hash::FastMap;
-use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
 
+/// No node: the end of the list.
+const NIL: usize = usize::MAX;
+
+#[derive(Debug)]
+struct Node<K, V> {
+    key: K,
+    value: V,
+    /// The next more recently used node.
+    newer: usize,
+    /// The next less recently used node.
+    older: usize,
+}
+
 /// A map of at most `capacity` entries.
 ///
-/// Invariant: `entries` and `order` hold the same keys, each entry's stamp
-/// is its key's position in `order`, and stamps grow with every use, so the
-/// first entry of `order` is the least recently used. Removal path: when an
-/// insert would exceed the capacity, [`Lru::evict_oldest`] drops the least
-/// recently used entry first. Lookups and inserts cost `O(log n)`.
+/// Invariant: `index` maps each key to its node in `nodes`, and the nodes
+/// form one list from `newest` to `oldest` in order of use, so `oldest` is
+/// the least recently used entry. Removal path: when an insert would exceed
+/// the capacity, the oldest node is reused for the new key, dropping its
+/// entry. Lookups, inserts and evictions cost `O(1)`.
 #[derive(Debug)]
 pub(crate) struct Lru<K, V> {
     capacity: NonZeroUsize,
-    entries: FastMap<K, (u64, V)>,
-    order: BTreeMap<u64, K>,
-    next: u64,
+    index: FastMap<K, usize>,
+    nodes: Vec<Node<K, V>>,
+    newest: usize,
+    oldest: usize,
 }
 
 impl<K: Hash + Eq + Clone, V> Lru<K, V> {
@@ -26,32 +39,62 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     pub(crate) fn new(capacity: NonZeroUsize) -> Self {
         Self {
             capacity,
-            entries: FastMap::default(),
-            order: BTreeMap::new(),
-            next: 0,
+            index: FastMap::default(),
+            nodes: Vec::new(),
+            newest: NIL,
+            oldest: NIL,
         }
-    }
-
-    fn stamp(&mut self) -> u64 {
-        let stamp = self.next;
-        self.next = self.next.wrapping_add(1);
-        stamp
     }
 
     /// The number of entries.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.index.len()
+    }
+
+    /// Takes node `at` out of the list.
+    fn unlink(&mut self, at: usize) {
+        let Some(node) = self.nodes.get(at) else {
+            return;
+        };
+        let (newer, older) = (node.newer, node.older);
+        match self.nodes.get_mut(newer) {
+            Some(node) => node.older = older,
+            None => self.newest = older,
+        }
+        match self.nodes.get_mut(older) {
+            Some(node) => node.newer = newer,
+            None => self.oldest = newer,
+        }
+    }
+
+    /// Puts node `at` at the newest end of the list.
+    fn link_newest(&mut self, at: usize) {
+        let previous = self.newest;
+        if let Some(node) = self.nodes.get_mut(at) {
+            node.newer = NIL;
+            node.older = previous;
+        }
+        match self.nodes.get_mut(previous) {
+            Some(node) => node.newer = at,
+            None => self.oldest = at,
+        }
+        self.newest = at;
+    }
+
+    /// Marks node `at` as the most recently used.
+    fn promote(&mut self, at: usize) {
+        if self.newest != at {
+            self.unlink(at);
+            self.link_newest(at);
+        }
     }
 
     /// The entry of `key`, marked as the most recently used.
     pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        let stamp = self.stamp();
-        let (old, value) = self.entries.get_mut(key)?;
-        self.order.remove(old);
-        *old = stamp;
-        self.order.insert(stamp, key.clone());
-        Some(value)
+        let at = *self.index.get(key)?;
+        self.promote(at);
+        self.nodes.get_mut(at).map(|node| &mut node.value)
     }
 
     /// Whether `key` has an entry; if so, it becomes the most recently used.
@@ -61,27 +104,52 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
 
     /// The entry of `key`, made with `make` if there is none (evicting the
     /// least recently used entry when full); it becomes the most recently
-    /// used.
-    pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
-        if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity.get() {
-            self.evict_oldest();
-        }
-        let stamp = self.stamp();
-        let slot = self
-            .entries
-            .entry(key.clone())
-            .or_insert_with(|| (stamp, make()));
-        self.order.remove(&slot.0);
-        slot.0 = stamp;
-        self.order.insert(stamp, key);
-        &mut slot.1
+    /// used. (Always `Some`; an `Option` so no path can panic.)
+    pub(crate) fn get_or_insert_with(
+        &mut self,
+        key: K,
+        make: impl FnOnce() -> V,
+    ) -> Option<&mut V> {
+        let at = match self.index.get(&key) {
+            Some(&at) => {
+                self.promote(at);
+                at
+            }
+            None => self.insert_new(key, make()),
+        };
+        self.nodes.get_mut(at).map(|node| &mut node.value)
     }
 
-    /// Drops the least recently used entry.
-    fn evict_oldest(&mut self) {
-        if let Some((_, key)) = self.order.pop_first() {
-            self.entries.remove(&key);
+    /// Whether `key` has an entry, without marking it used.
+    #[cfg(test)]
+    pub(crate) fn contains(&self, key: &K) -> bool {
+        self.index.contains_key(key)
+    }
+
+    /// Adds an entry for a key without one, reusing the oldest node when
+    /// full; returns its node.
+    fn insert_new(&mut self, key: K, value: V) -> usize {
+        if self.index.len() >= self.capacity.get() {
+            let at = self.oldest;
+            if let Some(node) = self.nodes.get_mut(at) {
+                self.index.remove(&node.key);
+                node.key = key.clone();
+                node.value = value;
+                self.promote(at);
+                self.index.insert(key, at);
+                return at;
+            }
         }
+        let at = self.nodes.len();
+        self.nodes.push(Node {
+            key: key.clone(),
+            value,
+            newer: NIL,
+            older: NIL,
+        });
+        self.link_newest(at);
+        self.index.insert(key, at);
+        at
     }
 }
 
@@ -106,7 +174,9 @@ mod tests {
             for (insert, key) in ops {
                 let present = model.contains(&key);
                 if insert {
-                    *lru.get_or_insert_with(key, || 0u32) += 1;
+                    if let Some(count) = lru.get_or_insert_with(key, || 0u32) {
+                        *count += 1;
+                    }
                 } else {
                     prop_assert_eq!(lru.touch(&key), present);
                 }
@@ -121,7 +191,7 @@ mod tests {
                 prop_assert_eq!(lru.len(), model.len());
             }
             for key in 0u8..16 {
-                prop_assert_eq!(lru.entries.contains_key(&key), model.contains(&key));
+                prop_assert_eq!(lru.contains(&key), model.contains(&key));
             }
         }
     }

@@ -117,10 +117,12 @@ impl Shared {
     /// the time it `waited` for a scheduler permit.
     fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant, waited: Duration) {
         let mut keys = self.keys();
-        let usage = keys.get_or_insert_with((topic, key), || Usage {
+        let Some(usage) = keys.get_or_insert_with((topic, key), || Usage {
             start: begin,
             used: Duration::ZERO,
-        });
+        }) else {
+            return;
+        };
         usage.roll(begin, self.window);
         usage.used = usage
             .used
