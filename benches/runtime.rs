@@ -14,8 +14,8 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer};
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, HandlerService, JsonCodec, MemoryBroker, Message,
-    Timer,
+    Context, EventHandler, Excise, HandlerError, HandlerService, JsonCodec, MemoryBroker,
+    MemoryTimerStore, Message, Timer,
 };
 use prosody_core::{Runtime, RuntimeConfig};
 use serde_json::Value;
@@ -90,6 +90,7 @@ async fn consume_all(broker: MemoryBroker) -> Duration {
         consumer,
         HandlerService::new(counter),
         JsonCodec::<Value>::new(),
+        MemoryTimerStore::new(),
         RuntimeConfig::new("bench"),
     );
     done.notified().await;

@@ -6,7 +6,7 @@ use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::Broker;
 use prosody_core::{Codec, JsonCodec};
-use prosody_memory::{MemoryBroker, MemoryDedupStore};
+use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryTimerStore};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -26,6 +26,7 @@ pub struct ClientBuilder<C = JsonCodec> {
     options: Options,
     codec: C,
     memory: Option<MemoryBroker>,
+    timers: Option<MemoryTimerStore>,
 }
 
 macro_rules! qos_setters {
@@ -54,6 +55,7 @@ impl<C: Codec> ClientBuilder<C> {
             options: Options::default(),
             codec,
             memory: None,
+            timers: None,
         }
     }
 
@@ -76,6 +78,9 @@ impl<C: Codec> ClientBuilder<C> {
         retry_base: Duration,
         /// Longest retry delay (`PROSODY_RETRY_MAX_DELAY`; default 5m).
         max_retry_delay: Duration,
+        /// Timer storage granularity; a partition holds about one slab of
+        /// timers in memory (`PROSODY_SLAB_SIZE`; default 1h).
+        slab_size: Duration,
     }
 
     qos_setters! {
@@ -188,12 +193,21 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// Keeps timers in this in-memory store, so several clients (a restart,
+    /// a rebalance) share them. Without it a mock client keeps its timers to
+    /// itself: they work, but do not outlive the client.
+    pub fn memory_timer_store(mut self, store: MemoryTimerStore) -> Self {
+        self.timers = Some(store);
+        self
+    }
+
     /// Encodes and decodes payloads with another codec.
     pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
         ClientBuilder {
             options: self.options,
             codec,
             memory: self.memory,
+            timers: self.timers,
         }
     }
 
@@ -217,6 +231,7 @@ impl<C: Codec> ClientBuilder<C> {
                 codec: self.codec,
                 broker,
                 producer,
+                timers: self.timers.unwrap_or_default(),
                 subscription: Subscription::new(),
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),

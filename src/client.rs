@@ -11,7 +11,7 @@ use prosody_core::{
     Codec, CodecError, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
     SOURCE_SYSTEM_HEADER,
 };
-use prosody_memory::MemoryBroker;
+use prosody_memory::{MemoryBroker, MemoryTimerStore};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,6 +71,7 @@ pub(crate) struct Inner<C> {
     pub(crate) codec: C,
     pub(crate) broker: Backend,
     pub(crate) producer: <Backend as Broker>::Producer,
+    pub(crate) timers: MemoryTimerStore,
     pub(crate) subscription: Subscription,
     pub(crate) closed: AtomicBool,
     pub(crate) shutdown: OnceCell<()>,
@@ -219,6 +220,7 @@ impl<C: Codec> ProsodyClient<C> {
             consumer,
             stack,
             self.inner.codec.clone(),
+            self.inner.timers.clone(),
             settings.runtime.clone(),
         ));
         Ok(())

@@ -15,7 +15,7 @@ pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, Demand, Event, EventHandler, EventRequest,
     EventService, Excise, HandlerError, HandlerService, Headers, JsonCodec, Key, Message,
     ResultExt, Timer, Timestamp, Topic, broker, dedup, failure, log, monopolization, retry,
-    scheduler, shutdown, telemetry, timeout,
+    scheduler, shutdown, telemetry, timeout, timers,
 };
-pub use prosody_memory::{MemoryBroker, MemoryDedupStore};
+pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryTimerStore};
 pub use stack::Layers;

@@ -13,8 +13,8 @@
 mod support;
 
 use proptest::prelude::*;
-use prosody::MemoryBroker;
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
+use prosody::{MemoryBroker, MemoryTimerStore};
 use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
 use prosody_core::{HandlerService, JsonCodec, Runtime, RuntimeConfig};
 use std::num::NonZeroUsize;
@@ -161,7 +161,13 @@ async fn member(broker: &MemoryBroker, probe: &Probe, workload: &Workload, id: u
         ..SchedulerConfig::default()
     });
     let stack = scheduler.layer(HandlerService::new(handler));
-    Runtime::spawn(consumer, stack, JsonCodec::new(), config)
+    Runtime::spawn(
+        consumer,
+        stack,
+        JsonCodec::new(),
+        MemoryTimerStore::new(),
+        config,
+    )
 }
 
 proptest! {

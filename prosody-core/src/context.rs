@@ -1,8 +1,10 @@
 //! What a handler knows about the event it handles, and how it learns that
 //! it should stop.
 
+use crate::clock::Timestamp;
 use crate::event::Topic;
 use crate::key::Key;
+use crate::timers::{self, TimerError, TimerOp, Timers};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +58,7 @@ pub struct Context {
     shutdown: CancellationToken,
     cancel: CancellationToken,
     wait: Option<WaitMeter>,
+    timers: Option<Timers>,
 }
 
 impl Context {
@@ -79,7 +82,66 @@ impl Context {
             shutdown,
             cancel,
             wait: None,
+            timers: None,
         }
+    }
+
+    /// The same context with access to its partition's timers.
+    #[must_use]
+    pub(crate) fn with_timers(mut self, timers: Timers) -> Self {
+        self.timers = Some(timers);
+        self
+    }
+
+    /// The same context with a fresh timer staging list, for one attempt.
+    #[must_use]
+    pub(crate) fn with_fresh_timers(mut self) -> Self {
+        self.timers = self.timers.as_ref().map(Timers::fresh);
+        self
+    }
+
+    /// The attempt's timers, to commit them once it succeeded.
+    pub(crate) fn timers(&self) -> Option<&Timers> {
+        self.timers.as_ref()
+    }
+
+    fn timers_or_err(&self) -> Result<&Timers, TimerError> {
+        self.timers.as_ref().ok_or(TimerError::Unavailable)
+    }
+
+    /// Schedules a timer for this key at `time` (rounded to the second).
+    /// It is written when the handler succeeds; a failed attempt's timer
+    /// changes are discarded. Scheduling the same time twice gives one timer.
+    pub fn schedule(&self, time: Timestamp) -> Result<(), TimerError> {
+        self.timers_or_err()?
+            .stage(TimerOp::Schedule(timers::rounded(time)));
+        Ok(())
+    }
+
+    /// Removes every timer of this key, then schedules one at `time`.
+    pub fn clear_and_schedule(&self, time: Timestamp) -> Result<(), TimerError> {
+        let timers = self.timers_or_err()?;
+        timers.stage(TimerOp::Clear);
+        timers.stage(TimerOp::Schedule(timers::rounded(time)));
+        Ok(())
+    }
+
+    /// Removes this key's timer at `time`, if there is one.
+    pub fn unschedule(&self, time: Timestamp) -> Result<(), TimerError> {
+        self.timers_or_err()?
+            .stage(TimerOp::Unschedule(timers::rounded(time)));
+        Ok(())
+    }
+
+    /// Removes every timer of this key.
+    pub fn clear_scheduled(&self) -> Result<(), TimerError> {
+        self.timers_or_err()?.stage(TimerOp::Clear);
+        Ok(())
+    }
+
+    /// This key's timers, ascending, including this attempt's changes.
+    pub async fn scheduled(&self) -> Result<Vec<Timestamp>, TimerError> {
+        self.timers_or_err()?.scheduled(&self.key).await
     }
 
     /// The key of the event.

@@ -134,12 +134,21 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
     fn call(&mut self, request: EventRequest<H::Payload>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
         let EventRequest { event, context } = request;
+        // Each attempt stages its own timer changes; they are written only
+        // if the handler succeeds.
+        let context = context.with_fresh_timers();
         let call = async move {
-            match event {
+            let timers = context.timers().cloned();
+            let key = context.key().clone();
+            let output = match event {
                 Event::Message(message) => handler.on_message(context, message).await.map(Some),
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
+            }?;
+            if let Some(timers) = timers {
+                timers.commit(&key).await.map_err(HandlerError::transient)?;
             }
+            Ok(output)
         };
         // A panic is a failure of this call, handled by the mode like any
         // other transient error, not an unwinding through the stack.

@@ -49,5 +49,6 @@ pub mod telemetry;
 #[cfg(test)]
 mod testkit;
 pub mod timeout;
+pub mod timers;
 
 pub use runtime::{Runtime, RuntimeConfig};

@@ -60,6 +60,7 @@ pub(crate) struct Options {
     pub(crate) send_timeout: Option<Duration>,
     pub(crate) retry_base: Option<Duration>,
     pub(crate) max_retry_delay: Option<Duration>,
+    pub(crate) slab_size: Option<Duration>,
     pub(crate) qos: qos::QosOptions,
 }
 
@@ -246,6 +247,12 @@ impl Options {
                 "shutdown_timeout",
                 env.layer(options.shutdown_timeout, "PROSODY_SHUTDOWN_TIMEOUT", || {
                     defaults.shutdown_timeout
+                })?,
+            )?,
+            slab_size: positive_duration(
+                "slab_size",
+                env.layer(options.slab_size, "PROSODY_SLAB_SIZE", || {
+                    defaults.slab_size
                 })?,
             )?,
             retry_base,

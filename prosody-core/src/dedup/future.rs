@@ -18,6 +18,10 @@ use tracing::{debug, warn};
 type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
 
 #[pin_project(project = StateProjection)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the lookup state holds the request until the store answers; boxing it would allocate per message"
+)]
 enum State<S, P, F, R> {
     /// A duplicate found in the cache: succeeds at once.
     Duplicate,

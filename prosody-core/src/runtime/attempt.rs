@@ -5,11 +5,14 @@ use crate::broker::Record;
 use crate::codec::Codec;
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
-use crate::event::{Event, Excise, Message};
+use crate::event::{Event, Excise, Message, Timer, Topic};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
+use crate::store::timer::from_seconds;
+use crate::timers::{TimerAccess, Timers};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -25,6 +28,14 @@ pub(crate) enum Outcome {
     Unsettled,
     /// A terminal error: the partition stops.
     Terminal,
+}
+
+/// What a key queue holds: a record of the partition, or a timer of the key
+/// that came due (its second).
+#[derive(Debug)]
+pub(crate) enum Work {
+    Record(Record),
+    Timer(i64),
 }
 
 /// The exponential backoff of the runtime's last-resort retry.
@@ -54,6 +65,10 @@ pub(crate) struct Shared<S, K> {
     /// Fires near the end of the drain: handlers should stop.
     pub(crate) cancel: CancellationToken,
     pub(crate) backoff: Backoff,
+    /// The partition's timers, for handlers' contexts.
+    pub(crate) timers: Arc<dyn TimerAccess>,
+    pub(crate) topic: Topic,
+    pub(crate) partition: i32,
 }
 
 impl<S: Clone, K: Clone> Clone for Shared<S, K> {
@@ -64,6 +79,9 @@ impl<S: Clone, K: Clone> Clone for Shared<S, K> {
             shutdown: self.shutdown.clone(),
             cancel: self.cancel.clone(),
             backoff: self.backoff,
+            timers: Arc::clone(&self.timers),
+            topic: Arc::clone(&self.topic),
+            partition: self.partition,
         }
     }
 }
@@ -98,27 +116,56 @@ fn decode<K: Codec>(
     }))
 }
 
-/// Runs one record through the stack until it settles, the partition is
-/// cancelled, or a terminal error stops it.
+/// Runs one record or timer through the stack until it settles, the
+/// partition is cancelled, or a terminal error stops it.
 ///
 /// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
-/// failed permanently (logged), so the caller may commit past the record.
-pub(crate) async fn run<S, K>(shared: Shared<S, K>, key: Key, record: Record) -> Outcome
+/// failed permanently (logged), so the caller may commit past the record;
+/// a settled timer has been removed from the store (or its removal logged).
+pub(crate) async fn run<S, K>(shared: Shared<S, K>, key: Key, work: &Work) -> Outcome
 where
     K: Codec,
     S: EventService<K::Value>,
 {
-    let span = debug_span!(
-        "handle",
-        topic = %record.topic,
-        partition = record.partition,
-        offset = record.offset,
-        key = %key,
-    );
-    attempt_loop(shared, key, record).instrument(span).await
+    match work {
+        Work::Record(record) => {
+            let span = debug_span!(
+                "handle",
+                topic = %record.topic,
+                partition = record.partition,
+                offset = record.offset,
+                key = %key,
+            );
+            attempt_loop(shared, &key, |codec| decode(codec, &key, record))
+                .instrument(span)
+                .await
+        }
+        Work::Timer(second) => {
+            let time = from_seconds(*second);
+            let span = debug_span!("timer", key = %key, time = time.as_millis());
+            let timer = Timer {
+                key: key.clone(),
+                time,
+            };
+            let timers = Arc::clone(&shared.timers);
+            let outcome = attempt_loop(shared, &key, |_| Ok(Event::Timer(timer.clone())))
+                .instrument(span)
+                .await;
+            if outcome == Outcome::Settled {
+                if let Err(error) = timers.fired(&key, time).await {
+                    warn!(%error, %key, "removing a fired timer failed; it may fire again");
+                }
+            }
+            outcome
+        }
+    }
 }
 
-async fn attempt_loop<S, K>(shared: Shared<S, K>, key: Key, record: Record) -> Outcome
+async fn attempt_loop<S, K>(
+    shared: Shared<S, K>,
+    key: &Key,
+    event_of: impl Fn(&K) -> Result<Event<K::Value>, HandlerError>,
+) -> Outcome
 where
     K: Codec,
     S: EventService<K::Value>,
@@ -126,11 +173,10 @@ where
     let mut demand = Demand::Normal;
     let mut attempt = 0u32;
     loop {
-        let event = match decode(&shared.codec, &key, &record) {
+        let event = match event_of(&shared.codec) {
             Ok(event) => event,
             Err(error) => {
                 error!(
-                    topic = %record.topic, partition = record.partition, offset = record.offset,
                     error = %error.source(),
                     "payload does not decode; the record is settled without handling"
                 );
@@ -139,13 +185,14 @@ where
         };
         let context = Context::new(
             key.clone(),
-            record.topic.clone(),
-            record.partition,
+            Arc::clone(&shared.topic),
+            shared.partition,
             shared.shutdown.clone(),
             shared.cancel.clone(),
         )
         .with_demand(demand)
-        .with_attempt(attempt.saturating_add(1));
+        .with_attempt(attempt.saturating_add(1))
+        .with_timers(Timers::new(Arc::clone(&shared.timers)));
         let call = shared
             .service
             .clone()

@@ -6,6 +6,7 @@
 //! (`OffsetTracker`), bounded memory through backpressure (`PartitionState`),
 //! and shutdown that drains before it commits (`PartitionTask`).
 
+mod alarm;
 mod attempt;
 mod filter;
 mod offsets;
@@ -16,6 +17,7 @@ mod queues;
 use crate::broker::Consumer;
 use crate::codec::Codec;
 use crate::handler::EventService;
+use crate::store::timer::TimerStore;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,6 +48,9 @@ pub struct RuntimeConfig {
     pub retry_base: Duration,
     /// Longest delay of the last-resort retry.
     pub max_retry_delay: Duration,
+    /// How far ahead a partition holds its timers in memory: one slab of
+    /// the timer store (`slab_size`, default 1h).
+    pub slab_size: Duration,
 }
 
 impl RuntimeConfig {
@@ -61,6 +66,7 @@ impl RuntimeConfig {
             shutdown_timeout: Duration::from_secs(30),
             retry_base: Duration::from_millis(20),
             max_retry_delay: Duration::from_secs(300),
+            slab_size: Duration::from_secs(3600),
         }
     }
 }
@@ -87,12 +93,21 @@ pub struct Runtime {
 
 impl Runtime {
     /// Starts consuming: each record is decoded with `codec` and sent through
-    /// `service`. Intervals shorter than a millisecond count as one.
-    pub fn spawn<C, S, K>(consumer: C, service: S, codec: K, mut config: RuntimeConfig) -> Self
+    /// `service`; handlers' timers live in `timers`, and due timers go
+    /// through `service` too. Intervals shorter than a millisecond count as
+    /// one.
+    pub fn spawn<C, S, K, T>(
+        consumer: C,
+        service: S,
+        codec: K,
+        timers: T,
+        mut config: RuntimeConfig,
+    ) -> Self
     where
         C: Consumer,
         K: Codec,
         S: EventService<K::Value>,
+        T: TimerStore,
     {
         let floor = Duration::from_millis(1);
         config.commit_interval = config.commit_interval.max(floor);
@@ -104,6 +119,7 @@ impl Runtime {
             consumer,
             service,
             codec,
+            timers,
             config,
             stop.clone(),
             Arc::clone(&status),

@@ -1,7 +1,8 @@
 //! The task that owns one assigned partition: per-key queues, the offset
 //! tracker, and the handler calls in flight.
 
-use super::attempt::{self, Outcome, Shared};
+use super::alarm::Alarm;
+use super::attempt::{self, Outcome, Shared, Work};
 use super::filter::Filters;
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
@@ -65,8 +66,9 @@ pub(crate) struct PartitionTask<S, K> {
     pub(crate) filters: Filters,
     pub(crate) shared: Shared<S, K>,
     pub(crate) tracker: OffsetTracker,
-    pub(crate) queues: KeyQueues<Record>,
-    pub(crate) running: JoinSet<(Key, i64, Outcome)>,
+    pub(crate) queues: KeyQueues<Work>,
+    pub(crate) running: JoinSet<(Key, Work, Outcome)>,
+    pub(crate) alarm: Alarm,
     /// A terminal error stopped the partition: nothing more is dispatched.
     pub(crate) halted: bool,
 }
@@ -78,6 +80,7 @@ where
 {
     /// Runs until drained or until the poll loop goes away.
     pub(crate) async fn run(mut self) {
+        self.alarm.start().await;
         loop {
             tokio::select! {
                 command = self.commands.recv() => match command {
@@ -95,6 +98,14 @@ where
                 },
                 Some(done) = self.running.join_next(), if !self.running.is_empty() => {
                     self.complete(done, true);
+                }
+                Some(notice) = self.alarm.notices.recv() => self.alarm.notice(notice),
+                () = &mut self.alarm.wake, if !self.halted => {
+                    for (key, second) in self.alarm.ring().await {
+                        if let Some(work) = self.queues.arrive(key.clone(), Work::Timer(second)) {
+                            self.start(key, work);
+                        }
+                    }
                 }
             }
         }
@@ -125,26 +136,25 @@ where
                 return;
             }
         };
-        if let Some(record) = self.queues.arrive(key.clone(), record) {
-            self.start(key, record);
+        if let Some(work) = self.queues.arrive(key.clone(), Work::Record(record)) {
+            self.start(key, work);
         }
     }
 
-    fn start(&mut self, key: Key, record: Record) {
-        let offset = record.offset;
+    fn start(&mut self, key: Key, work: Work) {
         let shared = self.shared.clone();
         self.running.spawn(async move {
-            let outcome = attempt::run(shared, key.clone(), record).await;
-            (key, offset, outcome)
+            let outcome = attempt::run(shared, key.clone(), &work).await;
+            (key, work, outcome)
         });
     }
 
     fn complete(
         &mut self,
-        done: Result<(Key, i64, Outcome), tokio::task::JoinError>,
+        done: Result<(Key, Work, Outcome), tokio::task::JoinError>,
         dispatch: bool,
     ) {
-        let (key, offset, outcome) = match done {
+        let (key, work, outcome) = match done {
             Ok(done) => done,
             Err(e) => {
                 error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
@@ -152,10 +162,13 @@ where
                 return;
             }
         };
-        match outcome {
-            Outcome::Settled => self.settle(offset),
-            Outcome::Unsettled => {}
-            Outcome::Terminal => self.halted = true,
+        match (outcome, work) {
+            (Outcome::Settled, Work::Record(record)) => self.settle(record.offset),
+            // A settled timer was removed from the store by its attempt; an
+            // unsettled one stays there for the next owner.
+            (Outcome::Settled | Outcome::Unsettled, Work::Timer(_))
+            | (Outcome::Unsettled, Work::Record(_)) => {}
+            (Outcome::Terminal, _) => self.halted = true,
         }
         if self.halted || !dispatch {
             return;

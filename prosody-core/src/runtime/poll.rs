@@ -1,5 +1,6 @@
 //! The poll loop: the one owner of the consumer.
 
+use super::alarm::Alarm;
 use super::attempt::{Backoff, Shared};
 use super::filter::Filters;
 use super::offsets::OffsetTracker;
@@ -10,6 +11,8 @@ use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition
 use crate::codec::Codec;
 use crate::handler::EventService;
 use crate::hash::FastMap;
+use crate::store::timer::TimerStore;
+use crate::timers::{PartitionTimers, TimerAccess};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -32,10 +35,11 @@ struct Assigned {
 ///
 /// Invariant: an offset is stored for a partition only as reported by its
 /// task's tracker, so a commit never passes an unsettled record.
-pub(crate) struct PollLoop<C, S, K> {
+pub(crate) struct PollLoop<C, S, K, T> {
     consumer: C,
     service: S,
     codec: K,
+    timers: T,
     config: RuntimeConfig,
     stop: CancellationToken,
     status: Arc<Status>,
@@ -48,16 +52,18 @@ pub(crate) struct PollLoop<C, S, K> {
     uncommitted: bool,
 }
 
-impl<C, S, K> PollLoop<C, S, K>
+impl<C, S, K, T> PollLoop<C, S, K, T>
 where
     C: Consumer,
     K: Codec,
     S: EventService<K::Value>,
+    T: TimerStore,
 {
     pub(crate) fn new(
         consumer: C,
         service: S,
         codec: K,
+        timers: T,
         config: RuntimeConfig,
         stop: CancellationToken,
         status: Arc<Status>,
@@ -67,6 +73,7 @@ where
             consumer,
             service,
             codec,
+            timers,
             filters: Filters::new(
                 Arc::clone(&config.group_id),
                 Arc::clone(&config.allowed_events),
@@ -127,6 +134,12 @@ where
             let shutdown = cancel.child_token();
             let state = Arc::new(PartitionState::default());
             let max = self.config.max_uncommitted.get();
+            let (notices, notices_rx) = mpsc::unbounded_channel();
+            let timers: Arc<dyn TimerAccess> = Arc::new(PartitionTimers {
+                store: self.timers.clone(),
+                partition: tp.clone(),
+                notices,
+            });
             let task = PartitionTask {
                 tp: tp.clone(),
                 commands: rx,
@@ -143,7 +156,11 @@ where
                         base: self.config.retry_base,
                         max: self.config.max_retry_delay,
                     },
+                    timers: Arc::clone(&timers),
+                    topic: Arc::clone(&tp.topic),
+                    partition: tp.partition,
                 },
+                alarm: Alarm::new(timers, notices_rx, self.config.slab_size),
                 tracker: OffsetTracker::default(),
                 queues: KeyQueues::default(),
                 running: JoinSet::new(),

@@ -1,0 +1,270 @@
+//! Timers end to end, on the in-memory broker and timer store under a
+//! paused clock.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+use prosody::{
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryTimerStore, Message,
+    ProsodyClient, Timer, Timestamp,
+};
+use prosody_core::clock;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+fn at(seconds_from_now: i64) -> Timestamp {
+    let now = clock::now().as_millis();
+    Timestamp::from_millis((now / 1000 + seconds_from_now) * 1000)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Message(String),
+    Fired {
+        key: String,
+        time: Timestamp,
+        at: Timestamp,
+    },
+}
+
+/// The payload says which timers to schedule (seconds from now) and whether
+/// the first attempt fails; on a timer it reports when it ran.
+#[derive(Clone)]
+struct Scheduler {
+    seen: mpsc::UnboundedSender<Seen>,
+    busy: Arc<Mutex<Vec<String>>>,
+    overlaps: Arc<Mutex<u32>>,
+}
+
+impl Scheduler {
+    fn enter(&self, key: &str) {
+        let mut busy = self.busy.lock().unwrap();
+        if busy.iter().any(|k| k == key) {
+            *self.overlaps.lock().unwrap() += 1;
+        }
+        busy.push(key.to_owned());
+    }
+
+    fn leave(&self, key: &str) {
+        self.busy.lock().unwrap().retain(|k| k != key);
+    }
+}
+
+impl EventHandler for Scheduler {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        context: Context,
+        message: Message<Value>,
+    ) -> Result<(), HandlerError> {
+        let key = message.key.to_string();
+        self.enter(&key);
+        let first_attempt = context.attempt() == 1;
+        let fail_first = message.payload["fail_first"].as_bool().unwrap_or(false);
+        let timers = if first_attempt && fail_first {
+            "first"
+        } else {
+            "timers"
+        };
+        for seconds in message.payload[timers].as_array().into_iter().flatten() {
+            context.schedule(at(seconds.as_i64().unwrap()))?;
+        }
+        if let Some(work) = message.payload["work"].as_u64() {
+            tokio::time::sleep(Duration::from_secs(work)).await;
+        }
+        self.leave(&key);
+        if first_attempt && fail_first {
+            return Err(HandlerError::transient("first attempt fails"));
+        }
+        let _ = self.seen.send(Seen::Message(key));
+        Ok(())
+    }
+
+    async fn on_timer(&self, context: Context, timer: Timer) -> Result<(), HandlerError> {
+        self.enter(&timer.key);
+        // The firing timer is still stored until it settles.
+        if !context.scheduled().await?.contains(&timer.time) {
+            let _ = self
+                .seen
+                .send(Seen::Message("timer missing from scheduled()".into()));
+        }
+        self.leave(&timer.key);
+        let _ = self.seen.send(Seen::Fired {
+            key: timer.key.to_string(),
+            time: timer.time,
+            at: clock::now(),
+        });
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+fn handler() -> (Scheduler, mpsc::UnboundedReceiver<Seen>) {
+    let (seen, rx) = mpsc::unbounded_channel();
+    (
+        Scheduler {
+            seen,
+            busy: Arc::default(),
+            overlaps: Arc::default(),
+        },
+        rx,
+    )
+}
+
+async fn client(broker: &MemoryBroker, timers: &MemoryTimerStore) -> ProsodyClient {
+    ProsodyClient::builder()
+        .memory_broker(broker.clone())
+        .memory_timer_store(timers.clone())
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .build()
+        .await
+        .expect("client")
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    tokio::time::timeout(DEADLINE, rx.recv())
+        .await
+        .expect("deadline")
+        .expect("open")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timer_fires_once_at_or_after_its_time() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let client = client(&broker, &timers).await;
+    let (handler, mut seen) = handler();
+    client.subscribe(handler).await.expect("subscribe");
+    client
+        .send("t", "k", &json!({"timers": [5, 5, 90]}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("k".into()));
+    for expected in [5, 90] {
+        let Seen::Fired { key, time, at: ran } = next(&mut seen).await else {
+            panic!("not a timer")
+        };
+        assert_eq!(key, "k");
+        assert!(ran >= time, "fired at {ran:?}, before its time {time:?}");
+        assert!(
+            ran.as_millis() - time.as_millis() < 1000,
+            "fired {expected}s timer late"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(seen.try_recv().is_err(), "a timer fired twice");
+    assert_eq!(
+        timers.stored_timers(),
+        0,
+        "a fired timer stayed in the store"
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_attempt_leaves_no_timer_and_its_retry_exactly_one() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let client = client(&broker, &timers).await;
+    let (handler, mut seen) = handler();
+    client.subscribe(handler).await.expect("subscribe");
+    client
+        .send(
+            "t",
+            "k",
+            &json!({"fail_first": true, "first": [10, 20], "timers": [30]}),
+        )
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("k".into()));
+    assert_eq!(
+        timers.stored_timers(),
+        1,
+        "the failed attempt's timers were kept"
+    );
+    let Seen::Fired { time, .. } = next(&mut seen).await else {
+        panic!("not a timer")
+    };
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(
+        seen.try_recv().is_err(),
+        "more than the retry's one timer fired"
+    );
+    assert!(time.as_millis() > 0);
+    client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_timers_fire_for_the_next_client_after_a_restart() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let first = client(&broker, &timers).await;
+    let (worker, mut seen) = handler();
+    first.subscribe(worker).await.expect("subscribe");
+    first
+        .send("t", "k", &json!({"timers": [60]}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("k".into()));
+    first.shutdown().await;
+    assert_eq!(timers.stored_timers(), 1);
+
+    let second = client(&broker, &timers).await;
+    let (worker, mut seen) = handler();
+    second.subscribe(worker).await.expect("subscribe");
+    let Seen::Fired { key, time, at: ran } = next(&mut seen).await else {
+        panic!("not a timer")
+    };
+    assert_eq!(key, "k");
+    assert!(ran >= time);
+    second.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keys_timer_never_runs_while_its_message_runs() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let client = client(&broker, &timers).await;
+    let (worker, mut seen) = handler();
+    let overlaps = Arc::clone(&worker.overlaps);
+    client.subscribe(worker).await.expect("subscribe");
+    // The timer comes due 1 s in, while the handler works for 10 s; a second
+    // message of the key schedules more timers while the first fire.
+    client
+        .send("t", "k", &json!({"timers": [1], "work": 10}))
+        .await
+        .expect("send");
+    client
+        .send("t", "k", &json!({"timers": [2, 3], "work": 5}))
+        .await
+        .expect("send");
+    let mut fired = 0;
+    let mut handled = 0;
+    while fired < 3 || handled < 2 {
+        match next(&mut seen).await {
+            Seen::Message(_) => handled += 1,
+            Seen::Fired { .. } => fired += 1,
+        }
+    }
+    assert_eq!(
+        *overlaps.lock().unwrap(),
+        0,
+        "a timer and a message of one key overlapped"
+    );
+    client.shutdown().await;
+}
