@@ -268,3 +268,46 @@ async fn a_keys_timer_never_runs_while_its_message_runs() {
     );
     client.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_rebalance_a_timer_fires_at_the_new_owner_only() {
+    use prosody::broker::partition_for_key;
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 2).expect("topic");
+    let timers = MemoryTimerStore::new();
+    // The second member to join is given partition 1: pick a key there.
+    let key = (0..)
+        .map(|n| format!("key-{n}"))
+        .find(|key| partition_for_key(key.as_bytes(), 2) == 1)
+        .expect("a key");
+    let old = client(&broker, &timers).await;
+    let (worker, mut old_seen) = handler();
+    old.subscribe(worker).await.expect("subscribe");
+    old.send("t", key.as_str(), &json!({"timers": [60]}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut old_seen).await, Seen::Message(key.clone()));
+
+    let new = client(&broker, &timers).await;
+    let (worker, mut new_seen) = handler();
+    new.subscribe(worker).await.expect("subscribe");
+    let joined = async {
+        while new.assigned_partition_count() == 0 || old.assigned_partition_count() != 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(DEADLINE, joined)
+        .await
+        .expect("rebalanced");
+    let Seen::Fired { key: fired, .. } = next(&mut new_seen).await else {
+        panic!("not a timer")
+    };
+    assert_eq!(fired, key);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(
+        old_seen.try_recv().is_err(),
+        "the old owner fired a timer it no longer owns"
+    );
+    new.shutdown().await;
+    old.shutdown().await;
+}
