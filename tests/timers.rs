@@ -276,7 +276,7 @@ async fn after_a_rebalance_a_timer_fires_at_the_new_owner_only() {
     broker.create_topic("t", 2).expect("topic");
     let timers = MemoryTimerStore::new();
     // The second member to join is given partition 1: pick a key there.
-    let key = (0..)
+    let key = (0..1000)
         .map(|n| format!("key-{n}"))
         .find(|key| partition_for_key(key.as_bytes(), 2) == 1)
         .expect("a key");
