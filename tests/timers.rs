@@ -42,6 +42,7 @@ struct Scheduler {
     seen: mpsc::UnboundedSender<Seen>,
     busy: Arc<Mutex<Vec<String>>>,
     overlaps: Arc<Mutex<u32>>,
+    rearmed: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Scheduler {
@@ -79,6 +80,14 @@ impl EventHandler for Scheduler {
         for seconds in message.payload[timers].as_array().into_iter().flatten() {
             context.schedule(at(seconds.as_i64().unwrap()))?;
         }
+        for time in message.payload["unschedule_all"]
+            .as_bool()
+            .into_iter()
+            .filter(|u| *u)
+        {
+            let _ = time;
+            context.clear_scheduled()?;
+        }
         if let Some(work) = message.payload["work"].as_u64() {
             tokio::time::sleep(Duration::from_secs(work)).await;
         }
@@ -92,13 +101,22 @@ impl EventHandler for Scheduler {
 
     async fn on_timer(&self, context: Context, timer: Timer) -> Result<(), HandlerError> {
         self.enter(&timer.key);
-        // The firing timer is still stored until it settles.
-        if !context.scheduled().await?.contains(&timer.time) {
+        // The firing timer no longer counts as scheduled: it is consumed.
+        if context.scheduled().await?.contains(&timer.time) {
             let _ = self
                 .seen
-                .send(Seen::Message("timer missing from scheduled()".into()));
+                .send(Seen::Message("the firing timer is still scheduled".into()));
         }
         self.leave(&timer.key);
+        // Keys named "rearm" schedule a follow-up five seconds later, twice.
+        if timer.key.starts_with("rearm")
+            && self
+                .rearmed
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                < 2
+        {
+            context.schedule(Timestamp::from_millis(timer.time.as_millis() + 5_000))?;
+        }
         let _ = self.seen.send(Seen::Fired {
             key: timer.key.to_string(),
             time: timer.time,
@@ -119,14 +137,24 @@ fn handler() -> (Scheduler, mpsc::UnboundedReceiver<Seen>) {
             seen,
             busy: Arc::default(),
             overlaps: Arc::default(),
+            rearmed: Arc::default(),
         },
         rx,
     )
 }
 
 async fn client(broker: &MemoryBroker, timers: &MemoryTimerStore) -> ProsodyClient {
+    client_with_slab(broker, timers, Duration::from_secs(3600)).await
+}
+
+async fn client_with_slab(
+    broker: &MemoryBroker,
+    timers: &MemoryTimerStore,
+    slab: Duration,
+) -> ProsodyClient {
     ProsodyClient::builder()
         .memory_broker(broker.clone())
+        .slab_size(slab)
         .memory_timer_store(timers.clone())
         .group_id("svc")
         .source_system("upstream")
@@ -310,4 +338,62 @@ async fn after_a_rebalance_a_timer_fires_at_the_new_owner_only() {
     );
     new.shutdown().await;
     old.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timer_cleared_while_it_waits_behind_its_key_does_not_fire() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let client = client(&broker, &timers).await;
+    let (worker, mut seen) = handler();
+    client.subscribe(worker).await.expect("subscribe");
+    client
+        .send("t", "k", &json!({"timers": [3]}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("k".into()));
+    // This message runs when the timer comes due, and clears it.
+    client
+        .send("t", "k", &json!({"work": 10, "unschedule_all": true}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("k".into()));
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(seen.try_recv().is_err(), "a cleared timer fired");
+    assert_eq!(timers.stored_timers(), 0);
+    client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn timers_beyond_the_first_slab_load_as_time_moves_and_rearming_works() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let client = client_with_slab(&broker, &timers, Duration::from_secs(10)).await;
+    let (worker, mut seen) = handler();
+    client.subscribe(worker).await.expect("subscribe");
+    // 60 s is six slabs ahead: loaded only as the horizon moves. Each firing
+    // re-arms five seconds later, twice.
+    client
+        .send("t", "rearm", &json!({"timers": [60]}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("rearm".into()));
+    let mut fired_at = Vec::new();
+    for _ in 0..3 {
+        let Seen::Fired { time, at: ran, .. } = next(&mut seen).await else {
+            panic!("not a timer")
+        };
+        assert!(ran >= time);
+        fired_at.push(time.as_millis());
+    }
+    assert_eq!(fired_at[1] - fired_at[0], 5_000);
+    assert_eq!(fired_at[2] - fired_at[1], 5_000);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(seen.try_recv().is_err(), "a timer fired again");
+    assert_eq!(
+        timers.stored_timers(),
+        0,
+        "a fired or re-armed timer was left behind"
+    );
+    client.shutdown().await;
 }

@@ -3,6 +3,7 @@
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Event, Excise, Message, Timer};
+use crate::timers::TimerOp;
 use futures_util::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -137,6 +138,12 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
         // Each attempt stages its own timer changes; they are written only
         // if the handler succeeds.
         let context = context.with_fresh_timers();
+        if let (Event::Timer(timer), Some(timers)) = (&event, context.timers()) {
+            // The fired timer leaves the store in the same commit as the
+            // handler's own changes, and before them: a handler that
+            // schedules the same second again keeps that new timer.
+            timers.stage(TimerOp::Unschedule(timer.time));
+        }
         let call = async move {
             let timers = context.timers().cloned();
             let key = context.key().clone();

@@ -14,19 +14,34 @@ use tracing::warn;
 /// How long to wait before loading again after the store failed.
 const RELOAD_DELAY: Duration = Duration::from_secs(1);
 
+/// How long one load may take before it counts as failed.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Timers taken per ring; more due ones are taken at the next, immediate,
+/// ring, so a backlog does not start all at once.
+const RING_LIMIT: usize = 1024;
+
 /// The partition's alarm clock.
 ///
 /// Invariant: every stored timer of the partition before `horizon` is in
-/// `due` (or fired, or being handled), because it was loaded or a notice
-/// added it; timers at or after the horizon stay in the store until the
-/// horizon moves past them, half a slab before it is reached. `wake` is set
-/// for the earliest of the next due timer and that move.
+/// `due` or in `taken` (queued on its key or running, so never loaded into
+/// `due` a second time), because it was
+/// loaded or a notice added it; timers at or after the horizon stay in the
+/// store until the horizon moves past them, half a slab before it is
+/// reached. A timer in `taken` that a handler unschedules or clears leaves
+/// `taken`, and is skipped when its turn comes. `wake` is set for the
+/// earliest of the next due timer, that move, and a retry after a failed
+/// load.
 pub(crate) struct Alarm {
     pub(crate) access: Arc<dyn TimerAccess>,
     pub(crate) notices: mpsc::UnboundedReceiver<Notice>,
     due: DueQueue,
+    /// Timers taken from `due` and not yet run.
+    taken: std::collections::HashSet<(Key, i64)>,
     /// Seconds since the epoch; `None` until the first load succeeded.
     horizon: Option<i64>,
+    /// After a failed load, when to try again.
+    retry_at: Option<Instant>,
     slab: i64,
     pub(crate) wake: Pin<Box<Sleep>>,
 }
@@ -41,9 +56,10 @@ fn instant_of(second: i64) -> Instant {
         .saturating_mul(1000)
         .saturating_sub(clock::now().as_millis());
     let wait = Duration::from_millis(u64::try_from(wait).unwrap_or(0));
-    Instant::now()
-        .checked_add(wait)
-        .unwrap_or_else(Instant::now)
+    let now = Instant::now();
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
+        .unwrap_or(now)
 }
 
 impl Alarm {
@@ -56,7 +72,9 @@ impl Alarm {
             access,
             notices,
             due: DueQueue::default(),
+            taken: std::collections::HashSet::new(),
             horizon: None,
+            retry_at: None,
             slab: i64::try_from(slab.as_secs()).unwrap_or(i64::MAX).max(1),
             wake: Box::pin(tokio::time::sleep(Duration::ZERO)),
         }
@@ -68,21 +86,28 @@ impl Alarm {
         let now = now_second();
         let from = self.horizon.unwrap_or(0);
         let until = now.saturating_add(self.slab);
-        let loaded = self
-            .access
-            .load(
-                Timestamp::from_millis(from.saturating_mul(1000)),
-                Timestamp::from_millis(until.saturating_mul(1000)),
-            )
-            .await;
-        match loaded {
-            Ok(timers) => {
+        let load = self.access.load(
+            Timestamp::from_millis(from.saturating_mul(1000)),
+            Timestamp::from_millis(until.saturating_mul(1000)),
+        );
+        match tokio::time::timeout(LOAD_TIMEOUT, load).await {
+            Ok(Ok(timers)) => {
                 for (key, second) in timers {
-                    self.due.insert(key, second);
+                    if !self.taken.contains(&(key.clone(), second)) {
+                        self.due.insert(key, second);
+                    }
                 }
                 self.horizon = Some(until);
+                self.retry_at = None;
             }
-            Err(error) => warn!(%error, "loading timers failed; trying again"),
+            Ok(Err(error)) => {
+                warn!(%error, "loading timers failed; trying again");
+                self.retry_at = Some(Instant::now() + RELOAD_DELAY);
+            }
+            Err(_) => {
+                warn!(timeout = ?LOAD_TIMEOUT, "loading timers timed out; trying again");
+                self.retry_at = Some(Instant::now() + RELOAD_DELAY);
+            }
         }
     }
 
@@ -90,44 +115,67 @@ impl Alarm {
     pub(crate) fn notice(&mut self, notice: Notice) {
         match notice {
             Notice::Scheduled(key, second) => {
-                if self.horizon.is_some_and(|horizon| second < horizon) {
+                let held = self.horizon.is_some_and(|horizon| second < horizon);
+                if held && !self.taken.contains(&(key.clone(), second)) {
                     self.due.insert(key, second);
                 }
             }
-            Notice::Unscheduled(key, second) => self.due.remove(&key, second),
-            Notice::Cleared(key) => self.due.clear(&key),
+            Notice::Unscheduled(key, second) => {
+                self.due.remove(&key, second);
+                self.taken.remove(&(key, second));
+            }
+            Notice::Cleared(key) => {
+                self.due.clear(&key);
+                self.taken.retain(|(taken, _)| *taken != key);
+            }
         }
         self.arm();
     }
 
     /// Sets `wake` for the next due timer or horizon move.
     pub(crate) fn arm(&mut self) {
-        let at = match self.horizon {
-            None => Instant::now() + RELOAD_DELAY,
-            Some(horizon) => {
-                let refresh = instant_of(horizon.saturating_sub(self.slab / 2));
-                match self.due.next() {
-                    Some(second) => instant_of(second).min(refresh),
-                    None => refresh,
-                }
-            }
+        let refresh = match (self.retry_at, self.horizon) {
+            (Some(retry), _) => retry,
+            (None, None) => Instant::now() + RELOAD_DELAY,
+            (None, Some(horizon)) => instant_of(horizon.saturating_sub(self.slab / 2)),
+        };
+        let at = match self.due.next() {
+            Some(second) => instant_of(second).min(refresh),
+            None => refresh,
         };
         self.wake.as_mut().reset(at);
+    }
+
+    /// A taken timer's turn came: whether it is still scheduled (and so
+    /// should run).
+    pub(crate) fn still_scheduled(&self, key: &Key, second: i64) -> bool {
+        self.taken.contains(&(key.clone(), second))
+    }
+
+    /// A taken timer finished (settled or not): loads and notices may hold
+    /// it again.
+    pub(crate) fn finish(&mut self, key: &Key, second: i64) {
+        self.taken.remove(&(key.clone(), second));
     }
 
     /// Called when `wake` fired: moves the horizon if due, and takes every
     /// timer whose second has come.
     pub(crate) async fn ring(&mut self) -> Vec<(Key, i64)> {
         let now = now_second();
+        let retry_due = self.retry_at.is_some_and(|at| Instant::now() >= at);
         let refresh = self
             .horizon
             .is_none_or(|horizon| now >= horizon.saturating_sub(self.slab / 2));
-        if refresh {
+        if retry_due || (refresh && self.retry_at.is_none()) {
             self.load().await;
         }
         let mut due = Vec::new();
-        while let Some(timer) = self.due.pop_due(now_second()) {
-            due.push(timer);
+        while due.len() < RING_LIMIT {
+            let Some((key, second)) = self.due.pop_due(now_second()) else {
+                break;
+            };
+            self.taken.insert((key.clone(), second));
+            due.push((key, second));
         }
         self.arm();
         due

@@ -136,7 +136,8 @@ where
                 offset = record.offset,
                 key = %key,
             );
-            attempt_loop(shared, &key, |codec| decode(codec, &key, record))
+            let timers = Timers::new(Arc::clone(&shared.timers));
+            attempt_loop(shared, &key, &timers, |codec| decode(codec, &key, record))
                 .instrument(span)
                 .await
         }
@@ -147,12 +148,15 @@ where
                 key: key.clone(),
                 time,
             };
-            let timers = Arc::clone(&shared.timers);
-            let outcome = attempt_loop(shared, &key, |_| Ok(Event::Timer(timer.clone())))
+            let access = Arc::clone(&shared.timers);
+            let timers = Timers::new(Arc::clone(&access));
+            let outcome = attempt_loop(shared, &key, &timers, |_| Ok(Event::Timer(timer.clone())))
                 .instrument(span)
                 .await;
-            if outcome == Outcome::Settled {
-                if let Err(error) = timers.fired(&key, time).await {
+            // A handler that succeeded removed its timer in its commit; a
+            // timer settled otherwise (dropped, routed) is removed here.
+            if outcome == Outcome::Settled && !timers.committed() {
+                if let Err(error) = access.fired(&key, time).await {
                     warn!(%error, %key, "removing a fired timer failed; it may fire again");
                 }
             }
@@ -164,6 +168,7 @@ where
 async fn attempt_loop<S, K>(
     shared: Shared<S, K>,
     key: &Key,
+    timers: &Timers,
     event_of: impl Fn(&K) -> Result<Event<K::Value>, HandlerError>,
 ) -> Outcome
 where
@@ -192,7 +197,7 @@ where
         )
         .with_demand(demand)
         .with_attempt(attempt.saturating_add(1))
-        .with_timers(Timers::new(Arc::clone(&shared.timers)));
+        .with_timers(timers.clone());
         let call = shared
             .service
             .clone()

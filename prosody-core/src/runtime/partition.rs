@@ -142,6 +142,20 @@ where
     }
 
     fn start(&mut self, key: Key, work: Work) {
+        if let Work::Timer(second) = work {
+            // Changes the handler ahead of it just committed are noticed
+            // before its completion is; apply them first.
+            while let Ok(notice) = self.alarm.notices.try_recv() {
+                self.alarm.notice(notice);
+            }
+            if !self.alarm.still_scheduled(&key, second) {
+                // Unscheduled or cleared while it waited behind its key.
+                if let Some(next) = self.queues.complete(&key) {
+                    self.start(key, next);
+                }
+                return;
+            }
+        }
         let shared = self.shared.clone();
         self.running.spawn(async move {
             let outcome = attempt::run(shared, key.clone(), &work).await;
@@ -162,6 +176,9 @@ where
                 return;
             }
         };
+        if let Work::Timer(second) = work {
+            self.alarm.finish(&key, second);
+        }
         match (outcome, work) {
             (Outcome::Settled, Work::Record(record)) => self.settle(record.offset),
             // A settled timer was removed from the store by its attempt; an

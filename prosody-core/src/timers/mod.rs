@@ -14,6 +14,7 @@ use crate::store::timer::round_to_second;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A timer operation that failed.
@@ -66,6 +67,10 @@ pub(crate) trait TimerAccess: Send + Sync {
 pub struct Timers {
     access: Arc<dyn TimerAccess>,
     staged: Arc<Mutex<Vec<TimerOp>>>,
+    /// Set once any attempt of this event committed; shared by the fresh
+    /// copies of every attempt, so the runtime can tell whether a settled
+    /// timer was already removed by its handler's commit.
+    committed: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Timers {
@@ -79,13 +84,23 @@ impl Timers {
         Self {
             access,
             staged: Arc::default(),
+            committed: Arc::default(),
         }
     }
 
     /// The same timers with an empty staging list, for a new attempt.
     #[must_use]
     pub(crate) fn fresh(&self) -> Self {
-        Self::new(Arc::clone(&self.access))
+        Self {
+            access: Arc::clone(&self.access),
+            staged: Arc::default(),
+            committed: Arc::clone(&self.committed),
+        }
+    }
+
+    /// Whether an attempt of this event committed its changes.
+    pub(crate) fn committed(&self) -> bool {
+        self.committed.load(Ordering::Acquire)
     }
 
     pub(crate) fn stage(&self, op: TimerOp) {
@@ -123,10 +138,11 @@ impl Timers {
     /// Writes the staged changes; called once the attempt succeeded.
     pub(crate) async fn commit(&self, key: &Key) -> Result<(), StoreError> {
         let ops = std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner));
-        if ops.is_empty() {
-            return Ok(());
+        if !ops.is_empty() {
+            self.access.apply(key, ops).await?;
         }
-        self.access.apply(key, ops).await
+        self.committed.store(true, Ordering::Release);
+        Ok(())
     }
 }
 
