@@ -117,7 +117,7 @@ impl<'a, S: DeferStore> Queue<'a, S> {
 
     /// Checks the queue: `None` for nothing deferred, else the offsets and
     /// the retry count.
-    async fn expect(&self, what: &str, expected: Option<(&[i64], u32)>) -> Checked {
+    async fn holds(&self, what: &str, expected: Option<(&[i64], u32)>) -> Checked {
         let expected = expected.map(|(offsets, retries)| Deferred {
             offsets: offsets.to_vec(),
             retries,
@@ -148,16 +148,16 @@ impl<'a, S: DeferStore> Queue<'a, S> {
 pub async fn offsets_are_ascending_and_unique(store: &impl DeferStore) -> Checked {
     let tp = Topics::new("ascending").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
-    queue.expect("never deferred", None).await?;
+    queue.holds("never deferred", None).await?;
     expect_keys(store, &tp, &[]).await?;
     queue.defer(&[30, 10, 20, 10, 30, 20]).await?;
     let what = "deferred as 30, 10, 20, 10, 30, 20";
-    queue.expect(what, Some((&[10, 20, 30], 0))).await?;
+    queue.holds(what, Some((&[10, 20, 30], 0))).await?;
     expect_keys(store, &tp, &["k"]).await?;
     queue.retried(1).await?;
     queue.defer(&[10, 20]).await?;
     let what = "10 and 20 deferred again after a retry";
-    queue.expect(what, Some((&[10, 20, 30], 1))).await
+    queue.holds(what, Some((&[10, 20, 30], 1))).await
 }
 
 /// Completing the head removes it and returns the next head, until the
@@ -167,9 +167,9 @@ pub async fn complete_removes_the_head_and_returns_the_next(store: &impl DeferSt
     let queue = Queue::new(store, &tp, "k");
     queue.defer(&[5, 7, 9]).await?;
     queue.complete(5, Some(7)).await?;
-    queue.expect("5 completed", Some((&[7, 9], 0))).await?;
+    queue.holds("5 completed", Some((&[7, 9], 0))).await?;
     queue.complete(7, Some(9)).await?;
-    queue.expect("7 completed", Some((&[9], 0))).await?;
+    queue.holds("7 completed", Some((&[9], 0))).await?;
     queue.complete(9, None).await
 }
 
@@ -184,10 +184,10 @@ pub async fn complete_of_another_offset_changes_nothing(store: &impl DeferStore)
     for offset in [2, 3, 0, 4] {
         queue.complete(offset, Some(1)).await?;
         let what = format!("{offset}, not the head, completed");
-        queue.expect(&what, Some((&[1, 2, 3], 1))).await?;
+        queue.holds(&what, Some((&[1, 2, 3], 1))).await?;
     }
     other.complete(1, None).await?;
-    other.expect("completed, never deferred", None).await?;
+    other.holds("completed, never deferred", None).await?;
     expect_keys(store, &tp, &["k"]).await
 }
 
@@ -199,7 +199,7 @@ pub async fn retry_count_follows_the_head(store: &impl DeferStore) -> Checked {
     let tp = Topics::new("retries").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
     queue.retried(0).await?;
-    queue.expect("retried, never deferred", None).await?;
+    queue.holds("retried, never deferred", None).await?;
     expect_keys(store, &tp, &[]).await?;
     queue.defer(&[10]).await?;
     for count in 1..=3 {
@@ -207,13 +207,13 @@ pub async fn retry_count_follows_the_head(store: &impl DeferStore) -> Checked {
     }
     queue.defer(&[20]).await?;
     let what = "20 deferred behind a head retried 3 times";
-    queue.expect(what, Some((&[10, 20], 3))).await?;
+    queue.holds(what, Some((&[10, 20], 3))).await?;
     queue.complete(10, Some(20)).await?;
-    queue.expect("the head completed", Some((&[20], 0))).await?;
+    queue.holds("the head completed", Some((&[20], 0))).await?;
     queue.retried(1).await?;
     queue.defer(&[15]).await?;
     let what = "15 deferred in front of a head retried once";
-    queue.expect(what, Some((&[15, 20], 0))).await
+    queue.holds(what, Some((&[15, 20], 0))).await
 }
 
 /// A key whose last offset completes is gone from `deferred` and `keys`;
@@ -226,10 +226,10 @@ pub async fn drained_keys_disappear(store: &impl DeferStore) -> Checked {
     a.retried(1).await?;
     expect_keys(store, &tp, &["a", "b"]).await?;
     a.complete(1, None).await?;
-    a.expect("drained", None).await?;
+    a.holds("drained", None).await?;
     expect_keys(store, &tp, &["b"]).await?;
     a.defer(&[3]).await?;
-    a.expect("drained, then deferred again", Some((&[3], 0)))
+    a.holds("drained, then deferred again", Some((&[3], 0)))
         .await?;
     a.complete(3, None).await?;
     b.complete(2, None).await?;
@@ -258,7 +258,7 @@ pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Che
         async move {
             for (queue, i) in queues.iter().zip(0..).skip(skip) {
                 let what = format!("{what}, queue {i} of 0 to 3");
-                queue.expect(&what, Some((&offsets(i), i))).await?;
+                queue.holds(&what, Some((&offsets(i), i))).await?;
             }
             Ok::<(), Failure>(())
         }
@@ -276,7 +276,7 @@ pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Che
     }
     let [first, ..] = &queues;
     first.complete(0, None).await?;
-    first.expect("drained", None).await?;
+    first.holds("drained", None).await?;
     check("another drained", 1).await
 }
 
