@@ -8,3 +8,41 @@
 pub mod dedup;
 pub mod defer;
 pub mod timer;
+
+use crate::broker::conformance::Failure;
+use crate::store::StoreError;
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+use tokio::time::timeout;
+
+/// The longest any one store call of a suite may take.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The result of one check.
+pub(crate) type Checked = Result<(), Failure>;
+
+/// Runs one store call within [`DEADLINE`], naming it in any failure.
+pub(crate) async fn call<T>(
+    what: &str,
+    future: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, Failure> {
+    match timeout(DEADLINE, future).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(Failure::new(format!("{what} failed: {error}"))),
+        Err(_) => Err(Failure::new(format!(
+            "{what} took longer than {DEADLINE:?}"
+        ))),
+    }
+}
+
+/// A failure naming `what` unless `got` equals `expected`.
+pub(crate) fn ensure_eq<T: PartialEq + Debug>(what: &str, expected: &T, got: &T) -> Checked {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Failure::new(format!(
+            "{what}: expected {expected:?}, got {got:?}"
+        )))
+    }
+}

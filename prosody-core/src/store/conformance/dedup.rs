@@ -11,17 +11,13 @@
 //! store) the waits take no real time; against a real backend the whole
 //! suite waits about nine seconds.
 
+pub use super::DEADLINE;
+use super::{Checked, call, ensure_eq};
 use crate::broker::conformance::Failure;
-use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
-use std::fmt::Debug;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::time::{sleep, timeout};
-
-/// How long one store call may take before the check fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+use tokio::time::sleep;
 
 /// The ttl of the keys the expiry checks watch expire.
 pub const SHORT_TTL: Duration = Duration::from_secs(2);
@@ -32,8 +28,6 @@ pub const EXPIRY_SLACK: Duration = Duration::from_secs(1);
 
 /// A ttl no check outlives.
 const LONG_TTL: Duration = Duration::from_secs(3600);
-
-type Checked = Result<(), Failure>;
 
 /// A namespace of keys no other check, process or run uses.
 struct Keys {
@@ -55,29 +49,6 @@ impl Keys {
 
     fn key(&self, i: usize) -> DedupKey {
         DedupKey::new(&self.namespace, "key", &i.to_string())
-    }
-}
-
-async fn call<T>(
-    what: &str,
-    future: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, Failure> {
-    match timeout(DEADLINE, future).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(Failure::new(format!("{what} failed: {error}"))),
-        Err(_) => Err(Failure::new(format!(
-            "{what} took longer than {DEADLINE:?}"
-        ))),
-    }
-}
-
-fn ensure_eq<T: PartialEq + Debug>(what: &str, expected: &T, got: &T) -> Checked {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Failure::new(format!(
-            "{what}: expected {expected:?}, got {got:?}"
-        )))
     }
 }
 

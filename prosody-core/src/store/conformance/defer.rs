@@ -11,22 +11,16 @@
 //! seeded pseudo-random sequences, and a backend may replay its own (a
 //! property test with shrinking, say).
 
+pub use super::DEADLINE;
+use super::{Checked, call, ensure_eq};
 use crate::broker::TopicPartition;
 use crate::broker::conformance::Failure;
 use crate::key::Key;
-use crate::store::StoreError;
 use crate::store::defer::{DeferStore, Deferred};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::time::timeout;
-
-/// How long one store call may take before the check fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
-
-type Checked = Result<(), Failure>;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Topics no other check, process or run uses.
 struct Topics {
@@ -49,29 +43,6 @@ impl Topics {
 
     fn partition(&self, topic: &str, number: i32) -> TopicPartition {
         TopicPartition::new(format!("{}-{topic}", self.namespace), number)
-    }
-}
-
-async fn call<T>(
-    what: &str,
-    future: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, Failure> {
-    match timeout(DEADLINE, future).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(Failure::new(format!("{what} failed: {error}"))),
-        Err(_) => Err(Failure::new(format!(
-            "{what} took longer than {DEADLINE:?}"
-        ))),
-    }
-}
-
-fn ensure_eq<T: PartialEq + Debug>(what: &str, expected: &T, got: &T) -> Checked {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Failure::new(format!(
-            "{what}: expected {expected:?}, got {got:?}"
-        )))
     }
 }
 

@@ -15,25 +15,19 @@ mod interleaved;
 
 pub use interleaved::interleaved_operations_keep_slabs_and_keys_consistent;
 
+pub use super::DEADLINE;
+use super::{Checked, ensure_eq};
 use crate::broker::conformance::Failure;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::timer::{TimerEntry, TimerStore};
-use fixture::{
-    Topics, at, at_ms, clear, ensure_eq, ensure_scheduled, load, schedule, trace, unschedule,
-};
-use std::time::Duration;
-
-/// How long one store call may take before the check fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+use fixture::{Topics, at, at_ms, clear, ensure_scheduled, load, schedule, trace, unschedule};
 
 /// The time the checks' timers lie around: 2030-01-01T00:00:00Z.
 pub const BASE: Timestamp = Timestamp::from_millis(1_893_456_000_000);
 
 /// An hour in seconds: the default slab size.
 const HOUR: i64 = 3600;
-
-type Checked = Result<(), Failure>;
 
 /// Scheduling the same timer twice leaves one timer.
 pub async fn schedule_is_idempotent(store: &impl TimerStore) -> Checked {

@@ -1,18 +1,15 @@
 //! What the timer checks share: unique topics, times around the base, and
 //! store calls with deadlines that report failures.
 
-use super::{BASE, Checked, DEADLINE};
+use super::BASE;
 use crate::broker::TopicPartition;
 use crate::broker::conformance::Failure;
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::StoreError;
+use crate::store::conformance::{Checked, call, ensure_eq};
 use crate::store::timer::{TimerEntry, TimerStore};
-use std::fmt::Debug;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-use tokio::time::timeout;
 
 /// `millis` milliseconds after [`BASE`].
 pub(super) fn at_ms(millis: i64) -> Timestamp {
@@ -50,29 +47,6 @@ impl Topics {
     /// Partition 0 of another topic of the check.
     pub(super) fn other_topic(&self) -> TopicPartition {
         TopicPartition::new(format!("{}-other", self.name), 0)
-    }
-}
-
-pub(super) async fn call<T>(
-    what: &str,
-    future: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, Failure> {
-    match timeout(DEADLINE, future).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(Failure::new(format!("{what} failed: {error}"))),
-        Err(_) => Err(Failure::new(format!(
-            "{what} took longer than {DEADLINE:?}"
-        ))),
-    }
-}
-
-pub(super) fn ensure_eq<T: PartialEq + Debug>(what: &str, expected: &T, got: &T) -> Checked {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Failure::new(format!(
-            "{what}: expected {expected:?}, got {got:?}"
-        )))
     }
 }
 

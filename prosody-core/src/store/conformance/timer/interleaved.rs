@@ -2,11 +2,12 @@
 //! clears on a few keys of two partitions, with times spanning several
 //! slabs, compared with a model after every step.
 
-use super::fixture::{Topics, at, at_ms, clear, ensure_eq, load, schedule, scheduled, unschedule};
+use super::fixture::{Topics, at, at_ms, clear, load, schedule, scheduled, unschedule};
 use super::{Checked, HOUR};
 use crate::broker::conformance::Failure;
 use crate::clock::Timestamp;
 use crate::key::Key;
+use crate::store::conformance::ensure_eq;
 use crate::store::timer::{TimerEntry, TimerStore, round_to_second};
 use std::collections::BTreeMap;
 use std::fmt;
