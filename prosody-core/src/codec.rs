@@ -1,5 +1,9 @@
 //! Payload encoding and decoding.
 
+use crate::broker::Record;
+use crate::error::HandlerError;
+use crate::event::{Event, Excise, Message};
+use crate::key::Key;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -74,6 +78,39 @@ where
     fn encode(&self, value: &T) -> Result<Vec<u8>, CodecError> {
         serde_json::to_vec(value).map_err(CodecError::new)
     }
+}
+
+/// The event a record carries for `key`: an excise for a tombstone, else
+/// a message with its decoded payload and `id`. A payload the codec
+/// rejects is a permanent error.
+pub(crate) fn decode_record<K: Codec>(
+    codec: &K,
+    key: &Key,
+    record: &Record,
+) -> Result<Event<K::Value>, HandlerError> {
+    let Some(payload) = record.payload.as_deref() else {
+        return Ok(Event::Excise(Excise {
+            topic: record.topic.clone(),
+            partition: record.partition,
+            offset: record.offset,
+            timestamp: record.timestamp,
+            key: key.clone(),
+            headers: record.headers.clone(),
+        }));
+    };
+    let id = crate::envelope::id(payload);
+    let decoded = codec.decode(payload).map_err(HandlerError::permanent)?;
+    Ok(Event::Message(Message {
+        id,
+        raw: record.payload.clone().unwrap_or_default(),
+        topic: record.topic.clone(),
+        partition: record.partition,
+        offset: record.offset,
+        timestamp: record.timestamp,
+        key: key.clone(),
+        payload: decoded,
+        headers: record.headers.clone(),
+    }))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use crate::clock::Timestamp;
 use crate::key::Key;
+use crate::store::timer::TimerKind;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -94,12 +95,17 @@ pub struct Message<P> {
 }
 
 /// A timer that came due for a key.
+///
+/// A handler's `on_timer` sees only [`TimerKind::Application`] timers: the
+/// defer stage consumes its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Timer {
     /// The key the timer belongs to.
     pub key: Key,
     /// The time the timer was scheduled for (second precision).
     pub time: Timestamp,
+    /// Who the timer is for.
+    pub kind: TimerKind,
 }
 
 /// An excise record: a key with no payload, asking the consumer to delete

@@ -3,6 +3,7 @@
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Event, Excise, Message, Timer};
+use crate::store::timer::TimerKind;
 use crate::timers::TimerOp;
 use futures_util::FutureExt;
 use std::future::Future;
@@ -116,6 +117,12 @@ impl<H> Clone for HandlerService<H> {
 #[error("the handler panicked")]
 pub struct Panicked;
 
+/// A timer of another stage reached the handler: the stack lacks the stage
+/// that consumes it.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("a {0:?} timer reached the handler: the stack has no stage that consumes it")]
+pub struct ForeignTimer(pub TimerKind);
+
 /// The future of one handler call.
 ///
 /// This is the one allocation per event of a stack: an `async fn`'s future
@@ -138,6 +145,15 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
         // Each attempt stages its own timer changes; they are written only
         // if the handler succeeds.
         let context = context.with_fresh_timers();
+        if let Event::Timer(timer) = &event {
+            if timer.kind != TimerKind::Application {
+                // Only the defer stage consumes its timers; one reaching the
+                // handler means the stack has no defer stage (for example
+                // after a switch away from pipeline mode).
+                let error = HandlerError::permanent(ForeignTimer(timer.kind));
+                return Box::pin(std::future::ready(Err(error)));
+            }
+        }
         if let (Event::Timer(timer), Some(timers)) = (&event, context.timers()) {
             // The fired timer leaves the store in the same commit as the
             // handler's own changes, and before them: a handler that

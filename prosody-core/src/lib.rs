@@ -23,6 +23,7 @@ pub mod clock;
 pub mod codec;
 pub mod context;
 pub mod dedup;
+pub mod defer;
 mod envelope;
 pub mod error;
 pub mod event;
@@ -30,7 +31,9 @@ pub mod failure;
 pub mod handler;
 pub mod hash;
 pub mod key;
+pub mod loader;
 pub mod log;
+mod lru;
 pub mod monopolization;
 
 pub use clock::Timestamp;

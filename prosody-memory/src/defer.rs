@@ -132,6 +132,10 @@ impl MemoryDeferStore {
 }
 
 impl DeferStore for MemoryDeferStore {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        Some(self.lock().queue(partition, key).is_some())
+    }
+
     fn defer(
         &self,
         partition: &TopicPartition,

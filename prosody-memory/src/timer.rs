@@ -6,7 +6,9 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::hash::FastMap;
 use prosody_core::key::Key;
 use prosody_core::store::StoreError;
-use prosody_core::store::timer::{SlabSize, TimerEntry, TimerStore, from_seconds, to_seconds};
+use prosody_core::store::timer::{
+    SlabSize, TimerEntry, TimerKind, TimerStore, from_seconds, to_seconds,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::{Future, ready};
 use std::ops::Bound;
@@ -16,16 +18,17 @@ use std::time::Duration;
 /// The W3C `traceparent` a timer was scheduled with, if any.
 type Trace = Option<Arc<str>>;
 
-/// One slab: its timers as (whole seconds since the epoch, key), in the
-/// order `load` returns them. Per timer it holds the time inline, the key's
+/// One slab: its timers as (whole seconds since the epoch, key, kind), in
+/// the order `load` returns them. Per timer it holds the time inline, the key's
 /// shared pointer and the trace's, and no allocation of its own.
-type Slab = BTreeMap<(i64, Key), Trace>;
+type Slab = BTreeMap<(i64, Key, TimerKind), Trace>;
 
 /// The timers of one partition.
 ///
-/// Invariant: `slabs` and `keys` hold the same timers. A timer at `t`
-/// seconds for key `k` is in `slabs[slab_of(t)]` under `(t, k)` exactly when
-/// `t` is in `keys[k]`. No slab and no key's set is empty.
+/// Invariant: `slabs` and `keys` hold the same timers. A timer of kind `c`
+/// at `t` seconds for key `k` is in `slabs[slab_of(t)]` under `(t, k, c)`
+/// exactly when `(c, t)` is in `keys[k]`. No slab and no key's set is
+/// empty.
 ///
 /// Removal path: a timer leaves both maps when it is unscheduled or its key
 /// cleared, and a slab or a key whose last timer left is dropped at once, so
@@ -35,7 +38,7 @@ type Slab = BTreeMap<(i64, Key), Trace>;
 #[derive(Debug, Default)]
 struct PartitionTimers {
     slabs: BTreeMap<i64, Slab>,
-    keys: FastMap<Key, BTreeSet<i64>>,
+    keys: FastMap<Key, BTreeSet<(TimerKind, i64)>>,
 }
 
 impl PartitionTimers {
@@ -44,15 +47,16 @@ impl PartitionTimers {
         self.keys
             .entry(entry.key.clone())
             .or_default()
-            .insert(seconds);
+            .insert((entry.kind, seconds));
         self.slabs
             .entry(slab_size.slab_of_seconds(seconds))
             .or_default()
-            .insert((seconds, entry.key), entry.trace);
+            .insert((seconds, entry.key, entry.kind), entry.trace);
     }
 
-    /// Removes `(seconds, key)` from its slab, dropping the slab if it empties.
-    fn remove_from_slab(&mut self, slab_size: SlabSize, timer: &(i64, Key)) {
+    /// Removes `(seconds, key, kind)` from its slab, dropping the slab if it
+    /// empties.
+    fn remove_from_slab(&mut self, slab_size: SlabSize, timer: &(i64, Key, TimerKind)) {
         let slab = slab_size.slab_of_seconds(timer.0);
         if let Some(timers) = self.slabs.get_mut(&slab) {
             timers.remove(timer);
@@ -62,33 +66,48 @@ impl PartitionTimers {
         }
     }
 
-    fn unschedule(&mut self, slab_size: SlabSize, key: &Key, seconds: i64) {
+    fn unschedule(&mut self, slab_size: SlabSize, key: &Key, kind: TimerKind, seconds: i64) {
         let Some(times) = self.keys.get_mut(key) else {
             return;
         };
-        if times.remove(&seconds) {
+        if times.remove(&(kind, seconds)) {
             if times.is_empty() {
                 self.keys.remove(key);
             }
-            self.remove_from_slab(slab_size, &(seconds, key.clone()));
+            self.remove_from_slab(slab_size, &(seconds, key.clone(), kind));
         }
     }
 
-    fn clear(&mut self, slab_size: SlabSize, key: &Key) {
-        let Some((key, times)) = self.keys.remove_entry(key) else {
+    fn clear(&mut self, slab_size: SlabSize, key: &Key, kind: TimerKind) {
+        let Some(times) = self.keys.get_mut(key) else {
             return;
         };
-        let mut probe = (0, key);
-        for seconds in times {
+        let of_kind: Vec<i64> = times
+            .range((kind, i64::MIN)..=(kind, i64::MAX))
+            .map(|&(_, seconds)| seconds)
+            .collect();
+        for &seconds in &of_kind {
+            times.remove(&(kind, seconds));
+        }
+        if times.is_empty() {
+            self.keys.remove(key);
+        }
+        let mut probe = (0, key.clone(), kind);
+        for seconds in of_kind {
             probe.0 = seconds;
             self.remove_from_slab(slab_size, &probe);
         }
     }
 
-    fn scheduled(&self, key: &Key) -> Vec<Timestamp> {
+    fn scheduled(&self, key: &Key, kind: TimerKind) -> Vec<Timestamp> {
         self.keys
             .get(key)
-            .map(|times| times.iter().copied().map(from_seconds).collect())
+            .map(|times| {
+                times
+                    .range((kind, i64::MIN)..=(kind, i64::MAX))
+                    .map(|&(_, seconds)| from_seconds(seconds))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -98,17 +117,19 @@ impl PartitionTimers {
         let Some(slabs) = slab_size.slabs(from, until) else {
             return Vec::new();
         };
-        // The empty key is the least, so `(t, "")` precedes every timer at `t`.
-        let lowest = (to_seconds(from), Key::from(""));
-        let beyond = (to_seconds(until), lowest.1.clone());
+        // The empty key and the first kind are the least, so `(t, "", first)`
+        // precedes every timer at `t`.
+        let lowest = (to_seconds(from), Key::from(""), TimerKind::Application);
+        let beyond = (to_seconds(until), lowest.1.clone(), lowest.2);
         self.slabs
             .range(slabs)
             .flat_map(|(_, timers)| {
                 timers.range((Bound::Included(&lowest), Bound::Excluded(&beyond)))
             })
-            .map(|((seconds, key), trace)| TimerEntry {
+            .map(|((seconds, key, kind), trace)| TimerEntry {
                 key: key.clone(),
                 time: from_seconds(*seconds),
+                kind: *kind,
                 trace: trace.clone(),
             })
             .collect()
@@ -231,11 +252,13 @@ impl TimerStore for MemoryTimerStore {
         &self,
         partition: &TopicPartition,
         key: &Key,
+        kind: TimerKind,
         time: Timestamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let seconds = to_seconds(time);
-        self.lock()
-            .change(partition, |p| p.unschedule(self.slab_size, key, seconds));
+        self.lock().change(partition, |p| {
+            p.unschedule(self.slab_size, key, kind, seconds)
+        });
         ready(Ok(()))
     }
 
@@ -243,9 +266,10 @@ impl TimerStore for MemoryTimerStore {
         &self,
         partition: &TopicPartition,
         key: &Key,
+        kind: TimerKind,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.lock()
-            .change(partition, |p| p.clear(self.slab_size, key));
+            .change(partition, |p| p.clear(self.slab_size, key, kind));
         ready(Ok(()))
     }
 
@@ -253,12 +277,13 @@ impl TimerStore for MemoryTimerStore {
         &self,
         partition: &TopicPartition,
         key: &Key,
+        kind: TimerKind,
     ) -> impl Future<Output = Result<Vec<Timestamp>, StoreError>> + Send {
         let times = self
             .lock()
             .partitions
             .get(partition)
-            .map(|p| p.scheduled(key))
+            .map(|p| p.scheduled(key, kind))
             .unwrap_or_default();
         ready(Ok(times))
     }

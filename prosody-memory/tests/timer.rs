@@ -9,7 +9,7 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::broker::conformance::Failure;
 use prosody_core::key::Key;
 use prosody_core::store::conformance::timer as conformance;
-use prosody_core::store::timer::{TimerEntry, TimerStore, round_to_second};
+use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
 use prosody_memory::MemoryTimerStore;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,6 +32,7 @@ checks!(
     clear_removes_every_timer_of_the_key,
     scheduled_is_ascending,
     load_returns_exactly_the_range,
+    kinds_are_independent,
     interleaved_operations_keep_slabs_and_keys_consistent,
 );
 
@@ -87,7 +88,10 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         (7, 5, 3)
     );
     // 60 s was alone in its slab.
-    store.unschedule(&p0, &a, at(60)).await.unwrap();
+    store
+        .unschedule(&p0, &a, TimerKind::Application, at(60))
+        .await
+        .unwrap();
     assert_eq!(
         (
             store.stored_timers(),
@@ -97,7 +101,10 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         (6, 4, 3)
     );
     // b's only timer: its key goes, its slab stays for a's 0 s and 30 s.
-    store.unschedule(&p0, &b, at(30)).await.unwrap();
+    store
+        .unschedule(&p0, &b, TimerKind::Application, at(30))
+        .await
+        .unwrap();
     assert_eq!(
         (
             store.stored_timers(),
@@ -106,7 +113,7 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         ),
         (5, 4, 2)
     );
-    store.clear(&p0, &a).await.unwrap();
+    store.clear(&p0, &a, TimerKind::Application).await.unwrap();
     assert_eq!(
         (
             store.stored_timers(),
@@ -115,7 +122,7 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         ),
         (1, 1, 1)
     );
-    store.clear(&p1, &a).await.unwrap();
+    store.clear(&p1, &a, TimerKind::Application).await.unwrap();
     assert_eq!(
         (
             store.stored_timers(),
@@ -137,7 +144,10 @@ async fn clones_share_the_timers() {
         .await
         .unwrap();
     assert_eq!(
-        clone.scheduled(&p, &Key::from("k")).await.unwrap(),
+        clone
+            .scheduled(&p, &Key::from("k"), TimerKind::Application)
+            .await
+            .unwrap(),
         vec![at(5)]
     );
     assert_eq!(clone.stored_timers(), 1);
@@ -180,6 +190,7 @@ async fn apply(store: &MemoryTimerStore, model: &mut Model, op: &Op) -> Result<(
             let entry = TimerEntry {
                 key: key(k),
                 time,
+                kind: TimerKind::Application,
                 trace: trace.clone(),
             };
             store.schedule(&partition(p), entry).await?;
@@ -187,11 +198,15 @@ async fn apply(store: &MemoryTimerStore, model: &mut Model, op: &Op) -> Result<(
         }
         Op::Unschedule(p, k, millis) => {
             let time = Timestamp::from_millis(millis);
-            store.unschedule(&partition(p), &key(k), time).await?;
+            store
+                .unschedule(&partition(p), &key(k), TimerKind::Application, time)
+                .await?;
             model.remove(&(p, round_to_second(time), key(k)));
         }
         Op::Clear(p, k) => {
-            store.clear(&partition(p), &key(k)).await?;
+            store
+                .clear(&partition(p), &key(k), TimerKind::Application)
+                .await?;
             model.retain(|(q, _, kk), _| !(*q == p && *kk == key(k)));
         }
     }
@@ -214,7 +229,12 @@ async fn agrees(
                 .filter(|(q, _, kk)| *q == p && *kk == key(k))
                 .map(|(_, t, _)| *t)
                 .collect();
-            prop_assert_eq!(store.scheduled(&partition, &key(k)).await?, expected);
+            prop_assert_eq!(
+                store
+                    .scheduled(&partition, &key(k), TimerKind::Application)
+                    .await?,
+                expected
+            );
         }
         let (from, until) = (
             Timestamp::from_millis(range.0),
@@ -228,6 +248,7 @@ async fn agrees(
                 .map(|((_, time, key), trace)| TimerEntry {
                     key: key.clone(),
                     time: *time,
+                    kind: TimerKind::Application,
                     trace: trace.clone(),
                 })
                 .collect();

@@ -29,7 +29,6 @@
 mod config;
 mod future;
 mod layer;
-pub(crate) mod lru;
 #[cfg(test)]
 mod tests;
 
@@ -40,8 +39,8 @@ pub use layer::DedupLayer;
 use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::{EventRequest, Settlement};
+use crate::lru::Lru;
 use crate::store::dedup::{DedupKey, DedupStore};
-use lru::Lru;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context as TaskContext, Poll};

@@ -314,6 +314,7 @@ async fn messages_without_id_timers_and_excises_always_pass() {
         event: Event::Timer(Timer {
             key: "k".into(),
             time: Timestamp::from_millis(1000),
+            kind: crate::store::TimerKind::Application,
         }),
         context: context("k"),
     };

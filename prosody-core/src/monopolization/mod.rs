@@ -33,11 +33,11 @@ pub use future::ResponseFuture;
 pub use layer::MonopolizationLayer;
 
 use crate::context::WaitMeter;
-use crate::dedup::lru::Lru;
 use crate::error::HandlerError;
 use crate::event::Topic;
 use crate::handler::EventRequest;
 use crate::key::Key;
+use crate::lru::Lru;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;

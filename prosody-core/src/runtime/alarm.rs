@@ -2,8 +2,8 @@
 //! horizon, kept in a due queue, and rung when their second comes.
 
 use crate::clock::{self, Timestamp};
-use crate::key::Key;
-use crate::timers::{DueQueue, Notice, TimerAccess};
+use crate::timers::{Due, DueQueue, Notice, TimerAccess};
+use std::collections::{BTreeSet, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,23 +21,34 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// ring, so a backlog does not start all at once.
 const RING_LIMIT: usize = 1024;
 
+/// A timer to run: which, and how many times the defer stage already put
+/// it off.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Fire {
+    pub(crate) due: Due,
+    pub(crate) deferrals: u32,
+}
+
 /// The partition's alarm clock.
 ///
 /// Invariant: every stored timer of the partition before `horizon` is in
-/// `due` or in `taken` (queued on its key or running, so never loaded into
-/// `due` a second time), because it was
-/// loaded or a notice added it; timers at or after the horizon stay in the
-/// store until the horizon moves past them, half a slab before it is
-/// reached. A timer in `taken` that a handler unschedules or clears leaves
-/// `taken`, and is skipped when its turn comes. `wake` is set for the
-/// earliest of the next due timer, that move, and a retry after a failed
+/// `due` or in `taken` (queued on its key, running, or put off by the defer
+/// stage, so never loaded into `due` a second time), because it was loaded
+/// or a notice added it; timers at or after the horizon stay in the store
+/// until the horizon moves past them, half a slab before it is reached. A
+/// timer in `taken` that a handler unschedules or clears leaves `taken`,
+/// and is skipped when its turn comes. A put-off timer is in `delayed` (by
+/// the second it runs again) and in `taken`. `wake` is set for the earliest
+/// of the next due or put-off timer, that move, and a retry after a failed
 /// load.
 pub(crate) struct Alarm {
     pub(crate) access: Arc<dyn TimerAccess>,
     pub(crate) notices: mpsc::UnboundedReceiver<Notice>,
     due: DueQueue,
-    /// Timers taken from `due` and not yet run.
-    taken: std::collections::HashSet<(Key, i64)>,
+    /// Timers taken from `due` and not yet settled.
+    taken: HashSet<Due>,
+    /// Timers the defer stage put off, by the second they run again.
+    delayed: BTreeSet<(i64, Fire)>,
     /// Seconds since the epoch; `None` until the first load succeeded.
     horizon: Option<i64>,
     /// After a failed load, when to try again.
@@ -72,7 +83,8 @@ impl Alarm {
             access,
             notices,
             due: DueQueue::default(),
-            taken: std::collections::HashSet::new(),
+            taken: HashSet::new(),
+            delayed: BTreeSet::new(),
             horizon: None,
             retry_at: None,
             slab: i64::try_from(slab.as_secs()).unwrap_or(i64::MAX).max(1),
@@ -92,9 +104,9 @@ impl Alarm {
         );
         match tokio::time::timeout(LOAD_TIMEOUT, load).await {
             Ok(Ok(timers)) => {
-                for (key, second) in timers {
-                    if !self.taken.contains(&(key.clone(), second)) {
-                        self.due.insert(key, second);
+                for due in timers {
+                    if !self.taken.contains(&due) {
+                        self.due.insert(due);
                     }
                 }
                 self.horizon = Some(until);
@@ -114,19 +126,22 @@ impl Alarm {
     /// Applies a handler's change to what is held.
     pub(crate) fn notice(&mut self, notice: Notice) {
         match notice {
-            Notice::Scheduled(key, second) => {
+            Notice::Scheduled(key, second, kind) => {
                 let held = self.horizon.is_some_and(|horizon| second < horizon);
-                if held && !self.taken.contains(&(key.clone(), second)) {
-                    self.due.insert(key, second);
+                let due = Due { second, key, kind };
+                if held && !self.taken.contains(&due) {
+                    self.due.insert(due);
                 }
             }
-            Notice::Unscheduled(key, second) => {
-                self.due.remove(&key, second);
-                self.taken.remove(&(key, second));
+            Notice::Unscheduled(key, second, kind) => {
+                let due = Due { second, key, kind };
+                self.due.remove(&due);
+                self.taken.remove(&due);
             }
-            Notice::Cleared(key) => {
-                self.due.clear(&key);
-                self.taken.retain(|(taken, _)| *taken != key);
+            Notice::Cleared(key, kind) => {
+                self.due.clear(&key, kind);
+                self.taken
+                    .retain(|taken| taken.key != key || taken.kind != kind);
             }
         }
         self.arm();
@@ -139,7 +154,11 @@ impl Alarm {
             (None, None) => Instant::now() + RELOAD_DELAY,
             (None, Some(horizon)) => instant_of(horizon.saturating_sub(self.slab / 2)),
         };
-        let at = match self.due.next() {
+        let next = match (self.due.next(), self.delayed.first()) {
+            (Some(due), Some((delayed, _))) => Some(due.min(*delayed)),
+            (due, delayed) => due.or(delayed.map(|(second, _)| *second)),
+        };
+        let at = match next {
             Some(second) => instant_of(second).min(refresh),
             None => refresh,
         };
@@ -148,19 +167,29 @@ impl Alarm {
 
     /// A taken timer's turn came: whether it is still scheduled (and so
     /// should run).
-    pub(crate) fn still_scheduled(&self, key: &Key, second: i64) -> bool {
-        self.taken.contains(&(key.clone(), second))
+    pub(crate) fn still_scheduled(&self, due: &Due) -> bool {
+        self.taken.contains(due)
     }
 
     /// A taken timer finished (settled or not): loads and notices may hold
     /// it again.
-    pub(crate) fn finish(&mut self, key: &Key, second: i64) {
-        self.taken.remove(&(key.clone(), second));
+    pub(crate) fn finish(&mut self, due: &Due) {
+        self.taken.remove(due);
+    }
+
+    /// The defer stage put a taken timer off until `second`: it stays taken
+    /// (so loads do not ring it sooner) and rings again then, unless a
+    /// handler unschedules or clears it first.
+    pub(crate) fn delay(&mut self, fire: Fire, second: i64) {
+        if self.taken.contains(&fire.due) {
+            self.delayed.insert((second, fire));
+            self.arm();
+        }
     }
 
     /// Called when `wake` fired: moves the horizon if due, and takes every
     /// timer whose second has come.
-    pub(crate) async fn ring(&mut self) -> Vec<(Key, i64)> {
+    pub(crate) async fn ring(&mut self) -> Vec<Fire> {
         let now = now_second();
         let retry_due = self.retry_at.is_some_and(|at| Instant::now() >= at);
         let refresh = self
@@ -169,16 +198,31 @@ impl Alarm {
         if retry_due || (refresh && self.retry_at.is_none()) {
             self.load().await;
         }
-        let mut due = Vec::new();
-        while due.len() < RING_LIMIT {
-            let Some((key, second)) = self.due.pop_due(now_second()) else {
+        let now = now_second();
+        let mut fires = Vec::new();
+        while fires.len() < RING_LIMIT {
+            let Some((second, _)) = self.delayed.first() else {
                 break;
             };
-            self.taken.insert((key.clone(), second));
-            due.push((key, second));
+            if *second > now {
+                break;
+            }
+            if let Some((_, fire)) = self.delayed.pop_first() {
+                // Unscheduled or cleared while put off: it is gone.
+                if self.taken.contains(&fire.due) {
+                    fires.push(fire);
+                }
+            }
+        }
+        while fires.len() < RING_LIMIT {
+            let Some(due) = self.due.pop_due(now) else {
+                break;
+            };
+            self.taken.insert(due.clone());
+            fires.push(Fire { due, deferrals: 0 });
         }
         self.arm();
-        due
+        fires
     }
 
     /// The first load, before the partition handles anything.

@@ -1,14 +1,15 @@
 //! One event's way through the stack: decode, call, and try again on a
 //! transient failure until it settles or the partition stops.
 
+use super::alarm::Fire;
 use crate::broker::Record;
-use crate::codec::Codec;
+use crate::codec::{Codec, decode_record};
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
-use crate::event::{Event, Excise, Message, Timer, Topic};
+use crate::event::{Event, Timer, Topic};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
-use crate::store::timer::from_seconds;
+use crate::store::timer::{from_seconds, to_seconds};
 use crate::timers::{TimerAccess, Timers};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -28,14 +29,17 @@ pub(crate) enum Outcome {
     Unsettled,
     /// A terminal error: the partition stops.
     Terminal,
+    /// A timer the defer stage put off: it stays stored and runs again at
+    /// this second.
+    Delayed(i64),
 }
 
 /// What a key queue holds: a record of the partition, or a timer of the key
-/// that came due (its second).
+/// that came due.
 #[derive(Debug)]
 pub(crate) enum Work {
     Record(Record),
-    Timer(i64),
+    Timer(Fire),
 }
 
 /// The exponential backoff of the runtime's last-resort retry.
@@ -86,36 +90,6 @@ impl<S: Clone, K: Clone> Clone for Shared<S, K> {
     }
 }
 
-fn decode<K: Codec>(
-    codec: &K,
-    key: &Key,
-    record: &Record,
-) -> Result<Event<K::Value>, HandlerError> {
-    let Some(payload) = record.payload.as_deref() else {
-        return Ok(Event::Excise(Excise {
-            topic: record.topic.clone(),
-            partition: record.partition,
-            offset: record.offset,
-            timestamp: record.timestamp,
-            key: key.clone(),
-            headers: record.headers.clone(),
-        }));
-    };
-    let id = crate::envelope::id(payload);
-    let decoded = codec.decode(payload).map_err(HandlerError::permanent)?;
-    Ok(Event::Message(Message {
-        id,
-        raw: record.payload.clone().unwrap_or_default(),
-        topic: record.topic.clone(),
-        partition: record.partition,
-        offset: record.offset,
-        timestamp: record.timestamp,
-        key: key.clone(),
-        payload: decoded,
-        headers: record.headers.clone(),
-    }))
-}
-
 /// Runs one record or timer through the stack until it settles, the
 /// partition is cancelled, or a terminal error stops it.
 ///
@@ -137,30 +111,40 @@ where
                 key = %key,
             );
             let timers = Timers::new(Arc::clone(&shared.timers));
-            attempt_loop(shared, &key, &timers, |codec| decode(codec, &key, record))
-                .instrument(span)
-                .await
+            attempt_loop(shared, &key, &timers, |codec| {
+                decode_record(codec, &key, record)
+            })
+            .instrument(span)
+            .await
         }
-        Work::Timer(second) => {
-            let time = from_seconds(*second);
-            let span = debug_span!("timer", key = %key, time = time.as_millis());
+        Work::Timer(fire) => {
+            let (time, kind) = (from_seconds(fire.due.second), fire.due.kind);
+            let span = debug_span!("timer", key = %key, time = time.as_millis(), ?kind);
             let timer = Timer {
                 key: key.clone(),
                 time,
+                kind,
             };
             let access = Arc::clone(&shared.timers);
-            let timers = Timers::new(Arc::clone(&access));
+            let timers = Timers::new(Arc::clone(&access)).with_deferrals(fire.deferrals);
             let outcome = attempt_loop(shared, &key, &timers, |_| Ok(Event::Timer(timer.clone())))
                 .instrument(span)
                 .await;
+            if outcome != Outcome::Settled {
+                return outcome;
+            }
+            if let Some(at) = timers.retry_requested() {
+                // Put off by the defer stage: it stays stored.
+                return Outcome::Delayed(to_seconds(at));
+            }
             // A handler that succeeded removed its timer in its commit; a
             // timer settled otherwise (dropped, routed) is removed here.
-            if outcome == Outcome::Settled && !timers.committed() {
-                if let Err(error) = access.fired(&key, time).await {
+            if !timers.committed() {
+                if let Err(error) = access.fired(&key, kind, time).await {
                     warn!(%error, %key, "removing a fired timer failed; it may fire again");
                 }
             }
-            outcome
+            Outcome::Settled
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The task that owns one assigned partition: per-key queues, the offset
 //! tracker, and the handler calls in flight.
 
-use super::alarm::Alarm;
+use super::alarm::{Alarm, Fire};
 use super::attempt::{self, Outcome, Shared, Work};
 use super::filter::Filters;
 use super::offsets::OffsetTracker;
@@ -101,8 +101,9 @@ where
                 }
                 Some(notice) = self.alarm.notices.recv() => self.alarm.notice(notice),
                 () = &mut self.alarm.wake, if !self.halted => {
-                    for (key, second) in self.alarm.ring().await {
-                        if let Some(work) = self.queues.arrive(key.clone(), Work::Timer(second)) {
+                    for fire in self.alarm.ring().await {
+                        let key = fire.due.key.clone();
+                        if let Some(work) = self.queues.arrive(key.clone(), Work::Timer(fire)) {
                             self.start(key, work);
                         }
                     }
@@ -142,13 +143,13 @@ where
     }
 
     fn start(&mut self, key: Key, work: Work) {
-        if let Work::Timer(second) = work {
+        if let Work::Timer(fire) = &work {
             // Changes the handler ahead of it just committed are noticed
             // before its completion is; apply them first.
             while let Ok(notice) = self.alarm.notices.try_recv() {
                 self.alarm.notice(notice);
             }
-            if !self.alarm.still_scheduled(&key, second) {
+            if !self.alarm.still_scheduled(&fire.due) {
                 // Unscheduled or cleared while it waited behind its key.
                 if let Some(next) = self.queues.complete(&key) {
                     self.start(key, next);
@@ -176,16 +177,27 @@ where
                 return;
             }
         };
-        if let Work::Timer(second) = work {
-            self.alarm.finish(&key, second);
-        }
         match (outcome, work) {
             (Outcome::Settled, Work::Record(record)) => self.settle(record.offset),
+            (Outcome::Delayed(second), Work::Timer(fire)) => {
+                let fire = Fire {
+                    deferrals: fire.deferrals.saturating_add(1),
+                    ..fire
+                };
+                self.alarm.delay(fire, second);
+            }
             // A settled timer was removed from the store by its attempt; an
             // unsettled one stays there for the next owner.
-            (Outcome::Settled | Outcome::Unsettled, Work::Timer(_))
-            | (Outcome::Unsettled, Work::Record(_)) => {}
-            (Outcome::Terminal, _) => self.halted = true,
+            (Outcome::Settled | Outcome::Unsettled, Work::Timer(fire)) => {
+                self.alarm.finish(&fire.due);
+            }
+            (Outcome::Unsettled | Outcome::Delayed(_), Work::Record(_)) => {}
+            (Outcome::Terminal, work) => {
+                if let Work::Timer(fire) = work {
+                    self.alarm.finish(&fire.due);
+                }
+                self.halted = true;
+            }
         }
         if self.halted || !dispatch {
             return;

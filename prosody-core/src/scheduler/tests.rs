@@ -151,7 +151,11 @@ fn request(
     .with_demand(class);
     let time = Timestamp::from_millis(i64::try_from(millis).unwrap());
     EventRequest {
-        event: Event::Timer(Timer { key, time }),
+        event: Event::Timer(Timer {
+            key,
+            time,
+            kind: crate::store::TimerKind::Application,
+        }),
         context,
     }
 }

@@ -60,7 +60,20 @@ impl Deferred {
 ///   starts a fresh queue.
 /// - Partitions (topic and number) and keys are independent; the empty key
 ///   is a key like any other.
+/// - [`peek`](Self::peek), when it answers, agrees with
+///   [`deferred`](Self::deferred).
 pub trait DeferStore: Clone + Send + Sync + 'static {
+    /// Whether the key has deferred messages, when the store can tell at
+    /// once, without I/O: `Some(true)` exactly when
+    /// [`deferred`](Self::deferred) would return `Some`. `None` means "ask
+    /// `deferred`"; the default never knows. The defer stage calls it for
+    /// every message, so a store that can answer spares the hot path a
+    /// round trip and an allocation.
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        let _ = (partition, key);
+        None
+    }
+
     /// Adds `offset` to the key's queue, keeping it ascending; an offset
     /// already queued is not added again.
     fn defer(

@@ -14,7 +14,7 @@ pub mod conformance;
 
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferStore, Deferred};
-pub use timer::{TimerEntry, TimerStore};
+pub use timer::{TimerEntry, TimerKind, TimerStore};
 
 use crate::error::BoxError;
 

@@ -105,7 +105,23 @@ impl Default for SlabSize {
     }
 }
 
-/// One timer of a partition: a key and a time.
+/// Who a timer is for: the handler, or the defer stage.
+///
+/// Timers of different kinds are independent: a key may have a timer of
+/// each kind at the same second, and clearing one kind leaves the other.
+/// Only [`TimerKind::Application`] timers reach `on_timer`; a handler's
+/// `scheduled()` and `clear_scheduled()` see only those.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum TimerKind {
+    /// Scheduled by a handler through its context.
+    #[default]
+    Application,
+    /// Scheduled by the defer stage to retry a key's deferred messages.
+    Defer,
+}
+
+/// One timer of a partition: a key, a time and a kind.
 ///
 /// Invariant: entries a store returns have whole-second times (see
 /// [`round_to_second`]); entries given to [`TimerStore::schedule`] may have
@@ -116,20 +132,30 @@ pub struct TimerEntry {
     pub key: Key,
     /// When the timer fires.
     pub time: Timestamp,
+    /// Who the timer is for.
+    pub kind: TimerKind,
     /// The W3C `traceparent` of the span that scheduled the timer, if any,
     /// so the span that handles it can link to that one (`follows_from`).
     pub trace: Option<Arc<str>>,
 }
 
 impl TimerEntry {
-    /// A timer for `key` at `time`, with no trace.
+    /// An application timer for `key` at `time`, with no trace.
     #[must_use]
     pub fn new(key: impl Into<Key>, time: Timestamp) -> Self {
         Self {
             key: key.into(),
             time,
+            kind: TimerKind::Application,
             trace: None,
         }
+    }
+
+    /// The same timer, of `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: TimerKind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// The same timer, scheduled by the span with W3C `traceparent` `trace`.
@@ -146,46 +172,49 @@ impl TimerEntry {
 /// Contract (checked by the conformance suite,
 /// `store::conformance::timer`): every method rounds the times it is given
 /// with [`round_to_second`]; a partition holds at most one timer per (key,
-/// time), so scheduling one twice leaves one (with the trace of the last
-/// schedule); [`unschedule`](Self::unschedule) removes that one timer and
-/// [`clear`](Self::clear) every timer of the key, both succeeding when there
-/// is nothing to remove; [`scheduled`](Self::scheduled) and
+/// kind, time), so scheduling one twice leaves one (with the trace of the
+/// last schedule); [`unschedule`](Self::unschedule) removes that one timer
+/// and [`clear`](Self::clear) every timer of the key and kind, both
+/// succeeding when there is nothing to remove; [`scheduled`](Self::scheduled) and
 /// [`load`](Self::load) always agree with each other and with the
 /// operations that completed before them; partitions (and topics) are
 /// independent of each other. Clones share the same timers.
 pub trait TimerStore: Clone + Send + Sync + 'static {
-    /// Adds a timer. Idempotent: scheduling an existing (key, time) again
-    /// only replaces its `trace`.
+    /// Adds a timer. Idempotent: scheduling an existing (key, kind, time)
+    /// again only replaces its `trace`.
     fn schedule(
         &self,
         partition: &TopicPartition,
         entry: TimerEntry,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Removes the key's timer at `time`, if there is one.
+    /// Removes the key's timer of `kind` at `time`, if there is one.
     fn unschedule(
         &self,
         partition: &TopicPartition,
         key: &Key,
+        kind: TimerKind,
         time: Timestamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Removes every timer of the key.
+    /// Removes every timer of the key of `kind`.
     fn clear(
         &self,
         partition: &TopicPartition,
         key: &Key,
+        kind: TimerKind,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// The times of the key's timers, ascending.
+    /// The times of the key's timers of `kind`, ascending.
     fn scheduled(
         &self,
         partition: &TopicPartition,
         key: &Key,
+        kind: TimerKind,
     ) -> impl Future<Output = Result<Vec<Timestamp>, StoreError>> + Send;
 
-    /// Every timer of the partition with `from <= time < until`, ordered by
-    /// (time, key). Implementations read only the slabs the range touches
+    /// Every timer of the partition with `from <= time < until`, of every
+    /// kind, ordered by (time, key, kind). Implementations read only the slabs the range touches
     /// ([`SlabSize::slabs`]).
     fn load(
         &self,

@@ -1,19 +1,19 @@
 //! One partition's timer access: the store, and notices to the partition
 //! task so what it holds in memory follows what handlers change.
 
-use super::{TimerAccess, TimerFuture, TimerOp};
+use super::{Due, TimerAccess, TimerFuture, TimerOp};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::timer::{TimerEntry, TimerStore, to_seconds};
+use crate::store::timer::{TimerEntry, TimerKind, TimerStore, to_seconds};
 use tokio::sync::mpsc;
 
 /// A change the partition task applies to its due queue.
 #[derive(Debug)]
 pub(crate) enum Notice {
-    Scheduled(Key, i64),
-    Unscheduled(Key, i64),
-    Cleared(Key),
+    Scheduled(Key, i64, TimerKind),
+    Unscheduled(Key, i64, TimerKind),
+    Cleared(Key, TimerKind),
 }
 
 /// The timers of one partition, for its handlers' contexts.
@@ -29,21 +29,28 @@ pub(crate) struct PartitionTimers<T> {
 }
 
 impl<T: TimerStore> PartitionTimers<T> {
-    async fn write(&self, key: &Key, ops: Vec<TimerOp>) -> Result<(), crate::store::StoreError> {
+    async fn write(
+        &self,
+        key: &Key,
+        kind: TimerKind,
+        ops: Vec<TimerOp>,
+    ) -> Result<(), crate::store::StoreError> {
         for op in ops {
             let notice = match op {
                 TimerOp::Schedule(time) => {
-                    let entry = TimerEntry::new(key.clone(), time);
+                    let entry = TimerEntry::new(key.clone(), time).with_kind(kind);
                     self.store.schedule(&self.partition, entry).await?;
-                    Notice::Scheduled(key.clone(), to_seconds(time))
+                    Notice::Scheduled(key.clone(), to_seconds(time), kind)
                 }
                 TimerOp::Unschedule(time) => {
-                    self.store.unschedule(&self.partition, key, time).await?;
-                    Notice::Unscheduled(key.clone(), to_seconds(time))
+                    self.store
+                        .unschedule(&self.partition, key, kind, time)
+                        .await?;
+                    Notice::Unscheduled(key.clone(), to_seconds(time), kind)
                 }
                 TimerOp::Clear => {
-                    self.store.clear(&self.partition, key).await?;
-                    Notice::Cleared(key.clone())
+                    self.store.clear(&self.partition, key, kind).await?;
+                    Notice::Cleared(key.clone(), kind)
                 }
             };
             // The partition task is gone after a revocation: its next owner
@@ -55,24 +62,33 @@ impl<T: TimerStore> PartitionTimers<T> {
 }
 
 impl<T: TimerStore> TimerAccess for PartitionTimers<T> {
-    fn scheduled<'a>(&'a self, key: &'a Key) -> TimerFuture<'a, Vec<Timestamp>> {
-        Box::pin(self.store.scheduled(&self.partition, key))
+    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> TimerFuture<'a, Vec<Timestamp>> {
+        Box::pin(self.store.scheduled(&self.partition, key, kind))
     }
 
-    fn apply<'a>(&'a self, key: &'a Key, ops: Vec<TimerOp>) -> TimerFuture<'a, ()> {
-        Box::pin(self.write(key, ops))
+    fn apply<'a>(
+        &'a self,
+        key: &'a Key,
+        kind: TimerKind,
+        ops: Vec<TimerOp>,
+    ) -> TimerFuture<'a, ()> {
+        Box::pin(self.write(key, kind, ops))
     }
 
-    fn fired<'a>(&'a self, key: &'a Key, time: Timestamp) -> TimerFuture<'a, ()> {
-        Box::pin(self.store.unschedule(&self.partition, key, time))
+    fn fired<'a>(&'a self, key: &'a Key, kind: TimerKind, time: Timestamp) -> TimerFuture<'a, ()> {
+        Box::pin(self.store.unschedule(&self.partition, key, kind, time))
     }
 
-    fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<(Key, i64)>> {
+    fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<Due>> {
         Box::pin(async move {
             let entries = self.store.load(&self.partition, from, until).await?;
             Ok(entries
                 .into_iter()
-                .map(|entry| (entry.key, to_seconds(entry.time)))
+                .map(|entry| Due {
+                    key: entry.key,
+                    second: to_seconds(entry.time),
+                    kind: entry.kind,
+                })
                 .collect())
         })
     }

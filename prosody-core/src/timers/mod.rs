@@ -10,7 +10,7 @@ pub(crate) use due::DueQueue;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::StoreError;
-use crate::store::timer::round_to_second;
+use crate::store::timer::{TimerKind, round_to_second};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -36,33 +36,44 @@ pub(crate) enum TimerOp {
     Clear,
 }
 
+/// A timer of a partition as the runtime holds it: ordered by second, then
+/// key, then kind, the order it fires in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Due {
+    pub(crate) second: i64,
+    pub(crate) key: Key,
+    pub(crate) kind: TimerKind,
+}
+
 /// A boxed future of the timer access (timer calls are off the hot path).
 pub(crate) type TimerFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// What the runtime gives a context to reach its partition's timers.
 pub(crate) trait TimerAccess: Send + Sync {
-    /// The key's stored times, ascending.
-    fn scheduled<'a>(&'a self, key: &'a Key) -> TimerFuture<'a, Vec<Timestamp>>;
+    /// The key's stored times of `kind`, ascending.
+    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> TimerFuture<'a, Vec<Timestamp>>;
 
-    /// Writes the changes of a successful attempt, in order, and tells the
+    /// Writes changes to the key's timers of `kind`, in order, and tells the
     /// partition.
-    fn apply<'a>(&'a self, key: &'a Key, ops: Vec<TimerOp>) -> TimerFuture<'a, ()>;
+    fn apply<'a>(&'a self, key: &'a Key, kind: TimerKind, ops: Vec<TimerOp>)
+    -> TimerFuture<'a, ()>;
 
     /// Removes a timer that fired and settled (the partition already let go
     /// of it).
-    fn fired<'a>(&'a self, key: &'a Key, time: Timestamp) -> TimerFuture<'a, ()>;
+    fn fired<'a>(&'a self, key: &'a Key, kind: TimerKind, time: Timestamp) -> TimerFuture<'a, ()>;
 
-    /// The partition's timers with `from <= time < until`, as (key, second).
-    fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<(Key, i64)>>;
+    /// The partition's timers with `from <= time < until`, of every kind.
+    fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<Due>>;
 }
 
 /// The timers of one handler attempt.
 ///
-/// Invariant: changes are staged in the attempt's own list and reach the
-/// store only through `Timers::commit`, which the handler service calls
-/// after the handler succeeded; a failed attempt's list is dropped, so it
-/// leaves no trace.
+/// Invariant: a handler's changes (application timers) are staged in the
+/// attempt's own list and reach the store only through `Timers::commit`,
+/// which the handler service calls after the handler succeeded; a failed
+/// attempt's list is dropped, so it leaves no trace. The defer stage writes
+/// its own timers (of [`TimerKind::Defer`]) directly, with `Timers::write`.
 #[derive(Clone)]
 pub struct Timers {
     access: Arc<dyn TimerAccess>,
@@ -71,6 +82,11 @@ pub struct Timers {
     /// copies of every attempt, so the runtime can tell whether a settled
     /// timer was already removed by its handler's commit.
     committed: Arc<AtomicBool>,
+    /// For a firing application timer: when the defer stage asked to run it
+    /// again instead of removing it (shared like `committed`).
+    retry_at: Arc<Mutex<Option<Timestamp>>>,
+    /// For a firing timer: how many times it was deferred already.
+    deferrals: u32,
 }
 
 impl std::fmt::Debug for Timers {
@@ -85,7 +101,16 @@ impl Timers {
             access,
             staged: Arc::default(),
             committed: Arc::default(),
+            retry_at: Arc::default(),
+            deferrals: 0,
         }
+    }
+
+    /// The timers of a firing timer that was deferred `deferrals` times.
+    #[must_use]
+    pub(crate) fn with_deferrals(mut self, deferrals: u32) -> Self {
+        self.deferrals = deferrals;
+        self
     }
 
     /// The same timers with an empty staging list, for a new attempt.
@@ -95,7 +120,42 @@ impl Timers {
             access: Arc::clone(&self.access),
             staged: Arc::default(),
             committed: Arc::clone(&self.committed),
+            retry_at: Arc::clone(&self.retry_at),
+            deferrals: self.deferrals,
         }
+    }
+
+    /// The same timers for another event of the key: nothing staged, not
+    /// committed, no retry asked.
+    #[must_use]
+    pub(crate) fn detached(&self) -> Self {
+        Self::new(Arc::clone(&self.access))
+    }
+
+    /// How many times the firing timer was deferred already.
+    pub(crate) fn deferrals(&self) -> u32 {
+        self.deferrals
+    }
+
+    /// Asks the runtime to keep the firing application timer and run it
+    /// again at `at`, instead of removing it once it settles.
+    pub(crate) fn retry_at(&self, at: Timestamp) {
+        *self.retry_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// When the firing timer is to run again, if the defer stage asked.
+    pub(crate) fn retry_requested(&self) -> Option<Timestamp> {
+        *self.retry_at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes changes to the key's timers of `kind` now, unstaged.
+    pub(crate) async fn write(
+        &self,
+        key: &Key,
+        kind: TimerKind,
+        ops: Vec<TimerOp>,
+    ) -> Result<(), StoreError> {
+        self.access.apply(key, kind, ops).await
     }
 
     /// Whether an attempt of this event committed its changes.
@@ -119,8 +179,12 @@ impl Timers {
 
     /// The key's times as the attempt sees them: stored, then staged.
     pub(crate) async fn scheduled(&self, key: &Key) -> Result<Vec<Timestamp>, TimerError> {
-        let mut times: BTreeSet<Timestamp> =
-            self.access.scheduled(key).await?.into_iter().collect();
+        let mut times: BTreeSet<Timestamp> = self
+            .access
+            .scheduled(key, TimerKind::Application)
+            .await?
+            .into_iter()
+            .collect();
         for op in self.staged() {
             match op {
                 TimerOp::Schedule(time) => {
@@ -139,7 +203,7 @@ impl Timers {
     pub(crate) async fn commit(&self, key: &Key) -> Result<(), StoreError> {
         let ops = std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner));
         if !ops.is_empty() {
-            self.access.apply(key, ops).await?;
+            self.access.apply(key, TimerKind::Application, ops).await?;
         }
         self.committed.store(true, Ordering::Release);
         Ok(())

@@ -81,9 +81,15 @@ impl<'a, S: DeferStore> Queue<'a, S> {
         Ok(())
     }
 
+    /// The queue, after checking that `peek`, when it answers, agrees.
     async fn deferred(&self) -> Result<Option<Deferred>, Failure> {
         let Self { store, tp, key } = self;
-        call(&format!("deferred({tp}, {key:?})"), store.deferred(tp, key)).await
+        let deferred = call(&format!("deferred({tp}, {key:?})"), store.deferred(tp, key)).await?;
+        if let Some(peeked) = store.peek(tp, key) {
+            let what = format!("peek({tp}, {key:?}) against deferred");
+            ensure_eq(&what, &deferred.is_some(), &peeked)?;
+        }
+        Ok(deferred)
     }
 
     /// Checks the queue: `None` for nothing deferred, else the offsets and

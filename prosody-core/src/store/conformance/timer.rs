@@ -20,8 +20,11 @@ use super::{Checked, ensure_eq};
 use crate::broker::conformance::Failure;
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::timer::{TimerEntry, TimerStore};
-use fixture::{Topics, at, at_ms, clear, ensure_scheduled, load, schedule, trace, unschedule};
+use crate::store::timer::{TimerEntry, TimerKind, TimerStore};
+use fixture::{
+    Topics, at, at_ms, clear, clear_kind, ensure_scheduled, load, schedule, scheduled, trace,
+    unschedule, unschedule_kind,
+};
 
 /// The time the checks' timers lie around: 2030-01-01T00:00:00Z.
 pub const BASE: Timestamp = Timestamp::from_millis(1_893_456_000_000);
@@ -318,6 +321,57 @@ pub async fn load_returns_exactly_the_range(store: &impl TimerStore) -> Checked 
     Ok(())
 }
 
+/// Kinds are independent: a key's application and defer timers at the same
+/// second are two timers; `scheduled`, `unschedule` and `clear` of one kind
+/// leave the other; `load` returns both, ordered by (time, key, kind).
+pub async fn kinds_are_independent(store: &impl TimerStore) -> Checked {
+    let topics = Topics::new("kinds");
+    let p = topics.partition(0);
+    let key = Key::from("k");
+    let app = |t: i64| TimerEntry::new(key.clone(), at(t));
+    let defer = |t: i64| app(t).with_kind(TimerKind::Defer);
+    for entry in [defer(10), app(10), app(20), defer(30)] {
+        schedule(store, &p, entry).await?;
+    }
+    let kinds = async |when: &str, application: &[Timestamp], deferred: &[Timestamp]| {
+        ensure_scheduled(store, &p, &key, application, when).await?;
+        ensure_eq(
+            &format!("scheduled({p}, {key:?}, Defer) {when}"),
+            &deferred.to_vec(),
+            &scheduled(store, &p, &key, TimerKind::Defer).await?,
+        )
+    };
+    kinds(
+        "after scheduling both kinds",
+        &[at(10), at(20)],
+        &[at(10), at(30)],
+    )
+    .await?;
+    ensure_eq(
+        "load of both kinds at one second",
+        &vec![app(10), defer(10), app(20), defer(30)],
+        &load(store, &p, at(0), at(HOUR)).await?,
+    )?;
+    unschedule_kind(store, &p, &key, TimerKind::Defer, at(10)).await?;
+    kinds(
+        "after unscheduling the defer timer at 10 s",
+        &[at(10), at(20)],
+        &[at(30)],
+    )
+    .await?;
+    clear(store, &p, &key).await?;
+    kinds("after clearing the application timers", &[], &[at(30)]).await?;
+    schedule(store, &p, app(30)).await?;
+    clear_kind(store, &p, &key, TimerKind::Defer).await?;
+    kinds("after clearing the defer timers", &[at(30)], &[]).await?;
+    unschedule(store, &p, &key, at(30)).await?;
+    ensure_eq(
+        "load after removing every timer",
+        &Vec::new(),
+        &load(store, &p, at(0), at(HOUR)).await?,
+    )
+}
+
 /// Runs every check; the failure names each check that failed.
 pub async fn run_all(store: &impl TimerStore) -> Checked {
     let mut failures = Vec::new();
@@ -354,6 +408,7 @@ pub async fn run_all(store: &impl TimerStore) -> Checked {
         "load_returns_exactly_the_range",
         load_returns_exactly_the_range(store).await,
     );
+    record("kinds_are_independent", kinds_are_independent(store).await);
     record(
         "interleaved_operations_keep_slabs_and_keys_consistent",
         interleaved_operations_keep_slabs_and_keys_consistent(store).await,

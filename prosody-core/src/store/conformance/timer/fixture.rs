@@ -7,7 +7,7 @@ use crate::broker::conformance::Failure;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::conformance::{Checked, call, ensure_eq};
-use crate::store::timer::{TimerEntry, TimerStore};
+use crate::store::timer::{TimerEntry, TimerKind, TimerStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -65,8 +65,18 @@ pub(super) async fn unschedule(
     key: &Key,
     time: Timestamp,
 ) -> Checked {
-    let what = format!("unschedule({partition}, {key:?}, {time:?})");
-    call(&what, store.unschedule(partition, key, time)).await
+    unschedule_kind(store, partition, key, TimerKind::Application, time).await
+}
+
+pub(super) async fn unschedule_kind(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    key: &Key,
+    kind: TimerKind,
+    time: Timestamp,
+) -> Checked {
+    let what = format!("unschedule({partition}, {key:?}, {kind:?}, {time:?})");
+    call(&what, store.unschedule(partition, key, kind, time)).await
 }
 
 pub(super) async fn clear(
@@ -74,17 +84,27 @@ pub(super) async fn clear(
     partition: &TopicPartition,
     key: &Key,
 ) -> Checked {
-    let what = format!("clear({partition}, {key:?})");
-    call(&what, store.clear(partition, key)).await
+    clear_kind(store, partition, key, TimerKind::Application).await
+}
+
+pub(super) async fn clear_kind(
+    store: &impl TimerStore,
+    partition: &TopicPartition,
+    key: &Key,
+    kind: TimerKind,
+) -> Checked {
+    let what = format!("clear({partition}, {key:?}, {kind:?})");
+    call(&what, store.clear(partition, key, kind)).await
 }
 
 pub(super) async fn scheduled(
     store: &impl TimerStore,
     partition: &TopicPartition,
     key: &Key,
+    kind: TimerKind,
 ) -> Result<Vec<Timestamp>, Failure> {
-    let what = format!("scheduled({partition}, {key:?})");
-    call(&what, store.scheduled(partition, key)).await
+    let what = format!("scheduled({partition}, {key:?}, {kind:?})");
+    call(&what, store.scheduled(partition, key, kind)).await
 }
 
 pub(super) async fn load(
@@ -97,7 +117,8 @@ pub(super) async fn load(
     call(&what, store.load(partition, from, until)).await
 }
 
-/// Checks that `scheduled` of `key` in `partition` is `expected`.
+/// Checks that `scheduled` of `key`'s application timers in `partition` is
+/// `expected`.
 pub(super) async fn ensure_scheduled(
     store: &impl TimerStore,
     partition: &TopicPartition,
@@ -108,7 +129,7 @@ pub(super) async fn ensure_scheduled(
     ensure_eq(
         &format!("scheduled({partition}, {key:?}) {when}"),
         &expected.to_vec(),
-        &scheduled(store, partition, key).await?,
+        &scheduled(store, partition, key, TimerKind::Application).await?,
     )
 }
 

@@ -2,13 +2,13 @@
 //! clears on a few keys of two partitions, with times spanning several
 //! slabs, compared with a model after every step.
 
-use super::fixture::{Topics, at, at_ms, clear, load, schedule, scheduled, unschedule};
+use super::fixture::{Topics, at, at_ms, clear_kind, load, schedule, scheduled, unschedule_kind};
 use super::{Checked, HOUR};
 use crate::broker::conformance::Failure;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::conformance::ensure_eq;
-use crate::store::timer::{TimerEntry, TimerStore, round_to_second};
+use crate::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -72,34 +72,46 @@ impl XorShift {
 
 /// The timers of one partition: what the store must hold, ordered as
 /// `load` returns them.
-type Partition = BTreeMap<(Timestamp, Key), Option<Arc<str>>>;
+type Partition = BTreeMap<(Timestamp, Key, TimerKind), Option<Arc<str>>>;
 
 #[derive(Debug)]
 enum Op {
     Schedule(usize, TimerEntry),
-    Unschedule(usize, Key, Timestamp),
-    Clear(usize, Key),
+    Unschedule(usize, Key, TimerKind, Timestamp),
+    Clear(usize, Key, TimerKind),
 }
 
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Schedule(p, e) => write!(f, "schedule(partition {p}, {e:?})"),
-            Self::Unschedule(p, k, t) => write!(f, "unschedule(partition {p}, {k:?}, {t:?})"),
-            Self::Clear(p, k) => write!(f, "clear(partition {p}, {k:?})"),
+            Self::Unschedule(p, key, kind, time) => {
+                write!(f, "unschedule(partition {p}, {key:?}, {kind:?}, {time:?})")
+            }
+            Self::Clear(p, key, kind) => write!(f, "clear(partition {p}, {key:?}, {kind:?})"),
         }
     }
 }
 
 /// A timer the model holds, picked at random, its time moved by a
 /// sub-second offset that rounds back to it.
-fn existing(rng: &mut XorShift, model: &Partition) -> Option<(Key, Timestamp)> {
-    let (time, key) = model.keys().nth(rng.below(model.len()))?;
+fn existing(rng: &mut XorShift, model: &Partition) -> Option<(Key, TimerKind, Timestamp)> {
+    let (time, key, kind) = model.keys().nth(rng.below(model.len()))?;
     let offset = rng.between(-400, 500);
     Some((
         key.clone(),
+        *kind,
         Timestamp::from_millis(time.as_millis() + offset),
     ))
+}
+
+/// A kind: mostly application timers, a quarter defer timers.
+fn kind(rng: &mut XorShift) -> TimerKind {
+    if rng.below(4) == 0 {
+        TimerKind::Defer
+    } else {
+        TimerKind::Application
+    }
 }
 
 /// The next operation: mostly schedules (a quarter of them of timers that
@@ -114,11 +126,11 @@ fn next_op(rng: &mut XorShift, models: &[Partition], step: usize) -> Op {
         model
             .filter(|_| prefer_existing)
             .and_then(|m| existing(rng, m))
-            .unwrap_or_else(|| (rng.key(), rng.time()))
+            .unwrap_or_else(|| (rng.key(), kind(rng), rng.time()))
     };
     if roll < 11 {
-        let (key, time) = pick(rng, !reuse);
-        let entry = TimerEntry::new(key, time);
+        let (key, kind, time) = pick(rng, !reuse);
+        let entry = TimerEntry::new(key, time).with_kind(kind);
         let entry = if step % 2 == 0 {
             entry.with_trace(format!("00-{step:032x}-{roll:016x}-01"))
         } else {
@@ -126,10 +138,10 @@ fn next_op(rng: &mut XorShift, models: &[Partition], step: usize) -> Op {
         };
         Op::Schedule(p, entry)
     } else if roll < 18 {
-        let (key, time) = pick(rng, reuse);
-        Op::Unschedule(p, key, time)
+        let (key, kind, time) = pick(rng, reuse);
+        Op::Unschedule(p, key, kind, time)
     } else {
-        Op::Clear(p, rng.key())
+        Op::Clear(p, rng.key(), kind(rng))
     }
 }
 
@@ -138,29 +150,30 @@ fn apply(models: &mut [Partition], op: &Op) {
         Op::Schedule(p, entry) => {
             if let Some(model) = models.get_mut(*p) {
                 let time = round_to_second(entry.time);
-                model.insert((time, entry.key.clone()), entry.trace.clone());
+                model.insert((time, entry.key.clone(), entry.kind), entry.trace.clone());
             }
         }
-        Op::Unschedule(p, key, time) => {
+        Op::Unschedule(p, key, kind, time) => {
             if let Some(model) = models.get_mut(*p) {
-                model.remove(&(round_to_second(*time), key.clone()));
+                model.remove(&(round_to_second(*time), key.clone(), *kind));
             }
         }
-        Op::Clear(p, key) => {
+        Op::Clear(p, key, kind) => {
             if let Some(model) = models.get_mut(*p) {
-                model.retain(|(_, k), _| k != key);
+                model.retain(|(_, k, c), _| k != key || c != kind);
             }
         }
     }
 }
 
 fn entries<'a>(
-    timers: impl Iterator<Item = (&'a (Timestamp, Key), &'a Option<Arc<str>>)>,
+    timers: impl Iterator<Item = (&'a (Timestamp, Key, TimerKind), &'a Option<Arc<str>>)>,
 ) -> Vec<TimerEntry> {
     timers
-        .map(|((time, key), trace)| TimerEntry {
+        .map(|((time, key, kind), trace)| TimerEntry {
             key: key.clone(),
             time: *time,
+            kind: *kind,
             trace: trace.clone(),
         })
         .collect()
@@ -177,16 +190,18 @@ async fn verify(
     for (p, model) in (0..).zip(models) {
         let partition = topics.partition(p);
         for key in KEYS.map(Key::from) {
-            let expected: Vec<Timestamp> = model
-                .keys()
-                .filter(|(_, k)| *k == key)
-                .map(|(t, _)| *t)
-                .collect();
-            ensure_eq(
-                &format!("scheduled({partition}, {key:?})"),
-                &expected,
-                &scheduled(store, &partition, &key).await?,
-            )?;
+            for kind in [TimerKind::Application, TimerKind::Defer] {
+                let expected: Vec<Timestamp> = model
+                    .keys()
+                    .filter(|(_, k, c)| *k == key && *c == kind)
+                    .map(|(t, _, _)| *t)
+                    .collect();
+                ensure_eq(
+                    &format!("scheduled({partition}, {key:?}, {kind:?})"),
+                    &expected,
+                    &scheduled(store, &partition, &key, kind).await?,
+                )?;
+            }
         }
         ensure_eq(
             &format!("load({partition}) of every timer"),
@@ -197,7 +212,7 @@ async fn verify(
         let range = round_to_second(from)..round_to_second(until);
         ensure_eq(
             &format!("load({partition}, {from:?}, {until:?})"),
-            &entries(model.iter().filter(|((t, _), _)| range.contains(t))),
+            &entries(model.iter().filter(|((t, _, _), _)| range.contains(t))),
             &load(store, &partition, from, until).await?,
         )?;
     }
@@ -205,7 +220,7 @@ async fn verify(
 }
 
 /// A seeded pseudo-random interleaving of schedules, unschedules and clears
-/// on three keys of two partitions, at times spanning several slabs, with
+/// on three keys of two partitions, of both kinds, at times spanning several slabs, with
 /// sub-second parts: after every step, `scheduled` of every key and `load`
 /// (of the whole span and of a random range) agree with a model. That is,
 /// the slabs and the key index stay consistent with each other.
@@ -222,10 +237,13 @@ pub async fn interleaved_operations_keep_slabs_and_keys_consistent(
                 Op::Schedule(p, entry) => {
                     schedule(store, &topics.partition(index(*p)), entry.clone()).await
                 }
-                Op::Unschedule(p, key, time) => {
-                    unschedule(store, &topics.partition(index(*p)), key, *time).await
+                Op::Unschedule(p, key, kind, time) => {
+                    let partition = topics.partition(index(*p));
+                    unschedule_kind(store, &partition, key, *kind, *time).await
                 }
-                Op::Clear(p, key) => clear(store, &topics.partition(index(*p)), key).await,
+                Op::Clear(p, key, kind) => {
+                    clear_kind(store, &topics.partition(index(*p)), key, *kind).await
+                }
             };
             apply(&mut models, &op);
             let checked = match result {

@@ -1,5 +1,5 @@
 //! A bounded map that evicts its least recently used entry; shared by the
-//! dedup and monopolization layers.
+//! dedup and monopolization layers and the record loader.
 
 use crate::hash::FastMap;
 use std::hash::Hash;

@@ -1,0 +1,307 @@
+//! The stage's slow paths: setting a record aside, storing a key's later
+//! records behind it, and draining a key's backlog when its timer fires.
+
+use super::future::{Boxed, Failed, failed};
+use super::{Origin, Shared};
+use crate::broker::TopicPartition;
+use crate::clock::{self, Timestamp};
+use crate::codec::{Codec, decode_record};
+use crate::context::Demand;
+use crate::error::{Category, HandlerError};
+use crate::event::Event;
+use crate::handler::{EventRequest, Settlement};
+use crate::key::Key;
+use crate::loader::Loader;
+use crate::store::defer::DeferStore;
+use crate::store::timer::{TimerKind, round_to_second};
+use crate::timers::TimerOp;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::{Service, ServiceExt};
+use tracing::{debug, error, warn};
+
+/// The partition stops: the backlog stays for its next owner.
+#[derive(Debug, thiserror::Error)]
+#[error("the partition is shutting down; the deferred backlog waits for its next owner")]
+struct ShuttingDown;
+
+/// A context without timers (built outside the runtime) cannot defer.
+#[derive(Debug, thiserror::Error)]
+#[error("this context has no timers, so the event cannot be deferred")]
+struct NoTimers;
+
+/// The second, `delay` from now, at which a defer timer is set: rounded to
+/// the second as timers are, and after `not_before` (the firing timer's own
+/// second, which the runtime removes once the firing settles).
+pub(super) fn after(delay: Duration, not_before: Option<Timestamp>) -> Timestamp {
+    let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    let at = round_to_second(Timestamp::from_millis(
+        clock::now().as_millis().saturating_add(delay),
+    ));
+    match not_before {
+        Some(fired) if at <= fired => {
+            Timestamp::from_millis(fired.as_millis().saturating_add(1000))
+        }
+        _ => at,
+    }
+}
+
+/// Sets a failed record aside: its key's defer timer first, then its
+/// offset, so a stored offset always has a timer. Either write failing
+/// fails the event with `error`, for the retry stage.
+pub(super) fn defer<R, D, L, K>(
+    shared: Arc<Shared<D, L, K>>,
+    origin: Origin,
+    error: HandlerError,
+) -> Boxed<R>
+where
+    R: Settlement + Send + 'static,
+    D: DeferStore,
+    L: Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    Box::pin(async move {
+        let Origin::Record {
+            partition,
+            key,
+            offset,
+            context,
+        } = origin
+        else {
+            return Err(error);
+        };
+        let Some(timers) = context.timers() else {
+            debug!(%key, offset, "{NoTimers}");
+            return Err(error);
+        };
+        let delay = shared.config.delay(1);
+        let at = after(delay, None);
+        let written = async {
+            timers
+                .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at)])
+                .await?;
+            shared.store.defer(&partition, &key, offset).await
+        };
+        if let Err(store) = written.await {
+            warn!(%key, offset, %store, "deferring failed; the retry stage tries again");
+            return Err(error);
+        }
+        warn!(%error, %partition, %key, offset, ?delay, "transient failure; message deferred");
+        Ok(R::unhandled())
+    })
+}
+
+/// A record of a key the store could not peek: stored behind the key's
+/// backlog if it has one, else handled by the ready service `ready`.
+pub(super) fn lookup<S, D, L, K>(
+    shared: Arc<Shared<D, L, K>>,
+    mut ready: S,
+    request: EventRequest<K::Value>,
+    origin: Origin,
+) -> Boxed<S::Response>
+where
+    K: Codec,
+    S: Service<EventRequest<K::Value>, Error = HandlerError> + Send + 'static,
+    S::Response: Settlement + Send + 'static,
+    S::Future: Send,
+    D: DeferStore,
+    L: Send + Sync + 'static,
+{
+    Box::pin(async move {
+        let Origin::Record {
+            partition,
+            key,
+            offset,
+            ..
+        } = &origin
+        else {
+            return ready.call(request).await;
+        };
+        let backlog = shared
+            .store
+            .deferred(partition, key)
+            .await
+            .map_err(HandlerError::transient)?;
+        if backlog.is_some() {
+            return behind(&shared, partition, key, *offset).await;
+        }
+        let result = ready.call(request).await;
+        match failed(&shared, &origin, result) {
+            Failed::Returned(result) => result,
+            Failed::Defer(error) => defer(shared, origin, error).await,
+        }
+    })
+}
+
+/// Stores a record behind its key's backlog, unhandled, to keep the key's
+/// order.
+async fn behind<R: Settlement, D: DeferStore, L, K>(
+    shared: &Shared<D, L, K>,
+    partition: &TopicPartition,
+    key: &Key,
+    offset: i64,
+) -> Result<R, HandlerError> {
+    shared
+        .store
+        .defer(partition, key, offset)
+        .await
+        .map_err(HandlerError::transient)?;
+    debug!(%partition, %key, offset, "message deferred behind its key's backlog");
+    Ok(R::unhandled())
+}
+
+/// Stores a record behind its key's backlog, boxed, for a key the store
+/// peeked as deferred.
+pub(super) fn defer_behind<R, D, L, K>(shared: Arc<Shared<D, L, K>>, origin: Origin) -> Boxed<R>
+where
+    R: Settlement + Send + 'static,
+    D: DeferStore,
+    L: Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    Box::pin(async move {
+        match &origin {
+            Origin::Record {
+                partition,
+                key,
+                offset,
+                ..
+            } => behind(&shared, partition, key, *offset).await,
+            Origin::Timer { .. } => Ok(R::unhandled()),
+        }
+    })
+}
+
+/// A defer timer fired: retries the key's deferred records head first
+/// until the backlog is empty (the firing timer is then removed by the
+/// runtime) or one fails (a new timer is set, after the delay its retry
+/// count gives, before the firing one goes).
+pub(super) fn drain<S, D, L, K>(
+    shared: Arc<Shared<D, L, K>>,
+    inner: S,
+    request: EventRequest<K::Value>,
+) -> Boxed<S::Response>
+where
+    K: Codec,
+    S: Service<EventRequest<K::Value>, Error = HandlerError> + Clone + Send + 'static,
+    S::Response: Settlement + Send + 'static,
+    S::Future: Send,
+    D: DeferStore,
+    L: Loader,
+{
+    Box::pin(async move {
+        let EventRequest { event, context } = request;
+        let Event::Timer(timer) = event else {
+            return Err(HandlerError::permanent(NoTimers));
+        };
+        let Some(timers) = context.timers().cloned() else {
+            return Err(HandlerError::permanent(NoTimers));
+        };
+        let key = timer.key;
+        let partition = TopicPartition::new(Arc::clone(context.topic()), context.partition());
+        let store = &shared.store;
+        loop {
+            if context.is_shutting_down() {
+                return Err(HandlerError::transient(ShuttingDown));
+            }
+            let deferred = store
+                .deferred(&partition, &key)
+                .await
+                .map_err(HandlerError::transient)?;
+            let Some((head, retries)) = deferred.and_then(|d| Some((d.head()?, d.retries))) else {
+                return Ok(S::Response::unhandled());
+            };
+            let result = match load(&shared, &partition, &key, head).await {
+                Loaded::Event(event) => {
+                    let attempt = context
+                        .clone()
+                        .with_timers(timers.detached())
+                        .with_demand(Demand::Failure)
+                        .with_attempt(retries.saturating_add(2));
+                    let request = EventRequest {
+                        event,
+                        context: attempt,
+                    };
+                    inner.clone().oneshot(request).await
+                }
+                Loaded::Gone => Err(HandlerError::permanent(Gone)),
+                Loaded::Failed(error) => Err(error),
+            };
+            match result {
+                Ok(_) => {
+                    shared.record(false);
+                }
+                Err(error) => match error.category() {
+                    Category::Permanent => {
+                        error!(%error, %partition, %key, offset = head,
+                            "deferred message failed permanently; settled without success");
+                    }
+                    Category::Terminal => return Err(error),
+                    Category::Transient => {
+                        if context.is_shutting_down() || !shared.record(true) {
+                            return Err(error);
+                        }
+                        let retries = store
+                            .retried(&partition, &key)
+                            .await
+                            .map_err(HandlerError::transient)?;
+                        let delay = shared.config.delay(retries.saturating_add(1));
+                        let at = after(delay, Some(timer.time));
+                        timers
+                            .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at)])
+                            .await
+                            .map_err(HandlerError::transient)?;
+                        warn!(%error, %partition, %key, offset = head, retries, ?delay,
+                            "deferred message failed again; retrying later");
+                        return Ok(S::Response::unhandled());
+                    }
+                },
+            }
+            store
+                .complete(&partition, &key, head)
+                .await
+                .map_err(HandlerError::transient)?;
+        }
+    })
+}
+
+/// The log no longer holds a deferred record.
+#[derive(Debug, thiserror::Error)]
+#[error("the deferred record is no longer in the log (retention or compaction)")]
+struct Gone;
+
+/// A loaded record does not belong to the key it was deferred for.
+#[derive(Debug, thiserror::Error)]
+#[error("the record at the deferred offset has key {found:?}, not the deferred key")]
+struct OtherKey {
+    found: String,
+}
+
+enum Loaded<P> {
+    Event(Event<P>),
+    Gone,
+    Failed(HandlerError),
+}
+
+/// Reads the deferred record at `offset` back and decodes it for `key`.
+async fn load<D, L: Loader, K: Codec>(
+    shared: &Shared<D, L, K>,
+    partition: &TopicPartition,
+    key: &Key,
+    offset: i64,
+) -> Loaded<K::Value> {
+    let record = match shared.loader.load(partition, offset).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return Loaded::Gone,
+        Err(error) => return Loaded::Failed(HandlerError::transient(error)),
+    };
+    let found = record.key.as_deref().unwrap_or_default();
+    if found != key.as_str().as_bytes() {
+        let found = String::from_utf8_lossy(found).into_owned();
+        return Loaded::Failed(HandlerError::permanent(OtherKey { found }));
+    }
+    match decode_record(&shared.codec, key, &record) {
+        Ok(event) => Loaded::Event(event),
+        Err(error) => Loaded::Failed(error),
+    }
+}

@@ -1,0 +1,127 @@
+//! The failure-rate gate: deferral pauses while nearly everything fails.
+
+use crate::clock;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// Buckets the window is cut into; the window slides one bucket at a time.
+const BUCKETS: usize = 30;
+
+/// [`BUCKETS`] as a bucket index distance.
+const SPAN: i64 = 30;
+
+/// Fewer events than this in the window never close the gate: one failure
+/// on a quiet service is not a failure rate.
+pub(crate) const MIN_EVENTS: u64 = 10;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Bucket {
+    /// Which stretch of `width` milliseconds of the clock it counts.
+    index: i64,
+    events: u64,
+    failures: u64,
+}
+
+/// Counts of events and transient failures over a sliding window.
+///
+/// Invariant: the gate is open (deferral allowed) unless the buckets of the
+/// last `window` hold at least [`MIN_EVENTS`] events of which more than
+/// `threshold` failed. A bucket older than the window counts nothing: it
+/// is reset when its slot is reused, and skipped when read. Memory is the
+/// fixed ring of buckets.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    threshold: f64,
+    /// Milliseconds per bucket, at least one.
+    width: i64,
+    buckets: Mutex<[Bucket; BUCKETS]>,
+}
+
+impl Gate {
+    pub(crate) fn new(window: Duration, threshold: f64) -> Self {
+        let width = i64::try_from(window.as_millis() / BUCKETS as u128).unwrap_or(i64::MAX);
+        Self {
+            threshold,
+            width: width.max(1),
+            buckets: Mutex::new([Bucket::default(); BUCKETS]),
+        }
+    }
+
+    /// Counts one event; returns whether the gate is open afterwards.
+    pub(crate) fn record(&self, failed: bool) -> bool {
+        let now = clock::now().as_millis().div_euclid(self.width);
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = usize::try_from(now.rem_euclid(SPAN)).unwrap_or(0);
+        if let Some(bucket) = buckets.get_mut(slot) {
+            if bucket.index != now {
+                *bucket = Bucket {
+                    index: now,
+                    ..Bucket::default()
+                };
+            }
+            bucket.events += 1;
+            bucket.failures += u64::from(failed);
+        }
+        let oldest = now - (SPAN - 1);
+        let (events, failures) = buckets
+            .iter()
+            .filter(|bucket| (oldest..=now).contains(&bucket.index))
+            .fold((0, 0), |(e, f), b| (e + b.events, f + b.failures));
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "a rate needs no more than f64 gives"
+        )]
+        let rate = failures as f64 / events.max(1) as f64;
+        events < MIN_EVENTS || rate <= self.threshold
+    }
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss,
+    reason = "test times and counts are small"
+)]
+mod tests {
+    use super::{Gate, MIN_EVENTS};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    const WINDOW: Duration = Duration::from_secs(300);
+
+    proptest! {
+        /// Against a model that keeps every event with its time: the gate
+        /// is open exactly when the events of the last window (to bucket
+        /// precision) are too few or fail at most at the threshold.
+        #[test]
+        fn opens_and_closes_with_the_windowed_rate(
+            steps in proptest::collection::vec((0u64..40_000, any::<bool>()), 1..200),
+            threshold in 0.0f64..=1.0,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let gate = Gate::new(WINDOW, threshold);
+                let width = WINDOW.as_millis() as u64 / super::BUCKETS as u64;
+                let mut seen: Vec<(u64, bool)> = Vec::new();
+                let start = tokio::time::Instant::now();
+                let base = crate::clock::now().as_millis() as u64;
+                for (advance, failed) in steps {
+                    tokio::time::advance(Duration::from_millis(advance)).await;
+                    let now = base + (tokio::time::Instant::now() - start).as_millis() as u64;
+                    seen.push((now / width, failed));
+                    let current = now / width;
+                    let live: Vec<bool> = seen.iter()
+                        .filter(|(bucket, _)| bucket + super::BUCKETS as u64 > current)
+                        .map(|(_, failed)| *failed)
+                        .collect();
+                    let events = live.len() as u64;
+                    let failures = live.iter().filter(|f| **f).count() as f64;
+                    let open = events < MIN_EVENTS || failures / events as f64 <= threshold;
+                    prop_assert_eq!(gate.record(failed), open, "at {} ms", now);
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Defer: in pipeline mode, a message that fails transiently is set aside
+//! and retried later by a timer, so its partition keeps advancing and other
+//! keys keep flowing.
+//!
+//! On a transient failure of a message (or excise), the stage schedules a
+//! [`TimerKind::Defer`] timer for the key at `defer_base` from now, stores
+//! the message's offset in the [`DeferStore`], and settles the event. While
+//! the key has deferred offsets, its later messages are stored behind them
+//! without being handled. When the timer fires, the stage reads the head
+//! offset back through its [`Loader`], handles it, and on success moves on
+//! to the next; on failure it counts the retry and schedules the timer
+//! again, `defer_base` doubling up to `defer_max_delay`. A failing
+//! application timer is put off the same way: it stays stored and runs again
+//! after the delay.
+//!
+//! Invariants:
+//! - order: while a key has deferred offsets, none of its messages reaches
+//!   the inner service except the head, retried by its timer; offsets leave
+//!   the queue head first;
+//! - nothing lost: an event is settled by deferral only after its offset
+//!   is stored, and a key with deferred offsets always has a defer timer
+//!   (it is written before the first offset, and the next one before a
+//!   firing one is removed). A store error fails the event transiently, so
+//!   the retry stage tries again;
+//! - the failure-rate gate: a new transient failure is deferred only when
+//!   `defer_enabled` and at most `defer_failure_threshold` of the events of
+//!   the last `defer_failure_window` failed (see the internal `Gate`);
+//!   otherwise it goes to the retry stage, which holds the partition. Keys
+//!   already deferred keep draining either way;
+//! - a failure during shutdown is not deferred: the event stays unsettled
+//!   for the partition's next owner.
+//!
+//! Allocation: a message of a key the store can [`peek`](DeferStore::peek)
+//! as clear, and any timer of the handler, cost no allocation beyond the
+//! inner call. Deferring, store lookups and retries box one future each.
+
+mod backlog;
+mod config;
+mod future;
+mod gate;
+mod layer;
+#[cfg(test)]
+mod tests;
+
+pub use config::{DeferConfig, DeferConfigError};
+pub use future::ResponseFuture;
+pub use layer::DeferLayer;
+
+use crate::broker::TopicPartition;
+use crate::codec::Codec;
+use crate::context::Context;
+use crate::error::HandlerError;
+use crate::event::Event;
+use crate::handler::{EventRequest, Settlement};
+use crate::key::Key;
+use crate::loader::Loader;
+use crate::store::defer::DeferStore;
+use crate::store::timer::TimerKind;
+use gate::Gate;
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use tower::Service;
+
+/// What every service of one layer shares.
+pub(crate) struct Shared<D, L, K> {
+    config: DeferConfig,
+    store: D,
+    loader: L,
+    codec: K,
+    gate: Gate,
+}
+
+impl<D, L, K> Shared<D, L, K> {
+    fn new(config: DeferConfig, store: D, loader: L, codec: K) -> Self {
+        let gate = Gate::new(config.failure_window, config.failure_threshold);
+        Self {
+            config,
+            store,
+            loader,
+            codec,
+            gate,
+        }
+    }
+
+    /// Counts a handled event; returns whether a failure may be deferred.
+    fn record(&self, failed: bool) -> bool {
+        let open = self.gate.record(failed);
+        self.config.enabled && open
+    }
+}
+
+/// Where an event handled by the inner service came from, to defer it if it
+/// fails.
+pub(crate) enum Origin {
+    /// A message or excise at `offset`.
+    Record {
+        partition: TopicPartition,
+        key: Key,
+        offset: i64,
+        context: Context,
+    },
+    /// An application timer.
+    Timer { context: Context },
+}
+
+impl Origin {
+    fn context(&self) -> &Context {
+        match self {
+            Self::Record { context, .. } | Self::Timer { context } => context,
+        }
+    }
+}
+
+/// The defer service; see the module documentation.
+pub struct DeferService<S, D, L, K> {
+    inner: S,
+    shared: Arc<Shared<D, L, K>>,
+}
+
+impl<S: Clone, D, L, K> Clone for DeferService<S, D, L, K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, D, L, K> fmt::Debug for DeferService<S, D, L, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeferService")
+            .field("inner", &self.inner)
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, D, L, K> Service<EventRequest<K::Value>> for DeferService<S, D, L, K>
+where
+    K: Codec,
+    S: Service<EventRequest<K::Value>, Error = HandlerError> + Clone + Send + 'static,
+    S::Response: Settlement + Send,
+    S::Future: Send,
+    D: DeferStore,
+    L: Loader,
+{
+    type Response = S::Response;
+    type Error = HandlerError;
+    type Future = ResponseFuture<S::Future, S::Response, D, L, K>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: EventRequest<K::Value>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        let context = request.context.clone();
+        let (key, offset) = match &request.event {
+            Event::Timer(timer) if timer.kind == TimerKind::Defer => {
+                let inner = self.inner.clone();
+                return ResponseFuture::boxed(backlog::drain(shared, inner, request));
+            }
+            Event::Timer(_) => {
+                let future = self.inner.call(request);
+                return ResponseFuture::calling(future, shared, Origin::Timer { context });
+            }
+            Event::Message(message) => (message.key.clone(), message.offset),
+            Event::Excise(excise) => (excise.key.clone(), excise.offset),
+        };
+        let partition = TopicPartition::new(Arc::clone(context.topic()), context.partition());
+        let origin = Origin::Record {
+            partition,
+            key,
+            offset,
+            context,
+        };
+        let peeked = match &origin {
+            Origin::Record { partition, key, .. } => shared.store.peek(partition, key),
+            Origin::Timer { .. } => Some(false),
+        };
+        match peeked {
+            Some(false) => {
+                let future = self.inner.call(request);
+                return ResponseFuture::calling(future, shared, origin);
+            }
+            Some(true) => return ResponseFuture::boxed(backlog::defer_behind(shared, origin)),
+            None => {}
+        }
+        // The ready service goes with the lookup; a fresh clone serves the
+        // next request.
+        let fresh = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, fresh);
+        ResponseFuture::boxed(backlog::lookup(shared, ready, request, origin))
+    }
+}
