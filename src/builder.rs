@@ -5,8 +5,9 @@ use crate::config::{ConfigError, Mode, Options};
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::Broker;
+use prosody_core::loader::BrokerLoader;
 use prosody_core::{Codec, JsonCodec};
-use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryTimerStore};
+use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub struct ClientBuilder<C = JsonCodec> {
     codec: C,
     memory: Option<MemoryBroker>,
     timers: Option<MemoryTimerStore>,
+    deferred: Option<MemoryDeferStore>,
 }
 
 macro_rules! qos_setters {
@@ -56,6 +58,7 @@ impl<C: Codec> ClientBuilder<C> {
             codec,
             memory: None,
             timers: None,
+            deferred: None,
         }
     }
 
@@ -118,6 +121,25 @@ impl<C: Codec> ClientBuilder<C> {
         scheduler_cache_size: usize,
         /// Whether telemetry events are emitted (`PROSODY_TELEMETRY_ENABLED`; default true).
         telemetry_enabled: bool,
+        /// Whether pipeline mode defers new transient failures
+        /// (`PROSODY_DEFER_ENABLED`; default true).
+        defer_enabled: bool,
+        /// Wait before the first retry of a deferred event (`PROSODY_DEFER_BASE`; default 1s).
+        defer_base: Duration,
+        /// Longest wait between deferred retries (`PROSODY_DEFER_MAX_DELAY`; default 24h).
+        defer_max_delay: Duration,
+        /// Above this share of failing events, failures are retried in place
+        /// instead of deferred (`PROSODY_DEFER_FAILURE_THRESHOLD`; default 0.9).
+        defer_failure_threshold: f64,
+        /// The span the failure share is measured over
+        /// (`PROSODY_DEFER_FAILURE_WINDOW`; default 5m).
+        defer_failure_window: Duration,
+        /// Records the loader keeps for deferred retries
+        /// (`PROSODY_LOADER_CACHE_SIZE`; default 1024).
+        loader_cache_size: usize,
+        /// How long reading a deferred record back may take
+        /// (`PROSODY_LOADER_SEEK_TIMEOUT`; default 30s).
+        loader_seek_timeout: Duration,
     }
 
     /// Where records that fail for good go in low-latency mode
@@ -201,6 +223,15 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// Keeps deferred offsets in this in-memory store, so several clients
+    /// (a restart, a rebalance) share them; pair it with
+    /// [`memory_timer_store`](Self::memory_timer_store), which holds the
+    /// timers that retry them.
+    pub fn memory_defer_store(mut self, store: MemoryDeferStore) -> Self {
+        self.deferred = Some(store);
+        self
+    }
+
     /// Encodes and decodes payloads with another codec.
     pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
         ClientBuilder {
@@ -208,6 +239,7 @@ impl<C: Codec> ClientBuilder<C> {
             codec,
             memory: self.memory,
             timers: self.timers,
+            deferred: self.deferred,
         }
     }
 
@@ -223,7 +255,14 @@ impl<C: Codec> ClientBuilder<C> {
             option: "mock",
             reason: e.to_string(),
         })?;
-        let layers = Layers::new(&settings.qos, MemoryDedupStore::new(), &producer);
+        let layers = Layers::new(
+            &settings.qos,
+            MemoryDedupStore::new(),
+            &producer,
+            self.deferred.unwrap_or_default(),
+            BrokerLoader::new(broker.clone(), &settings.qos.loader),
+            self.codec.clone(),
+        );
         Ok(ProsodyClient {
             inner: Arc::new(Inner {
                 layers,

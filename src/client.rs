@@ -66,7 +66,7 @@ impl fmt::Display for ConsumerState {
 pub(crate) type Backend = MemoryBroker;
 
 pub(crate) struct Inner<C> {
-    pub(crate) layers: Layers,
+    pub(crate) layers: Layers<C>,
     pub(crate) settings: Settings,
     pub(crate) codec: C,
     pub(crate) broker: Backend,
@@ -180,7 +180,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// The configured stages of this client, to build a custom stack with
     /// `tower::ServiceBuilder` for [`ProsodyClient::subscribe_with`].
     #[must_use]
-    pub fn layers(&self) -> &Layers {
+    pub fn layers(&self) -> &Layers<C> {
         &self.inner.layers
     }
 

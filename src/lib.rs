@@ -17,5 +17,5 @@ pub use prosody_core::{
     ResultExt, Timer, Timestamp, Topic, broker, dedup, failure, log, monopolization, retry,
     scheduler, shutdown, telemetry, timeout, timers,
 };
-pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryTimerStore};
-pub use stack::Layers;
+pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
+pub use stack::{Layers, MemoryDeferLayer};

@@ -2,6 +2,8 @@
 
 use crate::config::{Mode, Qos};
 use prosody_core::dedup::DedupLayer;
+use prosody_core::defer::DeferLayer;
+use prosody_core::loader::BrokerLoader;
 use prosody_core::failure::FailureLayer;
 use prosody_core::log::LogLayer;
 use prosody_core::monopolization::MonopolizationLayer;
@@ -10,8 +12,8 @@ use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
 use prosody_core::telemetry::{NoTelemetry, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
-use prosody_core::{EventHandler, EventService, HandlerService};
-use prosody_memory::{MemoryDedupStore, MemoryProducer};
+use prosody_core::{Codec, EventHandler, EventService, HandlerService, JsonCodec};
+use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryProducer};
 use tower::ServiceBuilder;
 
 /// The stages every preset ends with, around a handler.
@@ -19,14 +21,18 @@ type Common<H> = ShutdownService<
     SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, NoTelemetry>>>,
 >;
 
+/// The defer stage of a mock client.
+pub type MemoryDeferLayer<C> = DeferLayer<MemoryDeferStore, BrokerLoader<MemoryBroker>, C>;
+
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
 ///
-/// Invariant: the stateful stages (dedup cache, scheduler, monopolization
-/// windows) are built once per client, so every subscription and partition
-/// of the client shares them, and they outlive a rebalance.
+/// Invariant: the stateful stages (dedup cache, defer gate and loader
+/// cache, scheduler, monopolization windows) are built once per client, so
+/// every subscription and partition of the client shares them, and they
+/// outlive a rebalance.
 #[derive(Clone)]
-pub struct Layers {
+pub struct Layers<C = JsonCodec> {
     mode: Mode,
     retry: RetryConfig,
     max_retries: u32,
@@ -35,11 +41,20 @@ pub struct Layers {
     scheduler: SchedulerLayer,
     timeout: TimeoutLayer,
     failure: Option<FailureLayer<MemoryProducer>>,
+    defer: MemoryDeferLayer<C>,
 }
 
-impl Layers {
-    pub(crate) fn new(qos: &Qos, store: MemoryDedupStore, producer: &MemoryProducer) -> Self {
+impl<C: Codec> Layers<C> {
+    pub(crate) fn new(
+        qos: &Qos,
+        store: MemoryDedupStore,
+        producer: &MemoryProducer,
+        deferred: MemoryDeferStore,
+        loader: BrokerLoader<MemoryBroker>,
+        codec: C,
+    ) -> Self {
         Self {
+            defer: DeferLayer::new(qos.defer.clone(), deferred, loader, codec),
             mode: qos.mode,
             retry: qos.retry.clone(),
             max_retries: qos.max_retries,
@@ -79,6 +94,13 @@ impl Layers {
             max_retries: Some(self.max_retries),
             ..self.retry.clone()
         })
+    }
+
+    /// Deferred retry: a transient failure is set aside and retried by a
+    /// timer, so the partition moves on.
+    #[must_use]
+    pub fn defer(&self) -> MemoryDeferLayer<C> {
+        self.defer.clone()
     }
 
     /// Hot-key protection.
@@ -125,7 +147,7 @@ impl Layers {
 
     /// The stages every preset ends with: shutdown, scheduler, timeout,
     /// telemetry, around the handler.
-    fn common<H: EventHandler>(&self, handler: H) -> Common<H> {
+    fn common<H: EventHandler<Payload = C::Value>>(&self, handler: H) -> Common<H> {
         ServiceBuilder::new()
             .layer(self.shutdown())
             .layer(self.scheduler())
@@ -134,17 +156,17 @@ impl Layers {
             .service(HandlerService::new(handler))
     }
 
-    /// Pipeline: dedup, retry (forever), monopolization, shutdown,
-    /// scheduler, timeout, telemetry, handler. Deferred retry joins after
-    /// retry with persistent timers.
-    pub fn pipeline<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H>
+    /// Pipeline: dedup, retry (forever), defer, monopolization, shutdown,
+    /// scheduler, timeout, telemetry, handler.
+    pub fn pipeline<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H, C>
     where
-        H: EventHandler,
+        H: EventHandler<Payload = C::Value>,
         H::Payload: Clone,
     {
         ServiceBuilder::new()
             .layer(self.dedup())
             .layer(self.retry())
+            .layer(self.defer())
             .layer(self.monopolization())
             .service(self.common(handler))
     }
@@ -152,9 +174,9 @@ impl Layers {
     /// Low-latency: dedup, retry (forever, for the failure-topic send),
     /// failure topic, retry (`max_retries`), shutdown, scheduler, timeout,
     /// telemetry, handler. `None` without a failure topic.
-    pub fn low_latency<H>(&self, handler: H) -> Option<impl EventService<H::Payload> + use<H>>
+    pub fn low_latency<H>(&self, handler: H) -> Option<impl EventService<H::Payload> + use<H, C>>
     where
-        H: EventHandler,
+        H: EventHandler<Payload = C::Value>,
         H::Payload: Clone,
     {
         let failure = self.failure()?;
@@ -170,9 +192,9 @@ impl Layers {
 
     /// Best-effort: dedup, log, shutdown, scheduler, timeout, telemetry,
     /// handler.
-    pub fn best_effort<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H>
+    pub fn best_effort<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H, C>
     where
-        H: EventHandler,
+        H: EventHandler<Payload = C::Value>,
         H::Payload: Clone,
     {
         ServiceBuilder::new()
@@ -236,6 +258,7 @@ mod tests {
             [
                 "Dedup",
                 "Retry",
+                "Defer",
                 "Monopolization",
                 "Shutdown",
                 "Scheduler",

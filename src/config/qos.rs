@@ -4,6 +4,8 @@ use super::{ConfigError, non_empty, positive_duration, positive_size};
 use crate::env::Env;
 use prosody_core::RuntimeConfig;
 use prosody_core::dedup::DedupConfig;
+use prosody_core::defer::DeferConfig;
+use prosody_core::loader::LoaderConfig;
 use prosody_core::failure::FailureConfig;
 use prosody_core::monopolization::MonopolizationConfig;
 use prosody_core::retry::RetryConfig;
@@ -15,10 +17,9 @@ use std::time::Duration;
 /// How failures are handled: each mode is a preset of the stage stack.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Retry forever; a key that fails or monopolizes is set aside so the
-    /// partition moves on. Stack: dedup, retry (forever), monopolization,
-    /// shutdown, scheduler, timeout, telemetry. Deferred retry joins it
-    /// between retry and monopolization with persistent timers.
+    /// Retry forever; a key that fails or monopolizes is set aside (deferred)
+    /// so the partition moves on. Stack: dedup, retry (forever), defer,
+    /// monopolization, shutdown, scheduler, timeout, telemetry.
     #[default]
     Pipeline,
     /// A few retries, then the record goes to `failure_topic` (required).
@@ -53,6 +54,13 @@ pub(crate) struct QosOptions {
     pub(crate) scheduler_cache_size: Option<usize>,
     pub(crate) telemetry_topic: Option<String>,
     pub(crate) telemetry_enabled: Option<bool>,
+    pub(crate) defer_enabled: Option<bool>,
+    pub(crate) defer_base: Option<Duration>,
+    pub(crate) defer_max_delay: Option<Duration>,
+    pub(crate) defer_failure_threshold: Option<f64>,
+    pub(crate) defer_failure_window: Option<Duration>,
+    pub(crate) loader_cache_size: Option<usize>,
+    pub(crate) loader_seek_timeout: Option<Duration>,
 }
 
 /// The resolved stages.
@@ -71,6 +79,8 @@ pub(crate) struct Qos {
     pub(crate) dedup: DedupConfig,
     pub(crate) monopolization: MonopolizationConfig,
     pub(crate) scheduler: SchedulerConfig,
+    pub(crate) defer: DeferConfig,
+    pub(crate) loader: LoaderConfig,
 }
 
 /// Maps a stage's own validation error to the client's.
@@ -163,6 +173,57 @@ impl QosOptions {
             dedup: checked!(self.dedup(env)?),
             monopolization: checked!(self.monopolization(env)?),
             scheduler: checked!(self.scheduler(env)?),
+            defer: checked!(self.defer(env)?),
+            loader: self.loader(env)?,
+        })
+    }
+
+    fn defer<F: Fn(&str) -> Option<String>>(
+        &self,
+        env: &Env<F>,
+    ) -> Result<DeferConfig, ConfigError> {
+        let defaults = DeferConfig::default();
+        Ok(DeferConfig {
+            enabled: env.layer(self.defer_enabled, "PROSODY_DEFER_ENABLED", || {
+                defaults.enabled
+            })?,
+            base: env.layer(self.defer_base, "PROSODY_DEFER_BASE", || defaults.base)?,
+            max_delay: env.layer(self.defer_max_delay, "PROSODY_DEFER_MAX_DELAY", || {
+                defaults.max_delay
+            })?,
+            failure_threshold: env.layer(
+                self.defer_failure_threshold,
+                "PROSODY_DEFER_FAILURE_THRESHOLD",
+                || defaults.failure_threshold,
+            )?,
+            failure_window: env.layer(
+                self.defer_failure_window,
+                "PROSODY_DEFER_FAILURE_WINDOW",
+                || defaults.failure_window,
+            )?,
+        })
+    }
+
+    fn loader<F: Fn(&str) -> Option<String>>(
+        &self,
+        env: &Env<F>,
+    ) -> Result<LoaderConfig, ConfigError> {
+        let defaults = LoaderConfig::default();
+        Ok(LoaderConfig {
+            cache_size: positive_size(
+                "loader_cache_size",
+                env.layer(self.loader_cache_size, "PROSODY_LOADER_CACHE_SIZE", || {
+                    defaults.cache_size.get()
+                })?,
+            )?,
+            seek_timeout: positive_duration(
+                "loader_seek_timeout",
+                env.layer(
+                    self.loader_seek_timeout,
+                    "PROSODY_LOADER_SEEK_TIMEOUT",
+                    || defaults.seek_timeout,
+                )?,
+            )?,
         })
     }
 
