@@ -3,8 +3,8 @@
 use crate::config::{Mode, Qos};
 use prosody_core::dedup::DedupLayer;
 use prosody_core::defer::DeferLayer;
-use prosody_core::loader::BrokerLoader;
 use prosody_core::failure::FailureLayer;
+use prosody_core::loader::BrokerLoader;
 use prosody_core::log::LogLayer;
 use prosody_core::monopolization::MonopolizationLayer;
 use prosody_core::retry::{RetryConfig, RetryLayer};

@@ -39,6 +39,13 @@ fn defaults_follow_the_configuration_tables() -> Result<(), ConfigError> {
     assert_eq!(s.send_timeout, Duration::from_secs(1));
     assert_eq!(&*s.source_system, "g");
     assert!(s.subscribed_topics.is_none());
+    assert!(s.qos.defer.enabled);
+    assert_eq!(s.qos.defer.base, Duration::from_secs(1));
+    assert_eq!(s.qos.defer.max_delay, Duration::from_secs(24 * 3600));
+    assert!((s.qos.defer.failure_threshold - 0.9).abs() < f64::EPSILON);
+    assert_eq!(s.qos.defer.failure_window, Duration::from_secs(300));
+    assert_eq!(s.qos.loader.cache_size.get(), 1024);
+    assert_eq!(s.qos.loader.seek_timeout, Duration::from_secs(30));
     Ok(())
 }
 
@@ -208,6 +215,37 @@ fn each_bad_value_names_its_option() {
             "idempotence_ttl",
         ),
         (base(), &[("PROSODY_TIMEOUT", "5m")], "timeout"),
+        (base(), &[("PROSODY_DEFER_BASE", "0s")], "defer_base"),
+        (
+            base(),
+            &[("PROSODY_DEFER_MAX_DELAY", "500ms")],
+            "defer_max_delay",
+        ),
+        (
+            base(),
+            &[("PROSODY_DEFER_FAILURE_THRESHOLD", "1.1")],
+            "defer_failure_threshold",
+        ),
+        (
+            base(),
+            &[("PROSODY_DEFER_FAILURE_WINDOW", "0s")],
+            "defer_failure_window",
+        ),
+        (
+            base(),
+            &[("PROSODY_DEFER_ENABLED", "maybe")],
+            "PROSODY_DEFER_ENABLED",
+        ),
+        (
+            base(),
+            &[("PROSODY_LOADER_CACHE_SIZE", "0")],
+            "loader_cache_size",
+        ),
+        (
+            base(),
+            &[("PROSODY_LOADER_SEEK_TIMEOUT", "0s")],
+            "loader_seek_timeout",
+        ),
         (
             base(),
             &[("PROSODY_TIMEOUT", "2m"), ("PROSODY_STALL_THRESHOLD", "1m")],

@@ -35,6 +35,8 @@ pub struct Observed {
     pub paused: HashSet<(u32, i32)>,
     pub pauses: u32,
     pub violations: Vec<String>,
+    /// Set to stop every scripted failure from now on.
+    pub healed: bool,
 }
 
 /// Shared observations of handler calls and consumer operations.
@@ -164,7 +166,7 @@ impl EventHandler for TestHandler {
             let mut observed = probe.lock();
             observed.in_flight.remove(&key);
             *observed.running.entry(member).or_default() -= 1;
-            if attempt <= message.payload.failures {
+            if attempt <= message.payload.failures && !observed.healed {
                 return Err(HandlerError::transient("scripted failure"));
             }
             observed.succeeded.insert(id);

@@ -13,7 +13,7 @@ use crate::handler::{EventRequest, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
 use crate::store::defer::DeferStore;
-use crate::store::timer::{TimerKind, round_to_second};
+use crate::store::timer::{TimerKind, from_seconds};
 use crate::timers::TimerOp;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,14 +30,15 @@ struct ShuttingDown;
 #[error("this context has no timers, so the event cannot be deferred")]
 struct NoTimers;
 
-/// The second, `delay` from now, at which a defer timer is set: rounded to
-/// the second as timers are, and after `not_before` (the firing timer's own
-/// second, which the runtime removes once the firing settles).
+/// The second at which a retry `delay` from now is set: the first whole
+/// second at or after `now + delay` (timers have second precision, and
+/// rounding down could run it early), and after `not_before` (the firing
+/// timer's own second, which the runtime removes once the firing settles).
 pub(super) fn after(delay: Duration, not_before: Option<Timestamp>) -> Timestamp {
     let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-    let at = round_to_second(Timestamp::from_millis(
-        clock::now().as_millis().saturating_add(delay),
-    ));
+    let due = clock::now().as_millis().saturating_add(delay);
+    let second = due.div_euclid(1000) + i64::from(due.rem_euclid(1000) != 0);
+    let at = from_seconds(second);
     match not_before {
         Some(fired) if at <= fired => {
             Timestamp::from_millis(fired.as_millis().saturating_add(1000))

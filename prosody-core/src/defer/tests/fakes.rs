@@ -1,0 +1,479 @@
+//! Small fakes of what the defer stage talks to, and a harness tying them
+//! to one defer service.
+
+use crate::broker::{Record, TopicPartition};
+use crate::clock::Timestamp;
+use crate::codec::JsonCodec;
+use crate::context::Demand;
+use crate::defer::{DeferConfig, DeferLayer, DeferService};
+use crate::error::{Category, HandlerError};
+use crate::event::{Event, Headers, Timer};
+use crate::handler::EventRequest;
+use crate::key::Key;
+use crate::loader::{LoadError, Loader};
+use crate::store::StoreError;
+use crate::store::defer::{DeferStore, Deferred};
+use crate::store::timer::{TimerKind, round_to_second};
+use crate::testkit;
+use crate::timers::{Due, TimerAccess, TimerFuture, TimerOp, Timers};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::future::{Future, Ready, ready};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service, ServiceExt};
+
+/// More calls of the handler or the loader than any test makes.
+const CALLS: usize = 64;
+
+/// The partition every test event belongs to (see `testkit::message`).
+pub(super) fn partition() -> TopicPartition {
+    TopicPartition::new("topic", 0)
+}
+
+/// Timer access recording every `apply` and keeping the timers it wrote.
+#[derive(Default)]
+pub(super) struct FakeTimers {
+    applied: Mutex<Vec<(Key, TimerKind, Vec<TimerOp>)>>,
+    stored: Mutex<BTreeMap<(Key, TimerKind), BTreeSet<Timestamp>>>,
+    /// Makes every write fail.
+    pub(super) fail: AtomicBool,
+}
+
+impl FakeTimers {
+    /// The stored times of `key` and `kind`, ascending.
+    pub(super) fn times(&self, key: &str, kind: TimerKind) -> Vec<Timestamp> {
+        let stored = self.stored.lock().unwrap();
+        stored
+            .get(&(Key::from(key), kind))
+            .map(|times| times.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn applied(&self) -> Vec<(Key, TimerKind, Vec<TimerOp>)> {
+        self.applied.lock().unwrap().clone()
+    }
+}
+
+impl TimerAccess for FakeTimers {
+    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> TimerFuture<'a, Vec<Timestamp>> {
+        Box::pin(ready(Ok(self.times(key, kind))))
+    }
+
+    fn apply<'a>(
+        &'a self,
+        key: &'a Key,
+        kind: TimerKind,
+        ops: Vec<TimerOp>,
+    ) -> TimerFuture<'a, ()> {
+        self.applied
+            .lock()
+            .unwrap()
+            .push((key.clone(), kind, ops.clone()));
+        if self.fail.load(Ordering::Relaxed) {
+            return Box::pin(ready(Err(StoreError::unavailable("timers down"))));
+        }
+        let mut stored = self.stored.lock().unwrap();
+        let times = stored.entry((key.clone(), kind)).or_default();
+        for op in ops {
+            match op {
+                TimerOp::Schedule(time) => times.insert(round_to_second(time)),
+                TimerOp::Unschedule(time) => times.remove(&round_to_second(time)),
+                TimerOp::Clear => {
+                    times.clear();
+                    true
+                }
+            };
+        }
+        Box::pin(ready(Ok(())))
+    }
+
+    fn fired<'a>(&'a self, key: &'a Key, kind: TimerKind, time: Timestamp) -> TimerFuture<'a, ()> {
+        if let Some(times) = self.stored.lock().unwrap().get_mut(&(key.clone(), kind)) {
+            times.remove(&time);
+        }
+        Box::pin(ready(Ok(())))
+    }
+
+    fn load(&self, _from: Timestamp, _until: Timestamp) -> TimerFuture<'_, Vec<Due>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+}
+
+type Queues = BTreeMap<(TopicPartition, Key), (BTreeSet<i64>, u32)>;
+
+/// A defer store after the contract of `store::defer`, which can fail and
+/// can answer `peek` or leave it to `deferred`.
+#[derive(Clone, Default)]
+pub(super) struct FakeStore {
+    queues: Arc<Mutex<Queues>>,
+    /// Whether `peek` answers (`Some`) or not (`None`).
+    peeks: bool,
+    /// Makes `defer` fail.
+    pub(super) fail_defer: Arc<AtomicBool>,
+    /// Makes every call fail.
+    pub(super) fail_all: Arc<AtomicBool>,
+}
+
+impl FakeStore {
+    pub(super) fn new(peeks: bool) -> Self {
+        Self {
+            peeks,
+            ..Self::default()
+        }
+    }
+
+    /// Queues `offsets` for `key`, as earlier deferrals would have.
+    pub(super) fn put(&self, key: &str, offsets: &[i64]) {
+        let mut queues = self.queues.lock().unwrap();
+        let queue = queues.entry((partition(), Key::from(key))).or_default();
+        queue.0.extend(offsets);
+    }
+
+    /// The key's offsets and head retry count, `None` if it has none.
+    pub(super) fn queue(&self, key: &str) -> Option<(Vec<i64>, u32)> {
+        let queues = self.queues.lock().unwrap();
+        let (offsets, retries) = queues.get(&(partition(), Key::from(key)))?;
+        Some((offsets.iter().copied().collect(), *retries))
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.queues.lock().unwrap().is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.queues.lock().unwrap().len()
+    }
+
+    fn down(&self) -> Result<(), StoreError> {
+        if self.fail_all.load(Ordering::Relaxed) {
+            return Err(StoreError::unavailable("store down"));
+        }
+        Ok(())
+    }
+}
+
+impl DeferStore for FakeStore {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        let at = (partition.clone(), key.clone());
+        self.peeks
+            .then(|| self.queues.lock().unwrap().contains_key(&at))
+    }
+
+    fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        ready(self.down().and_then(|()| {
+            if self.fail_defer.load(Ordering::Relaxed) {
+                return Err(StoreError::unavailable("defer down"));
+            }
+            let mut queues = self.queues.lock().unwrap();
+            let (offsets, retries) = queues.entry((partition.clone(), key.clone())).or_default();
+            if offsets.insert(offset) && offsets.first() == Some(&offset) {
+                *retries = 0;
+            }
+            Ok(())
+        }))
+    }
+
+    fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
+        ready(self.down().map(|()| {
+            let queues = self.queues.lock().unwrap();
+            let (offsets, retries) = queues.get(&(partition.clone(), key.clone()))?;
+            Some(Deferred {
+                offsets: offsets.iter().copied().collect(),
+                retries: *retries,
+            })
+        }))
+    }
+
+    fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        ready(self.down().map(|()| {
+            let mut queues = self.queues.lock().unwrap();
+            let at = (partition.clone(), key.clone());
+            let (offsets, retries) = queues.get_mut(&at)?;
+            if offsets.first() != Some(&offset) {
+                return offsets.first().copied();
+            }
+            offsets.pop_first();
+            *retries = 0;
+            let next = offsets.first().copied();
+            if next.is_none() {
+                queues.remove(&at);
+            }
+            next
+        }))
+    }
+
+    fn retried(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> impl Future<Output = Result<u32, StoreError>> + Send {
+        ready(self.down().map(|()| {
+            let mut queues = self.queues.lock().unwrap();
+            queues
+                .get_mut(&(partition.clone(), key.clone()))
+                .map_or(0, |(_, retries)| {
+                    *retries = retries.saturating_add(1);
+                    *retries
+                })
+        }))
+    }
+
+    fn keys(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
+        ready(self.down().map(|()| {
+            let queues = self.queues.lock().unwrap();
+            queues
+                .keys()
+                .filter(|(p, _)| p == partition)
+                .map(|(_, key)| key.clone())
+                .collect()
+        }))
+    }
+}
+
+/// A log of records by (partition, offset); can be made to fail.
+#[derive(Clone, Default)]
+pub(super) struct FakeLoader {
+    records: Arc<Mutex<HashMap<(TopicPartition, i64), Record>>>,
+    loads: Arc<AtomicUsize>,
+    pub(super) fail: Arc<AtomicBool>,
+}
+
+impl FakeLoader {
+    /// Appends a record of `key` at `offset`, with payload `{"offset": offset}`.
+    pub(super) fn put(&self, key: &str, offset: i64) {
+        let payload = serde_json::to_vec(&json!({ "offset": offset })).unwrap();
+        self.put_raw(key, offset, Some(Bytes::from(payload)));
+    }
+
+    /// Appends a record of `key` at `offset` with `payload` (`None`: a
+    /// tombstone).
+    pub(super) fn put_raw(&self, key: &str, offset: i64, payload: Option<Bytes>) {
+        let record = Record {
+            topic: "topic".into(),
+            partition: 0,
+            offset,
+            timestamp: Timestamp::default(),
+            key: Some(Bytes::copy_from_slice(key.as_bytes())),
+            payload,
+            headers: Headers::new(),
+        };
+        self.records
+            .lock()
+            .unwrap()
+            .insert((partition(), offset), record);
+    }
+}
+
+impl Loader for FakeLoader {
+    fn load(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<Record>, LoadError>> + Send {
+        // A drain that never moves on would loop forever: fail it instead.
+        let loads = self.loads.fetch_add(1, Ordering::Relaxed);
+        assert!(loads < CALLS, "the loader was called {CALLS} times");
+        ready(if self.fail.load(Ordering::Relaxed) {
+            Err(LoadError::Timeout {
+                partition: partition.clone(),
+                offset,
+                timeout: Duration::from_secs(1),
+            })
+        } else {
+            let records = self.records.lock().unwrap();
+            Ok(records.get(&(partition.clone(), offset)).cloned())
+        })
+    }
+}
+
+/// What the inner service saw of one call.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Seen {
+    /// The message's or excise's offset; `None` for a timer.
+    pub(super) offset: Option<i64>,
+    /// The timer's kind; `None` for a message or excise.
+    pub(super) timer: Option<TimerKind>,
+    pub(super) payload: Option<Value>,
+    pub(super) attempt: u32,
+    pub(super) demand: Demand,
+    pub(super) ok: bool,
+}
+
+/// The inner service: fails as scripted per offset (`None`: timers), else
+/// succeeds with `Some(())`, and records every call.
+#[derive(Clone, Default)]
+pub(super) struct Handler {
+    script: Arc<Mutex<HashMap<Option<i64>, VecDeque<Category>>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Handler {
+    /// The next calls for `offset` fail with `errors`, in order.
+    pub(super) fn fail(&self, offset: Option<i64>, errors: &[Category]) {
+        let mut script = self.script.lock().unwrap();
+        script.entry(offset).or_default().extend(errors);
+    }
+
+    pub(super) fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The offsets of the calls, in order.
+    pub(super) fn offsets(&self) -> Vec<Option<i64>> {
+        self.seen().iter().map(|seen| seen.offset).collect()
+    }
+
+    /// The offsets handled successfully, in order.
+    pub(super) fn handled(&self) -> Vec<i64> {
+        let seen = self.seen();
+        seen.iter()
+            .filter(|s| s.ok)
+            .filter_map(|s| s.offset)
+            .collect()
+    }
+}
+
+impl Service<EventRequest<Value>> for Handler {
+    type Response = Option<()>;
+    type Error = HandlerError;
+    type Future = Ready<Result<Option<()>, HandlerError>>;
+
+    fn poll_ready(&mut self, _cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: EventRequest<Value>) -> Self::Future {
+        let (offset, timer, payload) = match &request.event {
+            Event::Message(m) => (Some(m.offset), None, Some(m.payload.clone())),
+            Event::Excise(e) => (Some(e.offset), None, None),
+            Event::Timer(t) => (None, Some(t.kind), None),
+        };
+        let error = self
+            .script
+            .lock()
+            .unwrap()
+            .get_mut(&offset)
+            .and_then(VecDeque::pop_front);
+        let mut seen = self.seen.lock().unwrap();
+        // A drain that never moves on would loop forever: fail it instead.
+        assert!(seen.len() < CALLS, "the handler was called {CALLS} times");
+        seen.push(Seen {
+            offset,
+            timer,
+            payload,
+            attempt: request.context.attempt(),
+            demand: request.context.demand(),
+            ok: error.is_none(),
+        });
+        ready(match error {
+            Some(category) => Err(HandlerError::new(
+                category,
+                format!("offset {offset:?} failed"),
+            )),
+            None => Ok(Some(())),
+        })
+    }
+}
+
+/// One defer service over fresh fakes.
+pub(super) struct Harness {
+    pub(super) store: FakeStore,
+    pub(super) loader: FakeLoader,
+    pub(super) handler: Handler,
+    pub(super) timers: Arc<FakeTimers>,
+    pub(super) service: DeferService<Handler, FakeStore, FakeLoader, JsonCodec>,
+}
+
+impl Harness {
+    pub(super) fn new(config: DeferConfig, peeks: bool) -> Self {
+        let store = FakeStore::new(peeks);
+        let loader = FakeLoader::default();
+        let handler = Handler::default();
+        let layer = DeferLayer::new(config, store.clone(), loader.clone(), JsonCodec::new());
+        Self {
+            store,
+            loader,
+            service: layer.layer(handler.clone()),
+            handler,
+            timers: Arc::default(),
+        }
+    }
+
+    /// Timers over this harness's timer access.
+    pub(super) fn access(&self) -> Timers {
+        Timers::new(Arc::clone(&self.timers) as Arc<dyn TimerAccess>)
+    }
+
+    /// A message of `key` at `offset` with timers, and its shutdown token.
+    pub(super) fn message(
+        &self,
+        key: &str,
+        offset: i64,
+    ) -> (EventRequest<Value>, CancellationToken) {
+        let (mut request, shutdown, _cancel) =
+            testkit::message(key, json!({ "offset": offset }), None);
+        if let Event::Message(message) = &mut request.event {
+            message.offset = offset;
+        }
+        request.context = request.context.with_timers(self.access());
+        (request, shutdown)
+    }
+
+    /// Sends one request through the service.
+    pub(super) async fn send(
+        &mut self,
+        request: EventRequest<Value>,
+    ) -> Result<Option<()>, HandlerError> {
+        self.service.ready().await?.call(request).await
+    }
+
+    /// Fires the key's defer timer at `time`.
+    pub(super) async fn fire(
+        &mut self,
+        key: &str,
+        time: Timestamp,
+    ) -> Result<Option<()>, HandlerError> {
+        let (request, _shutdown) = timer(key, TimerKind::Defer, time, self.access());
+        self.send(request).await
+    }
+}
+
+/// A timer of `kind` for `key` at `time`, firing with `timers`, and its
+/// shutdown token.
+pub(super) fn timer(
+    key: &str,
+    kind: TimerKind,
+    time: Timestamp,
+    timers: Timers,
+) -> (EventRequest<Value>, CancellationToken) {
+    let (mut request, shutdown, _cancel) = testkit::message(key, Value::Null, None);
+    request.event = Event::Timer(Timer {
+        key: Key::from(key),
+        time,
+        kind,
+    });
+    request.context = request.context.with_timers(timers);
+    (request, shutdown)
+}

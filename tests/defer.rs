@@ -1,0 +1,295 @@
+//! Deferred retry end to end, in pipeline mode on the in-memory broker and
+//! stores under a paused clock: a property over random workloads with
+//! transient failures and rebalances, and the failure-rate gate.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+mod support;
+
+use proptest::prelude::*;
+use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
+use prosody::{MemoryBroker, MemoryDeferStore, MemoryTimerStore, ProsodyClient};
+use prosody_core::JsonCodec;
+use std::time::Duration;
+use support::{Probe, Script, TestHandler};
+
+const TOPIC: &str = "events";
+const GROUP: &str = "group";
+const DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+/// What the members of one group share.
+#[derive(Clone)]
+struct Backends {
+    broker: MemoryBroker,
+    timers: MemoryTimerStore,
+    deferred: MemoryDeferStore,
+}
+
+impl Backends {
+    fn new(partitions: i32) -> Self {
+        let broker = MemoryBroker::new();
+        broker.create_topic(TOPIC, partitions).expect("topic");
+        Self {
+            broker,
+            timers: MemoryTimerStore::new(),
+            deferred: MemoryDeferStore::new(),
+        }
+    }
+
+    async fn produce(&self, scripts: &[Script]) {
+        let producer = self.broker.producer().expect("producer");
+        for script in scripts {
+            let payload = serde_json::to_vec(script).expect("encode");
+            producer
+                .send(
+                    OutgoingRecord::new(TOPIC, script.key.clone(), payload),
+                    Duration::from_secs(1),
+                )
+                .await
+                .expect("send");
+        }
+    }
+
+    /// A pipeline member consuming with a [`TestHandler`].
+    async fn member(
+        &self,
+        probe: &Probe,
+        id: u32,
+        max_concurrency: usize,
+        threshold: f64,
+    ) -> ProsodyClient<JsonCodec<Script>> {
+        let client = ProsodyClient::builder()
+            .codec(JsonCodec::<Script>::new())
+            .memory_broker(self.broker.clone())
+            .memory_timer_store(self.timers.clone())
+            .memory_defer_store(self.deferred.clone())
+            .group_id(GROUP)
+            .subscribed_topics([TOPIC])
+            .max_concurrency(max_concurrency)
+            .max_uncommitted(16)
+            .defer_failure_threshold(threshold)
+            .build()
+            .await
+            .expect("client");
+        client
+            .subscribe(TestHandler::new(probe.clone(), id))
+            .await
+            .expect("subscribe");
+        client
+    }
+
+    /// The committed offset of each partition, and its end.
+    fn commits(&self, partitions: i32) -> Vec<(Option<i64>, i64)> {
+        (0..partitions)
+            .map(|p| {
+                let tp = TopicPartition::new(TOPIC, p);
+                let end = self.broker.end_offset(&tp).expect("partition");
+                (self.broker.committed_offset(GROUP, &tp), end)
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Workload {
+    partitions: i32,
+    max_concurrency: usize,
+    records: Vec<Script>,
+    /// A second member joins once this many records were handled; the
+    /// first then leaves if the flag is set.
+    rebalance: Option<(usize, bool)>,
+}
+
+fn workload() -> impl Strategy<Value = Workload> {
+    (1..=4i32, 1..=8usize, 1..=16usize).prop_flat_map(|(partitions, conc, keys)| {
+        // Most records succeed at once; a third fail one to three times.
+        let failures = prop_oneof![6 => Just(0u32), 1 => Just(1), 1 => Just(2), 1 => Just(3)];
+        let script = (0..keys, 0..20u64, failures).prop_map(|(key, latency_ms, failures)| Script {
+            key: format!("key-{key}"),
+            latency_ms,
+            failures,
+        });
+        proptest::collection::vec(script, 1..120).prop_flat_map(move |records| {
+            let n = records.len();
+            proptest::option::of((0..n, any::<bool>())).prop_map(move |rebalance| Workload {
+                partitions,
+                max_concurrency: conc,
+                records: records.clone(),
+                rebalance,
+            })
+        })
+    })
+}
+
+fn run(workload: &Workload) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let backends = Backends::new(workload.partitions);
+        backends.produce(&workload.records).await;
+        let probe = Probe::default();
+        let conc = workload.max_concurrency;
+        let mut live = vec![backends.member(&probe, 0, conc, 0.9).await];
+        let total = workload.records.len();
+        if let Some((join_after, first_leaves)) = workload.rebalance {
+            let reached = tokio::time::timeout(DEADLINE, probe.wait_handled(join_after)).await;
+            prop_assert!(
+                reached.is_ok(),
+                "only {} of {join_after} handled",
+                probe.handled()
+            );
+            live.push(backends.member(&probe, 1, conc, 0.9).await);
+            if first_leaves {
+                live.remove(0).shutdown().await;
+            }
+        }
+        let handled = tokio::time::timeout(DEADLINE, probe.wait_handled(total)).await;
+        prop_assert!(
+            handled.is_ok(),
+            "only {} of {total} handled",
+            probe.handled()
+        );
+        // The last backlog's timer is removed once its drain settles, and
+        // a commit interval later every partition is committed to its end.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for (partition, (committed, end)) in
+            backends.commits(workload.partitions).iter().enumerate()
+        {
+            let committed = committed.unwrap_or(0);
+            prop_assert_eq!(
+                committed,
+                *end,
+                "partition {} not committed to its end",
+                partition
+            );
+        }
+        probe.check(conc, workload.rebalance.is_some())?;
+        prop_assert_eq!(
+            backends.deferred.stored_keys(),
+            0,
+            "deferred offsets left behind"
+        );
+        prop_assert_eq!(
+            backends.timers.stored_timers(),
+            0,
+            "defer timers left behind"
+        );
+        for member in live {
+            member.shutdown().await;
+        }
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// With random per-key transient failures (and a member joining, and
+    /// maybe the first leaving): every record succeeds, exactly once
+    /// without a rebalance; the first successes of each key follow offset
+    /// order; no key runs twice at once; every partition is committed to
+    /// its end; and no deferred offset or defer timer is left behind.
+    #[test]
+    fn deferred_records_are_all_handled_in_key_order(workload in workload()) {
+        run(&workload)?;
+    }
+}
+
+/// A key failing for a while does not hold its partition: the committed
+/// offset passes its deferred record while it waits, other keys' records
+/// are handled, and the record itself succeeds later, after its key's
+/// earlier records and before its later ones.
+#[tokio::test(start_paused = true)]
+async fn the_partition_advances_past_a_deferred_record() {
+    let backends = Backends::new(1);
+    let script = |key: &str, failures| Script {
+        key: key.into(),
+        latency_ms: 0,
+        failures,
+    };
+    // Offset 0 fails four times (retried after 1, 2, 4 and 8 seconds).
+    let mut records = vec![script("slow", 4)];
+    records.extend((0..20).map(|n| script(&format!("fast-{n}"), 0)));
+    records.push(script("slow", 0));
+    backends.produce(&records).await;
+    let probe = Probe::default();
+    let member = backends.member(&probe, 0, 4, 0.9).await;
+    tokio::time::timeout(DEADLINE, probe.wait_handled(20))
+        .await
+        .expect("the other keys are handled");
+    // A commit interval later; the slow key's retries are due at 1, 3, 7
+    // and 15 seconds.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (committed, end) = backends.commits(1)[0];
+    assert_eq!(committed, Some(end), "the partition did not advance");
+    let waiting = probe.lock().succeeded.len();
+    assert_eq!(waiting, 20, "the slow key ran before its retries were due");
+    tokio::time::timeout(DEADLINE, probe.wait_handled(records.len()))
+        .await
+        .expect("the deferred records are handled");
+    let successes = probe.lock().successes.clone();
+    let slow: Vec<i64> = successes
+        .iter()
+        .filter(|(key, _, _)| key == "slow")
+        .map(|(_, _, offset)| *offset)
+        .collect();
+    assert_eq!(slow, [0, 21], "the slow key's records out of order");
+    assert_eq!(probe.lock().attempts[&(0, 0)], 5);
+    probe.check(4, false).expect("invariants");
+    member.shutdown().await;
+}
+
+/// Above the failure-rate threshold deferral stops: failures are retried
+/// in place and the partition stops advancing until they stop.
+#[tokio::test(start_paused = true)]
+async fn above_the_failure_threshold_the_partition_stops_until_failures_stop() {
+    let backends = Backends::new(1);
+    let failing = 1_000;
+    // Distinct keys: each failure is a new one, for the gate to weigh.
+    let records: Vec<Script> = (0..30)
+        .map(|n| Script {
+            key: format!("key-{n}"),
+            latency_ms: 0,
+            failures: failing,
+        })
+        .collect();
+    backends.produce(&records).await;
+    let probe = Probe::default();
+    let member = backends.member(&probe, 0, 8, 0.9).await;
+    // Everything fails: after a long while the partition still has not
+    // reached its end, and a few records at most were deferred before the
+    // gate closed.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let (committed, end) = backends.commits(1)[0];
+    assert!(
+        committed.unwrap_or(0) < end,
+        "committed {committed:?} of {end} while every record fails"
+    );
+    assert!(
+        backends.deferred.stored_keys() <= 10,
+        "{} keys deferred past the gate",
+        backends.deferred.stored_keys()
+    );
+    let stalled = committed;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(backends.commits(1)[0].0, stalled, "the partition moved");
+    assert!(probe.handled() == 0);
+    // Failures stop: every record is handled and committed.
+    probe.lock().healed = true;
+    tokio::time::timeout(DEADLINE, probe.wait_handled(records.len()))
+        .await
+        .expect("handled once failures stop");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (committed, end) = backends.commits(1)[0];
+    assert_eq!(committed, Some(end));
+    probe.check(8, false).expect("invariants");
+    member.shutdown().await;
+}
