@@ -257,7 +257,7 @@ impl TimerStore for MemoryTimerStore {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let seconds = to_seconds(time);
         self.lock().change(partition, |p| {
-            p.unschedule(self.slab_size, key, kind, seconds)
+            p.unschedule(self.slab_size, key, kind, seconds);
         });
         ready(Ok(()))
     }
