@@ -262,6 +262,9 @@ where
                 .complete(&partition, &key, head)
                 .await
                 .map_err(HandlerError::transient)?;
+            // A long backlog on a store that never waits must not hold the
+            // thread: let other tasks run between records.
+            tokio::task::yield_now().await;
         }
     })
 }
