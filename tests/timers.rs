@@ -8,11 +8,14 @@
     reason = "test code fails loudly"
 )]
 
+use prosody::broker::TopicPartition;
 use prosody::{
     Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryTimerStore, Message,
     ProsodyClient, Timer, Timestamp,
 };
+use prosody_core::Key;
 use prosody_core::clock;
+use prosody_core::store::{TimerKind, TimerStore};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +34,9 @@ enum Seen {
     Fired {
         key: String,
         time: Timestamp,
+        at: Timestamp,
+    },
+    TimerFailed {
         at: Timestamp,
     },
 }
@@ -108,6 +114,16 @@ impl EventHandler for Scheduler {
                 .send(Seen::Message("the firing timer is still scheduled".into()));
         }
         self.leave(&timer.key);
+        // Keys named "flaky" fail their first two timer calls.
+        if timer.key.starts_with("flaky")
+            && self
+                .rearmed
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                < 2
+        {
+            let _ = self.seen.send(Seen::TimerFailed { at: clock::now() });
+            return Err(HandlerError::transient("flaky timer"));
+        }
         // Keys named "rearm" schedule a follow-up five seconds later, twice.
         if timer.key.starts_with("rearm")
             && self
@@ -220,11 +236,20 @@ async fn a_failed_attempt_leaves_no_timer_and_its_retry_exactly_one() {
         .await
         .expect("send");
     assert_eq!(next(&mut seen).await, Seen::Message("k".into()));
-    assert_eq!(
-        timers.stored_timers(),
-        1,
-        "the failed attempt's timers were kept"
-    );
+    // The key's application timers, wherever its partition is (the defer
+    // timer that retried the message may still be leaving the store).
+    let mut scheduled = Vec::new();
+    for p in 0..broker.partition_count("t").expect("topic") {
+        let tp = TopicPartition::new("t", p);
+        let key = Key::from("k");
+        scheduled.extend(
+            timers
+                .scheduled(&tp, &key, TimerKind::Application)
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(scheduled.len(), 1, "the failed attempt's timers were kept");
     let Seen::Fired { time, .. } = next(&mut seen).await else {
         panic!("not a timer")
     };
@@ -287,6 +312,7 @@ async fn a_keys_timer_never_runs_while_its_message_runs() {
         match next(&mut seen).await {
             Seen::Message(_) => handled += 1,
             Seen::Fired { .. } => fired += 1,
+            Seen::TimerFailed { .. } => panic!("no timer of this test fails"),
         }
     }
     assert_eq!(
@@ -395,5 +421,56 @@ async fn timers_beyond_the_first_slab_load_as_time_moves_and_rearming_works() {
         0,
         "a fired or re-armed timer was left behind"
     );
+    client.shutdown().await;
+}
+
+/// A failing `on_timer` is put off (pipeline mode): its timer stays stored
+/// and runs again after `defer_base` (1 s), then twice that, while the
+/// key's messages keep being handled; once it succeeds it is gone.
+#[tokio::test(start_paused = true)]
+async fn a_failing_timer_is_put_off_and_its_key_keeps_flowing() {
+    let broker = MemoryBroker::new();
+    let timers = MemoryTimerStore::new();
+    let client = client(&broker, &timers).await;
+    let (handler, mut seen) = handler();
+    client.subscribe(handler).await.expect("subscribe");
+    client
+        .send("t", "flaky-k", &json!({"timers": [5]}))
+        .await
+        .expect("send");
+    assert_eq!(next(&mut seen).await, Seen::Message("flaky-k".into()));
+    let Seen::TimerFailed { at: first } = next(&mut seen).await else {
+        panic!("the timer did not fail first")
+    };
+    client.send("t", "flaky-k", &json!({})).await.expect("send");
+    assert_eq!(
+        next(&mut seen).await,
+        Seen::Message("flaky-k".into()),
+        "the key's message waited for its put-off timer"
+    );
+    let Seen::TimerFailed { at: second } = next(&mut seen).await else {
+        panic!("the timer did not fail twice")
+    };
+    let Seen::Fired {
+        time, at: third, ..
+    } = next(&mut seen).await
+    else {
+        panic!("the timer did not run a third time")
+    };
+    assert!(first >= time, "ran before its time");
+    assert!(
+        second.as_millis() - first.as_millis() >= 1000,
+        "first delay too short"
+    );
+    assert!(
+        third.as_millis() - second.as_millis() >= 2000,
+        "second delay too short"
+    );
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(
+        seen.try_recv().is_err(),
+        "the timer ran again after it succeeded"
+    );
+    assert_eq!(timers.stored_timers(), 0, "the timer stayed in the store");
     client.shutdown().await;
 }
