@@ -15,63 +15,90 @@ const SPAN: i64 = 30;
 pub(crate) const MIN_EVENTS: u64 = 10;
 
 #[derive(Clone, Copy, Debug, Default)]
-struct Bucket {
-    /// Which stretch of `width` milliseconds of the clock it counts.
-    index: i64,
+struct Counts {
     events: u64,
     failures: u64,
 }
 
+/// The ring of buckets and their running total.
+#[derive(Debug, Default)]
+struct Window {
+    /// Bucket `i` (a stretch of `width` milliseconds of the clock) is at
+    /// slot `i mod BUCKETS`.
+    buckets: [Counts; BUCKETS],
+    /// The latest bucket counted into.
+    latest: i64,
+    /// The sum of every bucket.
+    total: Counts,
+}
+
+impl Window {
+    /// Moves to bucket `now`, emptying the buckets that fell out of the
+    /// window (at most the whole ring, however long the pause).
+    fn advance(&mut self, now: i64) {
+        let stale = now.saturating_sub(self.latest).min(SPAN);
+        for step in 1..=stale {
+            let index = self.latest.saturating_add(step);
+            let slot = usize::try_from(index.rem_euclid(SPAN)).unwrap_or(0);
+            if let Some(bucket) = self.buckets.get_mut(slot) {
+                self.total.events = self.total.events.saturating_sub(bucket.events);
+                self.total.failures = self.total.failures.saturating_sub(bucket.failures);
+                *bucket = Counts::default();
+            }
+        }
+        self.latest = self.latest.max(now);
+    }
+}
+
 /// Counts of events and transient failures over a sliding window.
 ///
-/// Invariant: the gate is open (deferral allowed) unless the buckets of the
-/// last `window` hold at least [`MIN_EVENTS`] events of which more than
-/// `threshold` failed. A bucket older than the window counts nothing: it
-/// is reset when its slot is reused, and skipped when read. Memory is the
-/// fixed ring of buckets.
+/// Invariant: the gate is open (deferral allowed) unless the last
+/// [`BUCKETS`] buckets of `window / BUCKETS` each (the window, to a bucket's
+/// precision) hold at least [`MIN_EVENTS`] events of which more than
+/// `threshold` failed. `total` is always the sum of the buckets: a bucket
+/// leaving the window is subtracted and emptied as the clock passes it.
+/// Memory is the fixed ring; each event costs O(1) amortized.
 #[derive(Debug)]
 pub(crate) struct Gate {
     threshold: f64,
     /// Milliseconds per bucket, at least one.
     width: i64,
-    buckets: Mutex<[Bucket; BUCKETS]>,
+    window: Mutex<Window>,
 }
 
 impl Gate {
     pub(crate) fn new(window: Duration, threshold: f64) -> Self {
         let width = i64::try_from(window.as_millis() / BUCKETS as u128).unwrap_or(i64::MAX);
+        let width = width.max(1);
+        let latest = clock::now().as_millis().div_euclid(width);
         Self {
             threshold,
-            width: width.max(1),
-            buckets: Mutex::new([Bucket::default(); BUCKETS]),
+            width,
+            window: Mutex::new(Window {
+                latest,
+                ..Window::default()
+            }),
         }
     }
 
     /// Counts one event; returns whether the gate is open afterwards.
     pub(crate) fn record(&self, failed: bool) -> bool {
         let now = clock::now().as_millis().div_euclid(self.width);
-        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let slot = usize::try_from(now.rem_euclid(SPAN)).unwrap_or(0);
-        if let Some(bucket) = buckets.get_mut(slot) {
-            if bucket.index != now {
-                *bucket = Bucket {
-                    index: now,
-                    ..Bucket::default()
-                };
-            }
+        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        window.advance(now);
+        let slot = usize::try_from(window.latest.rem_euclid(SPAN)).unwrap_or(0);
+        if let Some(bucket) = window.buckets.get_mut(slot) {
             bucket.events += 1;
             bucket.failures += u64::from(failed);
         }
-        let oldest = now - (SPAN - 1);
-        let (events, failures) = buckets
-            .iter()
-            .filter(|bucket| (oldest..=now).contains(&bucket.index))
-            .fold((0, 0), |(e, f), b| (e + b.events, f + b.failures));
+        window.total.events += 1;
+        window.total.failures += u64::from(failed);
+        let Counts { events, failures } = window.total;
         #[allow(
             clippy::cast_precision_loss,
             reason = "a rate needs no more than f64 gives"
         )]
-        let rate = failures as f64 / events.max(1) as f64;
+        let rate = failures as f64 / events as f64;
         events < MIN_EVENTS || rate <= self.threshold
     }
 }
