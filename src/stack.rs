@@ -21,8 +21,10 @@ type Common<H> = ShutdownService<
     SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, NoTelemetry>>>,
 >;
 
-/// The defer stage of a mock client.
-pub type MemoryDeferLayer<C> = DeferLayer<MemoryDeferStore, BrokerLoader<MemoryBroker>, C>;
+/// The defer stage of a mock client; the records its backlogs retry pass
+/// through the client's dedup layer.
+pub type MemoryDeferLayer<C> =
+    DeferLayer<MemoryDeferStore, BrokerLoader<MemoryBroker>, C, DedupLayer<MemoryDedupStore>>;
 
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
@@ -53,12 +55,14 @@ impl<C: Codec> Layers<C> {
         loader: BrokerLoader<MemoryBroker>,
         codec: C,
     ) -> Self {
+        let dedup = DedupLayer::new(qos.dedup.clone(), store);
         Self {
-            defer: DeferLayer::new(qos.defer.clone(), deferred, loader, codec),
+            defer: DeferLayer::new(qos.defer.clone(), deferred, loader, codec)
+                .drain_through(dedup.clone()),
             mode: qos.mode,
             retry: qos.retry.clone(),
             max_retries: qos.max_retries,
-            dedup: DedupLayer::new(qos.dedup.clone(), store),
+            dedup,
             monopolization: MonopolizationLayer::new(&qos.monopolization),
             scheduler: SchedulerLayer::new(qos.scheduler.clone()),
             timeout: TimeoutLayer::new(qos.timeout),
@@ -232,14 +236,22 @@ mod tests {
     }
 
     /// The stages of a stack, outermost first, read off its type: each
-    /// service wraps the next as its first type parameter.
+    /// service wraps the next as its first type parameter, down to the
+    /// handler (the defer service's drain path follows and is not read).
     fn stages<T>(_: &T) -> Vec<String> {
         let name = std::any::type_name::<T>();
-        name.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        let mut stages: Vec<String> = Vec::new();
+        for stage in name
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
             .filter_map(|word| word.strip_suffix("Service"))
             .filter(|stage| !stage.is_empty())
-            .map(str::to_owned)
-            .collect()
+        {
+            stages.push(stage.to_owned());
+            if stage == "Handler" {
+                break;
+            }
+        }
+        stages
     }
 
     #[tokio::test]

@@ -149,7 +149,8 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
             if timer.kind != TimerKind::Application {
                 // Only the defer stage consumes its timers; one reaching the
                 // handler means the stack has no defer stage (for example
-                // after a switch away from pipeline mode).
+                // after a switch away from pipeline mode). The runtime
+                // leaves it stored, with its key's backlog.
                 let error = HandlerError::permanent(ForeignTimer(timer.kind));
                 return Box::pin(std::future::ready(Err(error)));
             }

@@ -174,9 +174,10 @@ where
 }
 
 /// A defer timer fired: retries the key's deferred records head first
-/// until the backlog is empty (the firing timer is then removed by the
-/// runtime) or one fails (a new timer is set, after the delay its retry
-/// count gives, before the firing one goes).
+/// through `inner` until the backlog is empty or one fails. Either way the
+/// firing timer is removed here, after any timer that replaces it was set
+/// (the runtime never removes defer timers: a stack without this stage
+/// leaves them, and their backlog, for one that has it).
 pub(super) fn drain<S, D, L, K>(
     shared: Arc<Shared<D, L, K>>,
     inner: S,
@@ -201,15 +202,21 @@ where
         let key = timer.key;
         let partition = TopicPartition::new(Arc::clone(context.topic()), context.partition());
         let store = &shared.store;
+        let fired = TimerOp::Unschedule(timer.time);
+        let mut next = store
+            .deferred(&partition, &key)
+            .await
+            .map_err(HandlerError::transient)?
+            .and_then(|d| Some((d.head()?, d.retries)));
         loop {
             if context.is_shutting_down() {
                 return Err(HandlerError::transient(ShuttingDown));
             }
-            let deferred = store
-                .deferred(&partition, &key)
-                .await
-                .map_err(HandlerError::transient)?;
-            let Some((head, retries)) = deferred.and_then(|d| Some((d.head()?, d.retries))) else {
+            let Some((head, retries)) = next else {
+                timers
+                    .write(&key, TimerKind::Defer, vec![fired])
+                    .await
+                    .map_err(HandlerError::transient)?;
                 return Ok(S::Response::unhandled());
             };
             let result = match load(&shared, &partition, &key, head).await {
@@ -248,8 +255,10 @@ where
                             .map_err(HandlerError::transient)?;
                         let delay = shared.config.delay(retries.saturating_add(1));
                         let at = after(delay, Some(timer.time));
+                        // The next timer first: the backlog is never
+                        // without one.
                         timers
-                            .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at)])
+                            .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at), fired])
                             .await
                             .map_err(HandlerError::transient)?;
                         warn!(%error, %partition, %key, offset = head, retries, ?delay,
@@ -258,10 +267,12 @@ where
                     }
                 },
             }
-            store
+            // A new head starts with no failed retries.
+            next = store
                 .complete(&partition, &key, head)
                 .await
-                .map_err(HandlerError::transient)?;
+                .map_err(HandlerError::transient)?
+                .map(|head| (head, 0));
             // A long backlog on a store that never waits must not hold the
             // thread: let other tasks run between records.
             tokio::task::yield_now().await;

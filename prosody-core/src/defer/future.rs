@@ -140,6 +140,11 @@ pub(super) fn failed<R: Settlement, D, L, K>(
     }
     match (origin, context.timers()) {
         (Origin::Record { .. }, _) => Failed::Defer(error),
+        // A commit that failed partway may have removed the timer already
+        // (its first change): only the retry stage can finish the job.
+        (Origin::Timer { .. }, Some(timers)) if timers.commit_started() => {
+            Failed::Returned(Err(error))
+        }
         (Origin::Timer { .. }, Some(timers)) => {
             let delay = shared.config.delay(timers.deferrals().saturating_add(1));
             let at = backlog::after(delay, None);

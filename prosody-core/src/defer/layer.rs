@@ -4,15 +4,19 @@ use super::{DeferConfig, DeferService, Shared};
 use std::fmt;
 use std::sync::Arc;
 use tower::Layer;
+use tower::layer::util::Identity;
 
 /// Wraps a service so transient failures are set aside and retried later
 /// (see the module documentation).
 ///
 /// Every service this layer makes shares one store, loader, codec and
 /// failure-rate gate: build one layer per client and reuse it across
-/// partitions.
-pub struct DeferLayer<D, L, K> {
+/// partitions. The records a backlog retries reach the inner service
+/// through `drain`, a layer of their own ([`Identity`] unless
+/// [`DeferLayer::drain_through`] sets one).
+pub struct DeferLayer<D, L, K, X = Identity> {
     shared: Arc<Shared<D, L, K>>,
+    drain: X,
 }
 
 impl<D, L, K> DeferLayer<D, L, K> {
@@ -22,19 +26,36 @@ impl<D, L, K> DeferLayer<D, L, K> {
     pub fn new(config: DeferConfig, store: D, loader: L, codec: K) -> Self {
         Self {
             shared: Arc::new(Shared::new(config, store, loader, codec)),
+            drain: Identity::new(),
         }
     }
 }
 
-impl<D, L, K> Clone for DeferLayer<D, L, K> {
+impl<D, L, K, X> DeferLayer<D, L, K, X> {
+    /// The same layer, passing the records a backlog retries through
+    /// `layer` before the inner service. The stages outside this one never
+    /// see those retries; the pipeline passes them through its dedup layer,
+    /// so a record handled from a backlog is recorded and its duplicates
+    /// are skipped.
+    #[must_use]
+    pub fn drain_through<Y>(self, layer: Y) -> DeferLayer<D, L, K, Y> {
+        DeferLayer {
+            shared: self.shared,
+            drain: layer,
+        }
+    }
+}
+
+impl<D, L, K, X: Clone> Clone for DeferLayer<D, L, K, X> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
+            drain: self.drain.clone(),
         }
     }
 }
 
-impl<D, L, K> fmt::Debug for DeferLayer<D, L, K> {
+impl<D, L, K, X> fmt::Debug for DeferLayer<D, L, K, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeferLayer")
             .field("config", &self.shared.config)
@@ -42,11 +63,12 @@ impl<D, L, K> fmt::Debug for DeferLayer<D, L, K> {
     }
 }
 
-impl<S, D, L, K> Layer<S> for DeferLayer<D, L, K> {
-    type Service = DeferService<S, D, L, K>;
+impl<S: Clone, D, L, K, X: Layer<S>> Layer<S> for DeferLayer<D, L, K, X> {
+    type Service = DeferService<S, X::Service, D, L, K>;
 
-    fn layer(&self, inner: S) -> DeferService<S, D, L, K> {
+    fn layer(&self, inner: S) -> Self::Service {
         DeferService {
+            drain: self.drain.layer(inner.clone()),
             inner,
             shared: Arc::clone(&self.shared),
         }

@@ -112,22 +112,26 @@ impl Origin {
     }
 }
 
-/// The defer service; see the module documentation.
-pub struct DeferService<S, D, L, K> {
+/// The defer service; see the module documentation. `inner` handles new
+/// events; `drain` (the inner service behind the layer's drain layer)
+/// handles the records a backlog retries.
+pub struct DeferService<S, R, D, L, K> {
     inner: S,
+    drain: R,
     shared: Arc<Shared<D, L, K>>,
 }
 
-impl<S: Clone, D, L, K> Clone for DeferService<S, D, L, K> {
+impl<S: Clone, R: Clone, D, L, K> Clone for DeferService<S, R, D, L, K> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
+            drain: self.drain.clone(),
             shared: Arc::clone(&self.shared),
         }
     }
 }
 
-impl<S: fmt::Debug, D, L, K> fmt::Debug for DeferService<S, D, L, K> {
+impl<S: fmt::Debug, R, D, L, K> fmt::Debug for DeferService<S, R, D, L, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeferService")
             .field("inner", &self.inner)
@@ -136,12 +140,17 @@ impl<S: fmt::Debug, D, L, K> fmt::Debug for DeferService<S, D, L, K> {
     }
 }
 
-impl<S, D, L, K> Service<EventRequest<K::Value>> for DeferService<S, D, L, K>
+impl<S, R, D, L, K> Service<EventRequest<K::Value>> for DeferService<S, R, D, L, K>
 where
     K: Codec,
     S: Service<EventRequest<K::Value>, Error = HandlerError> + Clone + Send + 'static,
     S::Response: Settlement + Send,
     S::Future: Send,
+    R: Service<EventRequest<K::Value>, Response = S::Response, Error = HandlerError>
+        + Clone
+        + Send
+        + 'static,
+    R::Future: Send,
     D: DeferStore,
     L: Loader,
 {
@@ -158,8 +167,8 @@ where
         let context = request.context.clone();
         let (key, offset) = match &request.event {
             Event::Timer(timer) if timer.kind == TimerKind::Defer => {
-                let inner = self.inner.clone();
-                return ResponseFuture::boxed(backlog::drain(shared, inner, request));
+                let drain = self.drain.clone();
+                return ResponseFuture::boxed(backlog::drain(shared, drain, request));
             }
             Event::Timer(_) => {
                 let future = self.inner.call(request);

@@ -2,8 +2,10 @@
 //! horizon, kept in a due queue, and rung when their second comes.
 
 use crate::clock::{self, Timestamp};
+use crate::key::Key;
+use crate::store::timer::TimerKind;
 use crate::timers::{Due, DueQueue, Notice, TimerAccess};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,64 @@ pub(crate) struct Fire {
     pub(crate) deferrals: u32,
 }
 
+/// Timers the defer stage put off, one entry per timer.
+///
+/// Invariant: `by_time` and `by_due` hold the same timers, each once: a
+/// timer put off again replaces its entry. Removal path: an entry leaves
+/// when it rings, when its timer is unscheduled or cleared, and when its
+/// timer is taken to fire afresh; so it holds at most the partition's
+/// failing timers.
+#[derive(Debug, Default)]
+struct Delayed {
+    by_time: BTreeSet<(i64, Due)>,
+    by_due: HashMap<Due, (i64, u32)>,
+}
+
+impl Delayed {
+    fn insert(&mut self, fire: Fire, second: i64) {
+        let entry = (second, fire.deferrals);
+        if let Some((old, _)) = self.by_due.insert(fire.due.clone(), entry) {
+            self.by_time.remove(&(old, fire.due.clone()));
+        }
+        self.by_time.insert((second, fire.due));
+    }
+
+    fn remove(&mut self, due: &Due) {
+        if let Some((second, _)) = self.by_due.remove(due) {
+            self.by_time.remove(&(second, due.clone()));
+        }
+    }
+
+    /// Removes the key's put-off timers of `kind` (a scan: put-off timers
+    /// are the failing few).
+    fn clear(&mut self, key: &Key, kind: TimerKind) {
+        let gone: Vec<Due> = self
+            .by_due
+            .keys()
+            .filter(|due| due.key == *key && due.kind == kind)
+            .cloned()
+            .collect();
+        for due in gone {
+            self.remove(&due);
+        }
+    }
+
+    fn next(&self) -> Option<i64> {
+        self.by_time.first().map(|(second, _)| *second)
+    }
+
+    /// Takes the earliest put-off timer if it is due at `now`.
+    fn pop_due(&mut self, now: i64) -> Option<Fire> {
+        let (second, due) = self.by_time.first().cloned()?;
+        if second > now {
+            return None;
+        }
+        self.by_time.remove(&(second, due.clone()));
+        let (_, deferrals) = self.by_due.remove(&due)?;
+        Some(Fire { due, deferrals })
+    }
+}
+
 /// The partition's alarm clock.
 ///
 /// Invariant: every stored timer of the partition before `horizon` is in
@@ -48,7 +108,7 @@ pub(crate) struct Alarm {
     /// Timers taken from `due` and not yet settled.
     taken: HashSet<Due>,
     /// Timers the defer stage put off, by the second they run again.
-    delayed: BTreeSet<(i64, Fire)>,
+    delayed: Delayed,
     /// Seconds since the epoch; `None` until the first load succeeded.
     horizon: Option<i64>,
     /// After a failed load, when to try again.
@@ -84,7 +144,7 @@ impl Alarm {
             notices,
             due: DueQueue::default(),
             taken: HashSet::new(),
-            delayed: BTreeSet::new(),
+            delayed: Delayed::default(),
             horizon: None,
             retry_at: None,
             slab: i64::try_from(slab.as_secs()).unwrap_or(i64::MAX).max(1),
@@ -136,10 +196,12 @@ impl Alarm {
             Notice::Unscheduled(key, second, kind) => {
                 let due = Due { second, key, kind };
                 self.due.remove(&due);
+                self.delayed.remove(&due);
                 self.taken.remove(&due);
             }
             Notice::Cleared(key, kind) => {
                 self.due.clear(&key, kind);
+                self.delayed.clear(&key, kind);
                 self.taken
                     .retain(|taken| taken.key != key || taken.kind != kind);
             }
@@ -154,9 +216,9 @@ impl Alarm {
             (None, None) => Instant::now() + RELOAD_DELAY,
             (None, Some(horizon)) => instant_of(horizon.saturating_sub(self.slab / 2)),
         };
-        let next = match (self.due.next(), self.delayed.first()) {
-            (Some(due), Some((delayed, _))) => Some(due.min(*delayed)),
-            (due, delayed) => due.or(delayed.map(|(second, _)| *second)),
+        let next = match (self.due.next(), self.delayed.next()) {
+            (Some(due), Some(delayed)) => Some(due.min(delayed)),
+            (due, delayed) => due.or(delayed),
         };
         let at = match next {
             Some(second) => instant_of(second).min(refresh),
@@ -182,7 +244,7 @@ impl Alarm {
     /// handler unschedules or clears it first.
     pub(crate) fn delay(&mut self, fire: Fire, second: i64) {
         if self.taken.contains(&fire.due) {
-            self.delayed.insert((second, fire));
+            self.delayed.insert(fire, second);
             self.arm();
         }
     }
@@ -201,23 +263,20 @@ impl Alarm {
         let now = now_second();
         let mut fires = Vec::new();
         while fires.len() < RING_LIMIT {
-            let Some((second, _)) = self.delayed.first() else {
+            let Some(fire) = self.delayed.pop_due(now) else {
                 break;
             };
-            if *second > now {
-                break;
-            }
-            if let Some((_, fire)) = self.delayed.pop_first() {
-                // Unscheduled or cleared while put off: it is gone.
-                if self.taken.contains(&fire.due) {
-                    fires.push(fire);
-                }
+            // Unscheduled or cleared while put off: it is gone.
+            if self.taken.contains(&fire.due) {
+                fires.push(fire);
             }
         }
         while fires.len() < RING_LIMIT {
             let Some(due) = self.due.pop_due(now) else {
                 break;
             };
+            // Scheduled afresh: an older put-off entry of it is stale.
+            self.delayed.remove(&due);
             self.taken.insert(due.clone());
             fires.push(Fire { due, deferrals: 0 });
         }

@@ -9,7 +9,7 @@ use crate::error::{Category, HandlerError};
 use crate::event::{Event, Timer, Topic};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
-use crate::store::timer::{from_seconds, to_seconds};
+use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::timers::{TimerAccess, Timers};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -138,8 +138,10 @@ where
                 return Outcome::Delayed(to_seconds(at));
             }
             // A handler that succeeded removed its timer in its commit; a
-            // timer settled otherwise (dropped, routed) is removed here.
-            if !timers.committed() {
+            // timer settled otherwise (dropped, routed) is removed here. A
+            // defer timer is the defer stage's to remove: a stack without
+            // that stage leaves it, and its key's backlog, in the store.
+            if !timers.committed() && kind == TimerKind::Application {
                 if let Err(error) = access.fired(&key, kind, time).await {
                     warn!(%error, %key, "removing a fired timer failed; it may fire again");
                 }

@@ -67,24 +67,35 @@ pub(crate) trait TimerAccess: Send + Sync {
     fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<Due>>;
 }
 
+/// What every attempt of one event shares about its timers.
+#[derive(Debug, Default)]
+struct EventState {
+    /// Set once an attempt began writing its changes: from then on the
+    /// event's timers may already have changed in the store.
+    commit_started: AtomicBool,
+    /// Set once an attempt committed its changes, so the runtime can tell
+    /// whether a settled timer was already removed by its handler's commit.
+    committed: AtomicBool,
+    /// For a firing application timer: when the defer stage asked to run
+    /// it again instead of removing it.
+    retry_at: Mutex<Option<Timestamp>>,
+}
+
 /// The timers of one handler attempt.
 ///
 /// Invariant: a handler's changes (application timers) are staged in the
 /// attempt's own list and reach the store only through `Timers::commit`,
 /// which the handler service calls after the handler succeeded; a failed
-/// attempt's list is dropped, so it leaves no trace. The defer stage writes
-/// its own timers (of [`TimerKind::Defer`]) directly, with `Timers::write`.
+/// attempt's list is dropped, so it leaves no trace unless its commit had
+/// started (a store failure partway), which `commit_started` records. The
+/// defer stage writes its own timers (of [`TimerKind::Defer`]) directly,
+/// with `Timers::write`.
 #[derive(Clone)]
 pub struct Timers {
     access: Arc<dyn TimerAccess>,
     staged: Arc<Mutex<Vec<TimerOp>>>,
-    /// Set once any attempt of this event committed; shared by the fresh
-    /// copies of every attempt, so the runtime can tell whether a settled
-    /// timer was already removed by its handler's commit.
-    committed: Arc<AtomicBool>,
-    /// For a firing application timer: when the defer stage asked to run it
-    /// again instead of removing it (shared like `committed`).
-    retry_at: Arc<Mutex<Option<Timestamp>>>,
+    /// Shared by the fresh copies of every attempt of the event.
+    event: Arc<EventState>,
     /// For a firing timer: how many times it was deferred already.
     deferrals: u32,
 }
@@ -100,8 +111,7 @@ impl Timers {
         Self {
             access,
             staged: Arc::default(),
-            committed: Arc::default(),
-            retry_at: Arc::default(),
+            event: Arc::default(),
             deferrals: 0,
         }
     }
@@ -119,8 +129,7 @@ impl Timers {
         Self {
             access: Arc::clone(&self.access),
             staged: Arc::default(),
-            committed: Arc::clone(&self.committed),
-            retry_at: Arc::clone(&self.retry_at),
+            event: Arc::clone(&self.event),
             deferrals: self.deferrals,
         }
     }
@@ -140,12 +149,26 @@ impl Timers {
     /// Asks the runtime to keep the firing application timer and run it
     /// again at `at`, instead of removing it once it settles.
     pub(crate) fn retry_at(&self, at: Timestamp) {
-        *self.retry_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+        *self
+            .event
+            .retry_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at);
     }
 
     /// When the firing timer is to run again, if the defer stage asked.
     pub(crate) fn retry_requested(&self) -> Option<Timestamp> {
-        *self.retry_at.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .event
+            .retry_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether an attempt of this event began writing its changes (so the
+    /// store may hold part of them).
+    pub(crate) fn commit_started(&self) -> bool {
+        self.event.commit_started.load(Ordering::Acquire)
     }
 
     /// Writes changes to the key's timers of `kind` now, unstaged.
@@ -160,7 +183,7 @@ impl Timers {
 
     /// Whether an attempt of this event committed its changes.
     pub(crate) fn committed(&self) -> bool {
-        self.committed.load(Ordering::Acquire)
+        self.event.committed.load(Ordering::Acquire)
     }
 
     pub(crate) fn stage(&self, op: TimerOp) {
@@ -203,9 +226,10 @@ impl Timers {
     pub(crate) async fn commit(&self, key: &Key) -> Result<(), StoreError> {
         let ops = std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner));
         if !ops.is_empty() {
+            self.event.commit_started.store(true, Ordering::Release);
             self.access.apply(key, TimerKind::Application, ops).await?;
         }
-        self.committed.store(true, Ordering::Release);
+        self.event.committed.store(true, Ordering::Release);
         Ok(())
     }
 }

@@ -403,7 +403,7 @@ pub(super) struct Harness {
     pub(super) loader: FakeLoader,
     pub(super) handler: Handler,
     pub(super) timers: Arc<FakeTimers>,
-    pub(super) service: DeferService<Handler, FakeStore, FakeLoader, JsonCodec>,
+    pub(super) service: DeferService<Handler, Handler, FakeStore, FakeLoader, JsonCodec>,
 }
 
 impl Harness {
