@@ -290,3 +290,71 @@ impl Alarm {
         self.arm();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Alarm, Fire, now_second};
+    use crate::clock::Timestamp;
+    use crate::key::Key;
+    use crate::store::timer::TimerKind;
+    use crate::timers::{Due, Notice, TimerAccess, TimerFuture, TimerOp};
+    use std::sync::Arc;
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+
+    /// A store holding `first` until its first load, then nothing new.
+    struct Once(Mutex<Vec<Due>>);
+
+    impl TimerAccess for Once {
+        fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> TimerFuture<'a, Vec<Timestamp>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+
+        fn apply<'a>(&'a self, _: &'a Key, _: TimerKind, _: Vec<TimerOp>) -> TimerFuture<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn fired<'a>(&'a self, _: &'a Key, _: TimerKind, _: Timestamp) -> TimerFuture<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn load(&self, _: Timestamp, _: Timestamp) -> TimerFuture<'_, Vec<Due>> {
+            let loaded = std::mem::take(&mut *self.0.lock().unwrap());
+            Box::pin(async move { Ok(loaded) })
+        }
+    }
+
+    /// A put-off timer that a handler clears and schedules again, and that
+    /// is put off again, rings once, at its latest second: the first put-off
+    /// entry does not ring it a second time.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_put_off_twice_rings_once_at_its_latest_second() {
+        let s = Due {
+            second: now_second() - 1,
+            key: Key::from("k"),
+            kind: TimerKind::Application,
+        };
+        let (notify, notices) = mpsc::unbounded_channel::<Notice>();
+        drop(notify);
+        let access = Arc::new(Once(Mutex::new(vec![s.clone()])));
+        let mut alarm = Alarm::new(access, notices, Duration::from_secs(3600));
+        alarm.start().await;
+        let fire = |deferrals| Fire {
+            due: s.clone(),
+            deferrals,
+        };
+        assert_eq!(alarm.ring().await, [fire(0)]);
+        alarm.delay(fire(1), now_second() + 10);
+        alarm.notice(Notice::Cleared(s.key.clone(), s.kind));
+        alarm.notice(Notice::Scheduled(s.key.clone(), s.second, s.kind));
+        assert_eq!(alarm.ring().await, [fire(0)], "scheduled afresh, it rings");
+        alarm.delay(fire(1), now_second() + 20);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(alarm.ring().await, [], "the stale put-off entry rang");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(alarm.ring().await, [fire(1)]);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(alarm.ring().await, []);
+    }
+}
