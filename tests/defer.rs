@@ -13,7 +13,7 @@ mod support;
 
 use proptest::prelude::*;
 use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
-use prosody::{MemoryBroker, MemoryDeferStore, MemoryTimerStore, ProsodyClient};
+use prosody::{MemoryBroker, MemoryDeferStore, MemoryTimerStore, Mode, ProsodyClient};
 use prosody_core::JsonCodec;
 use std::time::Duration;
 use support::{Probe, Script, TestHandler};
@@ -63,7 +63,21 @@ impl Backends {
         max_concurrency: usize,
         threshold: f64,
     ) -> ProsodyClient<JsonCodec<Script>> {
+        self.member_in(Mode::Pipeline, probe, id, max_concurrency, threshold)
+            .await
+    }
+
+    /// A member of `mode` consuming with a [`TestHandler`].
+    async fn member_in(
+        &self,
+        mode: Mode,
+        probe: &Probe,
+        id: u32,
+        max_concurrency: usize,
+        threshold: f64,
+    ) -> ProsodyClient<JsonCodec<Script>> {
         let client = ProsodyClient::builder()
+            .mode(mode)
             .codec(JsonCodec::<Script>::new())
             .memory_broker(self.broker.clone())
             .memory_timer_store(self.timers.clone())
@@ -113,6 +127,7 @@ fn workload() -> impl Strategy<Value = Workload> {
             key: format!("key-{key}"),
             latency_ms,
             failures,
+            id: None,
         });
         proptest::collection::vec(script, 1..120).prop_flat_map(move |records| {
             let n = records.len();
@@ -214,6 +229,7 @@ async fn the_partition_advances_past_a_deferred_record() {
         key: key.into(),
         latency_ms: 0,
         failures,
+        id: None,
     };
     // Offset 0 fails four times (retried after 1, 2, 4 and 8 seconds).
     let mut records = vec![script("slow", 4)];
@@ -259,6 +275,7 @@ async fn above_the_failure_threshold_the_partition_stops_until_failures_stop() {
             key: format!("key-{n}"),
             latency_ms: 0,
             failures: failing,
+            id: None,
         })
         .collect();
     backends.produce(&records).await;
@@ -292,4 +309,81 @@ async fn above_the_failure_threshold_the_partition_stops_until_failures_stop() {
     assert_eq!(committed, Some(end));
     probe.check(8, false).expect("invariants");
     member.shutdown().await;
+}
+
+fn script(key: &str, failures: u32, id: Option<&str>) -> Script {
+    Script {
+        key: key.into(),
+        latency_ms: 0,
+        failures,
+        id: id.map(str::to_owned),
+    }
+}
+
+/// A record retried from a backlog passes the dedup stage: a duplicate of
+/// it (same key and `id`) deferred behind it is skipped, not handled twice.
+#[tokio::test(start_paused = true)]
+async fn a_duplicate_behind_a_deferred_record_is_skipped() {
+    let backends = Backends::new(1);
+    let records = [
+        script("k", 1, Some("x")),
+        script("k", 0, Some("x")),
+        script("k", 0, Some("y")),
+    ];
+    backends.produce(&records).await;
+    let probe = Probe::default();
+    let member = backends.member(&probe, 0, 4, 0.9).await;
+    tokio::time::timeout(DEADLINE, probe.wait_handled(2))
+        .await
+        .expect("handled");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let successes = probe.lock().successes.clone();
+    let offsets: Vec<i64> = successes.iter().map(|(_, _, offset)| *offset).collect();
+    assert_eq!(offsets, [0, 2], "the duplicate of x was handled");
+    assert_eq!(backends.commits(1)[0], (Some(3), 3));
+    assert_eq!(backends.deferred.stored_keys(), 0);
+    member.shutdown().await;
+}
+
+/// A stack without the defer stage leaves a deferred backlog and its timer
+/// in the stores (a defer timer reaching the handler fails permanently and
+/// is logged, not removed); back in pipeline mode the backlog drains.
+#[tokio::test(start_paused = true)]
+async fn a_backlog_outlives_a_switch_to_a_mode_without_deferral() {
+    let backends = Backends::new(1);
+    backends.produce(&[script("k", 1, None)]).await;
+    let probe = Probe::default();
+    let first = backends.member(&probe, 0, 4, 0.9).await;
+    tokio::time::timeout(DEADLINE, async {
+        while backends.deferred.stored_keys() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("deferred");
+    first.shutdown().await;
+    let best_effort = backends
+        .member_in(Mode::BestEffort, &probe, 1, 4, 0.9)
+        .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(probe.handled(), 0);
+    assert_eq!(
+        backends.deferred.stored_keys(),
+        1,
+        "the backlog was dropped"
+    );
+    assert_eq!(
+        backends.timers.stored_timers(),
+        1,
+        "the defer timer was removed"
+    );
+    best_effort.shutdown().await;
+    let again = backends.member(&probe, 2, 4, 0.9).await;
+    tokio::time::timeout(DEADLINE, probe.wait_handled(1))
+        .await
+        .expect("the backlog drains back in pipeline mode");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(backends.deferred.stored_keys(), 0);
+    assert_eq!(backends.timers.stored_timers(), 0);
+    again.shutdown().await;
 }

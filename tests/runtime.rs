@@ -47,6 +47,7 @@ fn workload() -> impl Strategy<Value = Workload> {
                     key: format!("key-{key}"),
                     latency_ms,
                     failures,
+                    id: None,
                 });
             proptest::collection::vec(script, 1..400).prop_flat_map(move |records| {
                 let n = records.len();
@@ -193,6 +194,7 @@ async fn tight_backpressure_across_threads_never_stalls() {
                 key: format!("key-{}", n % 50),
                 latency_ms: 0,
                 failures: 0,
+                id: None,
             })
             .collect();
         produce(&broker, &records).await;

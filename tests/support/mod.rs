@@ -19,6 +19,9 @@ pub struct Script {
     pub latency_ms: u64,
     /// Transient failures before the record succeeds.
     pub failures: u32,
+    /// The payload's `id`, for deduplication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 #[derive(Default, Debug)]
