@@ -14,8 +14,8 @@ pub use config::Mode;
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, Demand, Event, EventHandler, EventRequest,
     EventService, Excise, HandlerError, HandlerService, Headers, JsonCodec, Key, Message,
-    ResultExt, Timer, Timestamp, Topic, broker, dedup, failure, log, monopolization, retry,
-    scheduler, shutdown, telemetry, timeout, timers,
+    ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure, loader, log, monopolization,
+    retry, scheduler, shutdown, telemetry, timeout, timers,
 };
 pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
 pub use stack::{Layers, MemoryDeferLayer};

@@ -99,6 +99,7 @@ pub struct Message<P> {
 /// A handler's `on_timer` sees only [`TimerKind::Application`] timers: the
 /// defer stage consumes its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timer {
     /// The key the timer belongs to.
     pub key: Key,
@@ -106,6 +107,19 @@ pub struct Timer {
     pub time: Timestamp,
     /// Who the timer is for.
     pub kind: TimerKind,
+}
+
+impl Timer {
+    /// An application timer of `key` at `time` (to test a handler's
+    /// `on_timer`).
+    #[must_use]
+    pub fn new(key: impl Into<Key>, time: Timestamp) -> Self {
+        Self {
+            key: key.into(),
+            time,
+            kind: TimerKind::Application,
+        }
+    }
 }
 
 /// An excise record: a key with no payload, asking the consumer to delete
