@@ -10,8 +10,11 @@
 //! ([`DeferStore::deferred`]) back from the broker and retries it: on success
 //! [`DeferStore::complete`] removes it and names the next head; on failure
 //! [`DeferStore::retried`] counts the attempt, from which the stage computes
-//! the next delay. On assignment, [`DeferStore::keys`] lists the keys to
-//! rebuild timers for.
+//! the next delay. The stage never needs to scan: every key with deferred
+//! offsets has a defer timer in the timer store (written before the first
+//! offset, replaced before it is removed), and a new owner of the partition
+//! loads those timers. [`DeferStore::keys`] lists a partition's waiting
+//! keys for operators and checks.
 
 use super::StoreError;
 use crate::broker::TopicPartition;
