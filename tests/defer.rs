@@ -205,7 +205,7 @@ fn run(workload: &Workload) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// With random per-key transient failures (and a member joining, and
     /// maybe the first leaving): every record succeeds, exactly once
