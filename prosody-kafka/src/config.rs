@@ -1,0 +1,73 @@
+//! How the backend's rdkafka clients are configured.
+
+use prosody_core::broker::BrokerError;
+use rdkafka::ClientConfig;
+
+/// The connection settings shared by every client of one [`KafkaBroker`].
+///
+/// Invariant (checked by [`KafkaConfig::new`]): at least one bootstrap
+/// server, none empty.
+///
+/// [`KafkaBroker`]: crate::KafkaBroker
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaConfig {
+    bootstrap_servers: Vec<String>,
+    /// librdkafka properties set on every client after the backend's own,
+    /// so they win (security settings, or test tuning such as
+    /// `session.timeout.ms`).
+    overrides: Vec<(String, String)>,
+}
+
+impl KafkaConfig {
+    /// Settings for a cluster reached through `bootstrap_servers`
+    /// (`host:port` each).
+    pub fn new<I, S>(bootstrap_servers: I) -> Result<Self, BrokerError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let bootstrap_servers: Vec<String> =
+            bootstrap_servers.into_iter().map(Into::into).collect();
+        if bootstrap_servers.is_empty() {
+            return Err(BrokerError::Invalid(
+                "bootstrap_servers names no server".to_owned(),
+            ));
+        }
+        if bootstrap_servers.iter().any(|s| s.trim().is_empty()) {
+            return Err(BrokerError::Invalid(
+                "bootstrap_servers has an empty entry".to_owned(),
+            ));
+        }
+        Ok(Self {
+            bootstrap_servers,
+            overrides: Vec::new(),
+        })
+    }
+
+    /// The same settings with a librdkafka property set on every client
+    /// (for example `security.protocol`, or `session.timeout.ms` in tests).
+    #[must_use]
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.overrides.push((key.into(), value.into()));
+        self
+    }
+
+    /// The servers, comma-separated.
+    #[must_use]
+    pub fn bootstrap_servers(&self) -> String {
+        self.bootstrap_servers.join(",")
+    }
+
+    /// A client configuration with `base` properties, then the overrides.
+    pub(crate) fn client(&self, base: &[(&str, &str)]) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", self.bootstrap_servers());
+        for (key, value) in base {
+            config.set(*key, *value);
+        }
+        for (key, value) in &self.overrides {
+            config.set(key, value);
+        }
+        config
+    }
+}

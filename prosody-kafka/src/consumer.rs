@@ -1,0 +1,336 @@
+//! A member of a consumer group on rdkafka.
+//!
+//! A dedicated thread polls the rdkafka consumer (rebalance callbacks run
+//! there and may wait for the owner to drain) and hands records and
+//! assignment changes over a bounded channel; the async side serves the
+//! broker contract from that channel and calls rdkafka for offsets,
+//! commits and pauses.
+
+use crate::error::backend;
+use crate::member::{Member, Polled};
+use bytes::Bytes;
+use prosody_core::Timestamp;
+use prosody_core::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
+use prosody_core::event::{Headers, Topic};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers as _, Message as _};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as sync;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::warn;
+
+/// How long one rdkafka poll of the thread waits for a message.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Records and events in flight between the thread and the owner.
+pub(crate) const CHANNEL: usize = 1024;
+
+/// How long reading committed offsets may take.
+const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Rd = BaseConsumer<Member>;
+
+/// A group member on Kafka.
+///
+/// Invariant: records of a partition reach the owner in offset order and
+/// only while the partition is assigned and not paused. Records fetched
+/// for a partition that is paused are held, and delivered first once it
+/// resumes, so pausing loses and repeats nothing.
+pub struct KafkaConsumer {
+    consumer: Arc<Rd>,
+    events: mpsc::Receiver<Polled>,
+    /// The answer the poll thread waits for after a revocation.
+    pending_ack: Option<sync::Sender<()>>,
+    /// Revoked partitions, still this member's until the next poll.
+    revoking: Vec<TopicPartition>,
+    assigned: HashSet<TopicPartition>,
+    paused: HashSet<TopicPartition>,
+    held: HashMap<TopicPartition, VecDeque<Record>>,
+    /// Resumed partitions with held records, to deliver first.
+    ready: VecDeque<TopicPartition>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl KafkaConsumer {
+    pub(crate) fn start(
+        consumer: Rd,
+        events: mpsc::Receiver<Polled>,
+        sender: mpsc::Sender<Polled>,
+    ) -> Result<Self, BrokerError> {
+        let consumer = Arc::new(consumer);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (consumer, stop) = (Arc::clone(&consumer), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("prosody-kafka-poll".to_owned())
+                .spawn(move || poll_thread(&consumer, &sender, &stop))
+                .map_err(|e| BrokerError::Backend {
+                    retriable: true,
+                    source: Box::new(e),
+                })?
+        };
+        Ok(Self {
+            consumer,
+            events,
+            pending_ack: None,
+            revoking: Vec::new(),
+            assigned: HashSet::new(),
+            paused: HashSet::new(),
+            held: HashMap::new(),
+            ready: VecDeque::new(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn check_assigned(&self, partition: &TopicPartition) -> Result<(), BrokerError> {
+        if self.assigned.contains(partition) {
+            Ok(())
+        } else {
+            Err(BrokerError::NotAssigned(partition.clone()))
+        }
+    }
+
+    /// A held record of a resumed partition, if any.
+    fn take_held(&mut self) -> Option<Record> {
+        while let Some(partition) = self.ready.front().cloned() {
+            let paused = self.paused.contains(&partition);
+            let record = match self.held.get_mut(&partition) {
+                Some(queue) if !paused => queue.pop_front(),
+                _ => None,
+            };
+            if let Some(record) = record {
+                return Some(record);
+            }
+            self.ready.pop_front();
+            if !paused {
+                self.held.remove(&partition);
+            }
+        }
+        None
+    }
+
+    /// Stops the poll thread and hands the rdkafka consumer to a thread of
+    /// its own to close: closing leaves the group and may block.
+    fn shut(&mut self) -> Option<JoinHandle<()>> {
+        self.consumer
+            .context()
+            .closing
+            .store(true, Ordering::Release);
+        self.stop.store(true, Ordering::Release);
+        self.pending_ack = None;
+        self.events.close();
+        // A revocation still in the channel holds the thread's answer:
+        // dropping it lets the thread go.
+        while self.events.try_recv().is_ok() {}
+        let poller = self.thread.take();
+        let consumer = Arc::clone(&self.consumer);
+        std::thread::Builder::new()
+            .name("prosody-kafka-close".to_owned())
+            .spawn(move || {
+                if let Some(poller) = poller {
+                    let _ = poller.join();
+                }
+                consumer.unsubscribe();
+                drop(consumer);
+            })
+            .ok()
+    }
+}
+
+/// One list holding one partition at `offset`.
+fn list(partition: &TopicPartition, offset: Offset) -> Result<TopicPartitionList, BrokerError> {
+    let mut list = TopicPartitionList::with_capacity(1);
+    list.add_partition_offset(&partition.topic, partition.partition, offset)
+        .map_err(backend)?;
+    Ok(list)
+}
+
+/// The broker contract's record of an rdkafka message; `topics` keeps one
+/// shared name per topic.
+pub(crate) fn record(message: &BorrowedMessage<'_>, topics: &mut HashMap<String, Topic>) -> Record {
+    let topic = if let Some(topic) = topics.get(message.topic()) {
+        Arc::clone(topic)
+    } else {
+        let topic: Topic = Arc::from(message.topic());
+        topics.insert(message.topic().to_owned(), Arc::clone(&topic));
+        topic
+    };
+    let headers = message
+        .headers()
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.key.to_owned(),
+                        Bytes::copy_from_slice(h.value.unwrap_or_default()),
+                    )
+                })
+                .collect::<Headers>()
+        })
+        .unwrap_or_default();
+    Record {
+        topic,
+        partition: message.partition(),
+        offset: message.offset(),
+        timestamp: Timestamp::from_millis(message.timestamp().to_millis().unwrap_or_default()),
+        key: message.key().map(Bytes::copy_from_slice),
+        payload: message.payload().map(Bytes::copy_from_slice),
+        headers,
+    }
+}
+
+fn poll_thread(consumer: &Rd, events: &mpsc::Sender<Polled>, stop: &AtomicBool) {
+    let mut topics = HashMap::new();
+    while !stop.load(Ordering::Acquire) {
+        let polled = match consumer.poll(POLL) {
+            None | Some(Err(KafkaError::PartitionEOF(_))) => continue,
+            Some(Ok(message)) => Polled::Record(record(&message, &mut topics)),
+            Some(Err(error @ KafkaError::MessageConsumptionFatal(_))) => Polled::Failed(error),
+            Some(Err(error)) => {
+                warn!(%error, "kafka consumer error; it retries by itself");
+                continue;
+            }
+        };
+        if events.blocking_send(polled).is_err() {
+            break;
+        }
+    }
+}
+
+impl Consumer for KafkaConsumer {
+    async fn poll(&mut self) -> Result<ConsumerEvent, BrokerError> {
+        // The owner polls again: it has drained what was revoked, which
+        // now goes.
+        for partition in self.revoking.drain(..) {
+            self.assigned.remove(&partition);
+        }
+        self.pending_ack = None;
+        loop {
+            if let Some(record) = self.take_held() {
+                return Ok(ConsumerEvent::Record(record));
+            }
+            let Some(polled) = self.events.recv().await else {
+                return Err(BrokerError::Closed);
+            };
+            match polled {
+                Polled::Record(record) => {
+                    let partition = record.topic_partition();
+                    if !self.assigned.contains(&partition) {
+                        continue;
+                    }
+                    if self.paused.contains(&partition) {
+                        self.held.entry(partition).or_default().push_back(record);
+                        continue;
+                    }
+                    return Ok(ConsumerEvent::Record(record));
+                }
+                Polled::Assigned(partitions) => {
+                    self.assigned.extend(partitions.iter().cloned());
+                    return Ok(ConsumerEvent::Assigned(partitions));
+                }
+                Polled::Revoked(partitions, ack) => {
+                    for partition in &partitions {
+                        self.paused.remove(partition);
+                        self.held.remove(partition);
+                    }
+                    self.revoking.extend(partitions.iter().cloned());
+                    self.pending_ack = Some(ack);
+                    return Ok(ConsumerEvent::Revoked(partitions));
+                }
+                Polled::Failed(error) => return Err(backend(error)),
+            }
+        }
+    }
+
+    fn store_offset(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), BrokerError> {
+        self.check_assigned(partition)?;
+        let list = list(partition, Offset::Offset(offset))?;
+        self.consumer
+            .store_offsets(&list)
+            .map_err(|error| match error {
+                KafkaError::StoreOffset(RDKafkaErrorCode::State) => {
+                    BrokerError::NotAssigned(partition.clone())
+                }
+                other => backend(other),
+            })
+    }
+
+    async fn commit(&mut self) -> Result<(), BrokerError> {
+        let consumer = Arc::clone(&self.consumer);
+        let committed =
+            tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync))
+                .await
+                .map_err(|e| BrokerError::Backend {
+                    retriable: true,
+                    source: Box::new(e),
+                })?;
+        match committed {
+            // Nothing stored since the last commit.
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
+            Err(error) => Err(backend(error)),
+        }
+    }
+
+    fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
+        self.check_assigned(partition)?;
+        let list = list(partition, Offset::Invalid)?;
+        self.consumer.pause(&list).map_err(backend)?;
+        self.paused.insert(partition.clone());
+        Ok(())
+    }
+
+    fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
+        self.check_assigned(partition)?;
+        let list = list(partition, Offset::Invalid)?;
+        self.consumer.resume(&list).map_err(backend)?;
+        if self.paused.remove(partition) && self.held.contains_key(partition) {
+            self.ready.push_back(partition.clone());
+        }
+        Ok(())
+    }
+
+    async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
+        let consumer = Arc::clone(&self.consumer);
+        let list = list(partition, Offset::Invalid)?;
+        let read = tokio::task::spawn_blocking(move || {
+            consumer.committed_offsets(list, COMMITTED_TIMEOUT)
+        })
+        .await
+        .map_err(|e| BrokerError::Backend {
+            retriable: true,
+            source: Box::new(e),
+        })?
+        .map_err(backend)?;
+        let offset = read
+            .find_partition(&partition.topic, partition.partition)
+            .map(|element| element.offset());
+        Ok(match offset {
+            Some(Offset::Offset(offset)) => Some(offset),
+            _ => None,
+        })
+    }
+
+    async fn close(mut self) {
+        if let Some(closer) = self.shut() {
+            let _ = tokio::task::spawn_blocking(move || closer.join()).await;
+        }
+    }
+}
+
+impl Drop for KafkaConsumer {
+    fn drop(&mut self) {
+        if !self.stop.load(Ordering::Acquire) {
+            // Closes in the background: a drop must not block.
+            let _ = self.shut();
+        }
+    }
+}

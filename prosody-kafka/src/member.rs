@@ -1,0 +1,85 @@
+//! The consumer context: turns rdkafka's rebalance callbacks into the
+//! events of the broker contract, and holds a revocation until the
+//! consumer's owner has drained.
+
+use prosody_core::broker::{Record, TopicPartition};
+use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use rdkafka::{ClientContext, TopicPartitionList};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as sync;
+use tokio::sync::mpsc;
+
+/// What the poll thread hands to the consumer.
+#[derive(Debug)]
+pub(crate) enum Polled {
+    Record(Record),
+    Assigned(Vec<TopicPartition>),
+    /// Partitions leaving; the rebalance waits until `ack` is answered or
+    /// dropped, which the consumer does at its next poll.
+    Revoked(Vec<TopicPartition>, sync::Sender<()>),
+    /// A fatal consumption error.
+    Failed(KafkaError),
+}
+
+/// The consumer's rdkafka context.
+///
+/// Invariant: while a revocation is handed over and not yet acknowledged,
+/// the rebalance (and so the partitions' move to another member) waits:
+/// the partitions stay this member's, their offsets storable and
+/// committable. Once `closing` is set the callbacks hand nothing over and
+/// never wait, so closing cannot deadlock.
+pub(crate) struct Member {
+    pub(crate) events: mpsc::Sender<Polled>,
+    pub(crate) closing: AtomicBool,
+}
+
+impl Member {
+    fn closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+}
+
+/// The partitions of a list, in order.
+pub(crate) fn partitions(list: &TopicPartitionList) -> Vec<TopicPartition> {
+    list.elements()
+        .iter()
+        .map(|element| TopicPartition::new(element.topic(), element.partition()))
+        .collect()
+}
+
+impl ClientContext for Member {}
+
+impl ConsumerContext for Member {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(list) = rebalance else {
+            return;
+        };
+        let revoked = partitions(list);
+        if revoked.is_empty() || self.closing() {
+            return;
+        }
+        let (ack, acked) = sync::channel();
+        // Runs on the poll thread, never inside the async runtime.
+        if self
+            .events
+            .blocking_send(Polled::Revoked(revoked, ack))
+            .is_ok()
+        {
+            // Answered or dropped at the owner's next poll, or when the
+            // consumer goes away.
+            let _ = acked.recv();
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Assign(list) = rebalance else {
+            return;
+        };
+        let assigned = partitions(list);
+        if assigned.is_empty() || self.closing() {
+            return;
+        }
+        let _ = self.events.blocking_send(Polled::Assigned(assigned));
+    }
+}

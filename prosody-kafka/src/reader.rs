@@ -1,0 +1,104 @@
+//! Reading one record back at an offset.
+
+use crate::consumer::record;
+use crate::error::backend;
+use prosody_core::broker::{BrokerError, Record, TopicPartition};
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message as _;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The longest one read may block its thread.
+pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long one rdkafka poll of a read waits.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A consumer outside any group, assigned one partition per read.
+///
+/// Invariant: one read at a time (the lock), and the consumer holds no
+/// assignment between reads, so it fetches nothing in the background.
+pub(crate) struct Reader {
+    consumer: Mutex<BaseConsumer>,
+}
+
+impl Reader {
+    pub(crate) fn new(consumer: BaseConsumer) -> Self {
+        Self {
+            consumer: Mutex::new(consumer),
+        }
+    }
+
+    /// The record at exactly `offset`, `None` if the log holds none there
+    /// (past the end, removed, or compacted away).
+    pub(crate) fn read(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> Result<Option<Record>, BrokerError> {
+        let consumer = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut list = TopicPartitionList::with_capacity(1);
+        list.add_partition_offset(
+            &partition.topic,
+            partition.partition,
+            Offset::Offset(offset),
+        )
+        .map_err(backend)?;
+        consumer.assign(&list).map_err(backend)?;
+        let found = Self::find(&consumer, partition, offset);
+        let _ = consumer.unassign();
+        found
+    }
+
+    fn find(
+        consumer: &BaseConsumer,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> Result<Option<Record>, BrokerError> {
+        let start = Instant::now();
+        let mut topics = HashMap::new();
+        while start.elapsed() < READ_DEADLINE {
+            match consumer.poll(POLL) {
+                None => {}
+                Some(Ok(message)) => {
+                    let ours = message.topic() == &*partition.topic
+                        && message.partition() == partition.partition;
+                    if !ours || message.offset() < offset {
+                        continue;
+                    }
+                    if message.offset() > offset {
+                        // The offset was compacted away.
+                        return Ok(None);
+                    }
+                    return Ok(Some(record(&message, &mut topics)));
+                }
+                Some(Err(KafkaError::PartitionEOF(p))) if p == partition.partition => {
+                    return Ok(None);
+                }
+                Some(Err(error)) => {
+                    return match error.rdkafka_error_code() {
+                        Some(
+                            RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
+                        ) => Ok(None),
+                        Some(
+                            RDKafkaErrorCode::UnknownTopicOrPartition
+                            | RDKafkaErrorCode::UnknownTopic,
+                        ) => Err(BrokerError::UnknownTopic(partition.topic.clone())),
+                        Some(RDKafkaErrorCode::UnknownPartition) => {
+                            Err(BrokerError::UnknownPartition(partition.clone()))
+                        }
+                        _ => Err(backend(error)),
+                    };
+                }
+            }
+        }
+        Err(BrokerError::Backend {
+            retriable: true,
+            source: format!("reading offset {offset} of {partition} took over {READ_DEADLINE:?}")
+                .into(),
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! The Kafka broker runs the shared broker conformance suite against
+//! librdkafka's in-process mock cluster, one test per check, each on a
+//! cluster of its own, in real time on two worker threads.
+
+use prosody_core::broker::BrokerError;
+use prosody_core::broker::conformance::{self, Failure, Harness};
+use prosody_kafka::KafkaBroker;
+use prosody_kafka::mock::MockKafka;
+use std::future::Future;
+use std::time::Duration;
+
+struct Kafka {
+    cluster: MockKafka,
+    broker: KafkaBroker,
+}
+
+impl Kafka {
+    fn start() -> Result<Self, Failure> {
+        let cluster = MockKafka::start(1).map_err(|e| Failure::new(e.to_string()))?;
+        let config = cluster.config().map_err(|e| Failure::new(e.to_string()))?;
+        Ok(Self {
+            broker: KafkaBroker::new(config),
+            cluster,
+        })
+    }
+}
+
+impl Harness for Kafka {
+    type Broker = KafkaBroker;
+
+    fn broker(&self) -> KafkaBroker {
+        self.broker.clone()
+    }
+
+    fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+    ) -> impl Future<Output = Result<(), BrokerError>> + Send {
+        std::future::ready(self.cluster.create_topic(name, partitions))
+    }
+
+    fn deadline(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+}
+
+macro_rules! checks {
+    ($($check:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() -> Result<(), Failure> {
+            conformance::$check(&Kafka::start()?).await
+        }
+    )*};
+}
+
+checks!(
+    round_trip,
+    keys_choose_partitions,
+    read_by_offset,
+    group_splits_partitions,
+    close_moves_partitions,
+    drop_moves_partitions,
+    revocation_hands_over_committed_offsets,
+    resume_from_committed,
+    committed_reads_back,
+    pause_and_resume,
+    store_offset_requires_assignment,
+);
