@@ -1,12 +1,15 @@
 //! The client builder.
 
+use crate::backend::Backend;
 use crate::client::{Inner, ProsodyClient};
+use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options};
 use crate::slot::Subscription;
 use crate::stack::Layers;
-use prosody_core::broker::Broker;
+use prosody_core::broker::{Broker, BrokerError};
 use prosody_core::loader::BrokerLoader;
 use prosody_core::{Codec, JsonCodec};
+use prosody_kafka::{KafkaBroker, KafkaConfig};
 use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -29,6 +32,8 @@ pub struct ClientBuilder<C = JsonCodec> {
     memory: Option<MemoryBroker>,
     timers: Option<MemoryTimerStore>,
     deferred: Option<MemoryDeferStore>,
+    /// librdkafka properties for the Kafka backend's clients.
+    kafka: Vec<(String, String)>,
 }
 
 macro_rules! qos_setters {
@@ -59,6 +64,7 @@ impl<C: Codec> ClientBuilder<C> {
             memory: None,
             timers: None,
             deferred: None,
+            kafka: Vec::new(),
         }
     }
 
@@ -232,6 +238,14 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// Sets a librdkafka property on every Kafka client of this client
+    /// (for example `security.protocol`, `sasl.mechanisms`); it wins over
+    /// the backend's own settings. Ignored in mock mode.
+    pub fn kafka_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.kafka.push((key.into(), value.into()));
+        self
+    }
+
     /// Encodes and decodes payloads with another codec.
     pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
         ClientBuilder {
@@ -240,20 +254,36 @@ impl<C: Codec> ClientBuilder<C> {
             memory: self.memory,
             timers: self.timers,
             deferred: self.deferred,
+            kafka: self.kafka,
         }
     }
 
-    /// Validates the options and connects.
-    #[allow(clippy::unused_async, reason = "a network backend connects here")]
+    /// Validates the options and makes the clients (Kafka's connect when
+    /// first used).
+    #[allow(
+        clippy::unused_async,
+        reason = "kept async so a backend may connect here"
+    )]
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
         let settings = self.options.resolve(&crate::env::process())?;
-        let broker = match self.memory {
-            Some(broker) => broker,
-            None => shared_mock_broker(),
+        let broker = match (&settings.cluster, self.memory) {
+            (_, Some(broker)) => Backend::Memory(broker),
+            (Cluster::Mock, None) => Backend::Memory(shared_mock_broker()),
+            (Cluster::Kafka(servers), None) => {
+                let invalid = |e: BrokerError| ConfigError::Invalid {
+                    option: "bootstrap_servers",
+                    reason: e.to_string(),
+                };
+                let mut config = KafkaConfig::new(servers.iter().cloned()).map_err(invalid)?;
+                for (key, value) in self.kafka {
+                    config = config.with(key, value);
+                }
+                Backend::Kafka(KafkaBroker::new(config))
+            }
         };
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
-            option: "mock",
-            reason: e.to_string(),
+            option: "bootstrap_servers",
+            reason: format!("the producer could not be made: {e}"),
         })?;
         let layers = Layers::new(
             &settings.qos,

@@ -1,5 +1,6 @@
 //! The client: produces, and runs one subscription at a time.
 
+use crate::backend::{Backend, BackendProducer};
 use crate::builder::ClientBuilder;
 use crate::config::{Mode, Settings};
 use crate::slot::Subscription;
@@ -11,7 +12,7 @@ use prosody_core::{
     Codec, CodecError, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
     SOURCE_SYSTEM_HEADER,
 };
-use prosody_memory::{MemoryBroker, MemoryTimerStore};
+use prosody_memory::MemoryTimerStore;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,14 +64,12 @@ impl fmt::Display for ConsumerState {
     }
 }
 
-pub(crate) type Backend = MemoryBroker;
-
 pub(crate) struct Inner<C> {
     pub(crate) layers: Layers<C>,
     pub(crate) settings: Settings,
     pub(crate) codec: C,
     pub(crate) broker: Backend,
-    pub(crate) producer: <Backend as Broker>::Producer,
+    pub(crate) producer: BackendProducer,
     pub(crate) timers: MemoryTimerStore,
     pub(crate) subscription: Subscription,
     pub(crate) closed: AtomicBool,

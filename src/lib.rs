@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod backend;
 mod builder;
 mod client;
 mod config;
@@ -7,6 +8,7 @@ mod env;
 mod slot;
 mod stack;
 
+pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;
 pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
@@ -17,5 +19,6 @@ pub use prosody_core::{
     ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure, loader, log, monopolization,
     retry, scheduler, shutdown, telemetry, timeout, timers,
 };
+pub use prosody_kafka::{KafkaBroker, KafkaConfig};
 pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
-pub use stack::{Layers, MemoryDeferLayer};
+pub use stack::{ClientDeferLayer, Layers};

@@ -1,5 +1,6 @@
 //! The stages of a client, configured, and the stacks of the three modes.
 
+use crate::backend::{Backend, BackendProducer};
 use crate::config::{Mode, Qos};
 use prosody_core::dedup::DedupLayer;
 use prosody_core::defer::DeferLayer;
@@ -13,7 +14,7 @@ use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
 use prosody_core::telemetry::{NoTelemetry, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{Codec, EventHandler, EventService, HandlerService, JsonCodec};
-use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryProducer};
+use prosody_memory::{MemoryDedupStore, MemoryDeferStore};
 use tower::ServiceBuilder;
 
 /// The stages every preset ends with, around a handler.
@@ -21,10 +22,11 @@ type Common<H> = ShutdownService<
     SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, NoTelemetry>>>,
 >;
 
-/// The defer stage of a mock client; the records its backlogs retry pass
+/// A client's defer stage: offsets in the in-memory defer store, records
+/// read back from the client's broker; the records its backlogs retry pass
 /// through the client's dedup layer.
-pub type MemoryDeferLayer<C> =
-    DeferLayer<MemoryDeferStore, BrokerLoader<MemoryBroker>, C, DedupLayer<MemoryDedupStore>>;
+pub type ClientDeferLayer<C> =
+    DeferLayer<MemoryDeferStore, BrokerLoader<Backend>, C, DedupLayer<MemoryDedupStore>>;
 
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
@@ -42,17 +44,17 @@ pub struct Layers<C = JsonCodec> {
     monopolization: MonopolizationLayer,
     scheduler: SchedulerLayer,
     timeout: TimeoutLayer,
-    failure: Option<FailureLayer<MemoryProducer>>,
-    defer: MemoryDeferLayer<C>,
+    failure: Option<FailureLayer<BackendProducer>>,
+    defer: ClientDeferLayer<C>,
 }
 
 impl<C: Codec> Layers<C> {
     pub(crate) fn new(
         qos: &Qos,
         store: MemoryDedupStore,
-        producer: &MemoryProducer,
+        producer: &BackendProducer,
         deferred: MemoryDeferStore,
-        loader: BrokerLoader<MemoryBroker>,
+        loader: BrokerLoader<Backend>,
         codec: C,
     ) -> Self {
         let dedup = DedupLayer::new(qos.dedup.clone(), store);
@@ -103,7 +105,7 @@ impl<C: Codec> Layers<C> {
     /// Deferred retry: a transient failure is set aside and retried by a
     /// timer, so the partition moves on.
     #[must_use]
-    pub fn defer(&self) -> MemoryDeferLayer<C> {
+    pub fn defer(&self) -> ClientDeferLayer<C> {
         self.defer.clone()
     }
 
@@ -139,7 +141,7 @@ impl<C: Codec> Layers<C> {
 
     /// Routing to the failure topic, when one is configured.
     #[must_use]
-    pub fn failure(&self) -> Option<FailureLayer<MemoryProducer>> {
+    pub fn failure(&self) -> Option<FailureLayer<BackendProducer>> {
         self.failure.clone()
     }
 

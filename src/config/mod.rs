@@ -64,12 +64,22 @@ pub(crate) struct Options {
     pub(crate) qos: qos::QosOptions,
 }
 
+/// Where the client's broker is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Cluster {
+    /// The in-memory broker (mock mode).
+    Mock,
+    /// Kafka, reached through these servers (at least one).
+    Kafka(Vec<String>),
+}
+
 /// Options after layering and validation.
 ///
 /// Invariant: every value satisfies its rule (non-empty names, positive
 /// sizes and durations, `max_retry_delay >= retry_base`).
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
+    pub(crate) cluster: Cluster,
     /// `None` when the client only produces.
     pub(crate) subscribed_topics: Option<Vec<Arc<str>>>,
     pub(crate) source_system: Arc<str>,
@@ -167,21 +177,20 @@ impl Options {
             "PROSODY_BOOTSTRAP_SERVERS",
             Vec::new,
         )?;
-        if !mock {
-            return Err(if bootstrap.is_empty() {
-                ConfigError::Missing {
-                    option: "bootstrap_servers",
-                    variable: "PROSODY_BOOTSTRAP_SERVERS",
-                }
-            } else {
-                ConfigError::Invalid {
-                    option: "mock",
-                    reason:
-                        "this build has no Kafka backend yet; set mock(true) or PROSODY_MOCK=true"
-                            .to_owned(),
-                }
+        let cluster = if mock {
+            Cluster::Mock
+        } else if bootstrap.is_empty() {
+            return Err(ConfigError::Missing {
+                option: "bootstrap_servers",
+                variable: "PROSODY_BOOTSTRAP_SERVERS",
             });
-        }
+        } else {
+            let servers = bootstrap
+                .into_iter()
+                .map(|server| non_empty("bootstrap_servers", server))
+                .collect::<Result<Vec<_>, _>>()?;
+            Cluster::Kafka(servers)
+        };
         let runtime = self.runtime(env, RuntimeConfig::new(group_id), allowed_events)?;
         let send_timeout = positive_duration(
             "send_timeout",
@@ -191,6 +200,7 @@ impl Options {
         )?;
         let qos = self.qos.resolve(env, &runtime, send_timeout)?;
         Ok(Settings {
+            cluster,
             subscribed_topics,
             source_system: Arc::from(source_system),
             send_timeout,

@@ -1,0 +1,148 @@
+//! The whole client on Kafka: the pipeline preset (in-memory stores)
+//! against librdkafka's in-process mock cluster, in real time.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+use prosody::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
+use prosody::{
+    Context, EventHandler, Excise, HandlerError, KafkaBroker, Message, ProsodyClient, Timer,
+};
+use prosody_kafka::mock::MockKafka;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+const TOPIC: &str = "orders";
+const GROUP: &str = "order-service";
+const PARTITIONS: i32 = 4;
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Records each key's sequence numbers as handled.
+#[derive(Clone, Default)]
+struct Recorder {
+    handled: Arc<Mutex<HashMap<String, Vec<u64>>>>,
+    progress: Arc<Notify>,
+}
+
+impl Recorder {
+    fn count(&self) -> usize {
+        self.handled.lock().unwrap().values().map(Vec::len).sum()
+    }
+
+    async fn wait_for(&self, total: usize) {
+        loop {
+            let notified = self.progress.notified();
+            if self.count() >= total {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl EventHandler for Recorder {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        context: Context,
+        message: Message<Value>,
+    ) -> Result<(), HandlerError> {
+        let n = message.payload["n"].as_u64().unwrap_or_default();
+        // Every third record fails once: deferred, then retried.
+        if n % 3 == 0 && context.attempt() == 1 {
+            return Err(HandlerError::transient("first attempt fails"));
+        }
+        self.handled
+            .lock()
+            .unwrap()
+            .entry(message.key.to_string())
+            .or_default()
+            .push(n);
+        self.progress.notify_waiters();
+        Ok(())
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+/// Keyed records over several partitions are all handled, in order per
+/// key (some after a deferral), and the group's committed offsets reach
+/// the end of every partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_handles_every_record_in_key_order_and_commits_to_the_end() {
+    let cluster = MockKafka::start(1).unwrap();
+    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
+    let broker = KafkaBroker::new(cluster.config().unwrap());
+    let producer = broker.producer().unwrap();
+    let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
+    let total = 120u64;
+    for n in 0..total {
+        let key = format!("customer-{}", n % 12);
+        let payload = json!({"id": format!("order-{n}"), "type": "order.placed", "n": n});
+        let record = OutgoingRecord::new(TOPIC, key, serde_json::to_vec(&payload).unwrap());
+        let delivery = producer.send(record, Duration::from_secs(5)).await.unwrap();
+        let end = ends.entry(delivery.partition).or_default();
+        *end = (*end).max(delivery.offset + 1);
+    }
+
+    let client = ProsodyClient::builder()
+        .bootstrap_servers([cluster.bootstrap_servers()])
+        .kafka_property("session.timeout.ms", "3000")
+        .group_id(GROUP)
+        .subscribed_topics([TOPIC])
+        .build()
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    client.subscribe(recorder.clone()).await.unwrap();
+    tokio::time::timeout(DEADLINE, recorder.wait_for(usize::try_from(total).unwrap()))
+        .await
+        .expect("every record handled");
+    client.shutdown().await;
+
+    let handled = recorder.handled.lock().unwrap().clone();
+    assert_eq!(handled.len(), 12);
+    for (key, sequence) in &handled {
+        let mut sorted = sequence.clone();
+        sorted.sort_unstable();
+        assert_eq!(sequence, &sorted, "{key} out of order");
+        assert_eq!(
+            sequence.len(),
+            10,
+            "{key} handled {} records",
+            sequence.len()
+        );
+    }
+
+    // A new member of the group reads the committed offsets.
+    let mut probe = broker
+        .consumer(&ConsumerConfig {
+            group_id: GROUP.to_owned(),
+            topics: vec![TOPIC.into()],
+        })
+        .await
+        .unwrap();
+    for (partition, end) in ends {
+        let committed = probe
+            .committed(&TopicPartition::new(TOPIC, partition))
+            .await
+            .unwrap();
+        assert_eq!(committed, Some(end), "partition {partition}");
+    }
+    probe.close().await;
+}
