@@ -31,6 +31,18 @@ const POLL: Duration = Duration::from_millis(100);
 /// Records and events in flight between the thread and the owner.
 pub(crate) const CHANNEL: usize = 1024;
 
+/// Records held for a paused partition before rdkafka itself pauses it.
+/// Most pauses are short (backpressure until the partition's work halves),
+/// and a real pause costs a fetch round trip on resume, so a pause first
+/// only holds what arrives; past this many records it stops the fetching.
+const HOLD_LIMIT: usize = 4096;
+
+/// How long a commit may take. A member that lost its assignment (evicted
+/// for missing heartbeats) can have its commit wait on the rebalance that
+/// the poll thread holds for the owner's drain: the deadline breaks that
+/// wait, and the commit fails instead.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long reading committed offsets may take.
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -41,7 +53,9 @@ type Rd = BaseConsumer<Member>;
 /// Invariant: records of a partition reach the owner in offset order and
 /// only while the partition is assigned and not paused. Records fetched
 /// for a partition that is paused are held, and delivered first once it
-/// resumes, so pausing loses and repeats nothing.
+/// resumes, so pausing loses and repeats nothing. Holding is bounded: at
+/// [`HOLD_LIMIT`] held records rdkafka stops fetching the partition
+/// (`halted`) until it resumes.
 pub struct KafkaConsumer {
     consumer: Arc<Rd>,
     events: mpsc::Receiver<Polled>,
@@ -51,6 +65,8 @@ pub struct KafkaConsumer {
     revoking: Vec<TopicPartition>,
     assigned: HashSet<TopicPartition>,
     paused: HashSet<TopicPartition>,
+    /// Paused partitions rdkafka stopped fetching too.
+    halted: HashSet<TopicPartition>,
     held: HashMap<TopicPartition, VecDeque<Record>>,
     /// Resumed partitions with held records, to deliver first.
     ready: VecDeque<TopicPartition>,
@@ -83,6 +99,7 @@ impl KafkaConsumer {
             revoking: Vec::new(),
             assigned: HashSet::new(),
             paused: HashSet::new(),
+            halted: HashSet::new(),
             held: HashMap::new(),
             ready: VecDeque::new(),
             stop,
@@ -96,6 +113,19 @@ impl KafkaConsumer {
         } else {
             Err(BrokerError::NotAssigned(partition.clone()))
         }
+    }
+
+    /// Holds a record of a paused partition; at the limit, stops rdkafka
+    /// fetching it.
+    fn hold(&mut self, partition: TopicPartition, record: Record) -> Result<(), BrokerError> {
+        let held = self.held.entry(partition.clone()).or_default();
+        held.push_back(record);
+        if held.len() >= HOLD_LIMIT && !self.halted.contains(&partition) {
+            let list = list(&partition, Offset::Invalid)?;
+            self.consumer.pause(&list).map_err(backend)?;
+            self.halted.insert(partition);
+        }
+        Ok(())
     }
 
     /// A held record of a resumed partition, if any.
@@ -228,7 +258,7 @@ impl Consumer for KafkaConsumer {
                         continue;
                     }
                     if self.paused.contains(&partition) {
-                        self.held.entry(partition).or_default().push_back(record);
+                        self.hold(partition, record)?;
                         continue;
                     }
                     return Ok(ConsumerEvent::Record(record));
@@ -240,6 +270,7 @@ impl Consumer for KafkaConsumer {
                 Polled::Revoked(partitions, ack) => {
                     for partition in &partitions {
                         self.paused.remove(partition);
+                        self.halted.remove(partition);
                         self.held.remove(partition);
                     }
                     self.revoking.extend(partitions.iter().cloned());
@@ -265,14 +296,25 @@ impl Consumer for KafkaConsumer {
     }
 
     async fn commit(&mut self) -> Result<(), BrokerError> {
+        if self.consumer.assignment_lost() {
+            return Err(BrokerError::Backend {
+                retriable: true,
+                source: "the group evicted this member; its partitions were lost".into(),
+            });
+        }
         let consumer = Arc::clone(&self.consumer);
-        let committed =
-            tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync))
-                .await
-                .map_err(|e| BrokerError::Backend {
-                    retriable: true,
-                    source: Box::new(e),
-                })?;
+        let commit =
+            tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync));
+        let committed = tokio::time::timeout(COMMIT_TIMEOUT, commit)
+            .await
+            .map_err(|_| BrokerError::Backend {
+                retriable: true,
+                source: format!("the commit took over {COMMIT_TIMEOUT:?}").into(),
+            })?
+            .map_err(|e| BrokerError::Backend {
+                retriable: true,
+                source: Box::new(e),
+            })?;
         match committed {
             // Nothing stored since the last commit.
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
@@ -282,16 +324,16 @@ impl Consumer for KafkaConsumer {
 
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
         self.check_assigned(partition)?;
-        let list = list(partition, Offset::Invalid)?;
-        self.consumer.pause(&list).map_err(backend)?;
         self.paused.insert(partition.clone());
         Ok(())
     }
 
     fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
         self.check_assigned(partition)?;
-        let list = list(partition, Offset::Invalid)?;
-        self.consumer.resume(&list).map_err(backend)?;
+        if self.halted.remove(partition) {
+            let list = list(partition, Offset::Invalid)?;
+            self.consumer.resume(&list).map_err(backend)?;
+        }
         if self.paused.remove(partition) && self.held.contains_key(partition) {
             self.ready.push_back(partition.clone());
         }

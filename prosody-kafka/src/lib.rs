@@ -93,6 +93,8 @@ impl Broker for KafkaBroker {
                 ("enable.auto.offset.store", "false"),
                 ("auto.offset.reset", "earliest"),
                 ("partition.assignment.strategy", "cooperative-sticky"),
+                // A resumed partition waits for the fetch in flight: keep it short.
+                ("fetch.wait.max.ms", "50"),
             ])
             .create_with_context(member)
             .map_err(error::backend)?;

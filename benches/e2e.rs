@@ -1,0 +1,214 @@
+//! End-to-end throughput on Kafka (librdkafka's mock cluster, in process):
+//! a raw rdkafka consumer loop against the library in best-effort and
+//! pipeline modes, printed as records per second, as a ratio to the raw
+//! loop, and with the process's peak RSS so far.
+//!
+//! `cargo bench --bench e2e` (release). `E2E_RECORDS`, `E2E_KEYS` and
+//! `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8).
+
+#![allow(missing_docs)]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::cast_precision_loss,
+    reason = "bench code fails loudly and prints approximate figures"
+)]
+
+use futures_util::StreamExt;
+use prosody::broker::{Broker, OutgoingRecord, Producer};
+use prosody::{
+    Context, EventHandler, Excise, HandlerError, KafkaBroker, Message, Mode, ProsodyClient, Timer,
+};
+use prosody_kafka::mock::MockKafka;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{Consumer as _, StreamConsumer};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+const TOPIC: &str = "bench";
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The peak resident set size of this process so far, in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// Counts handled records and wakes the waiter at the target.
+#[derive(Clone)]
+struct Counter {
+    handled: Arc<AtomicUsize>,
+    done: Arc<Notify>,
+    target: usize,
+    sleep: Option<Duration>,
+}
+
+impl Counter {
+    fn new(target: usize, sleep: Option<Duration>) -> Self {
+        Self {
+            handled: Arc::default(),
+            done: Arc::default(),
+            target,
+            sleep,
+        }
+    }
+
+    fn count(&self) {
+        if self.handled.fetch_add(1, Ordering::Relaxed) + 1 == self.target {
+            self.done.notify_one();
+        }
+    }
+}
+
+impl EventHandler for Counter {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
+        if let Some(sleep) = self.sleep {
+            tokio::time::sleep(sleep).await;
+        }
+        self.count();
+        Ok(())
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        self.count();
+        Ok(())
+    }
+}
+
+async fn produce(broker: &KafkaBroker, records: usize, keys: usize) {
+    let producer = broker.producer().unwrap();
+    let start = Instant::now();
+    let mut sends = futures_util::stream::iter(0..records)
+        .map(|n| {
+            let producer = producer.clone();
+            async move {
+                // About 100 bytes of JSON with `id` and `type`.
+                let payload = format!(
+                    r#"{{"id":"event-{n:010}","type":"bench.event.created","amount":{n},"note":"throughput"}}"#
+                );
+                let record = OutgoingRecord::new(TOPIC, format!("key-{}", n % keys), payload);
+                producer.send(record, Duration::from_secs(60)).await
+            }
+        })
+        .buffer_unordered(4096);
+    while let Some(sent) = sends.next().await {
+        sent.unwrap();
+    }
+    println!(
+        "produced {records} records over {keys} keys in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+async fn raw(cluster: &MockKafka, records: usize) -> f64 {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", "raw")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let start = Instant::now();
+    consumer.subscribe(&[TOPIC]).unwrap();
+    let mut stream = consumer.stream();
+    let mut seen = 0;
+    while seen < records {
+        let message = stream.next().await.unwrap().unwrap();
+        std::hint::black_box(&message);
+        seen += 1;
+    }
+    records as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn library(
+    cluster: &MockKafka,
+    mode: Mode,
+    group: &str,
+    records: usize,
+    sleep: Option<Duration>,
+) -> f64 {
+    let mut builder = ProsodyClient::builder().bootstrap_servers([cluster.bootstrap_servers()]);
+    // `E2E_KAFKA=key=value,...` tries librdkafka settings.
+    for setting in std::env::var("E2E_KAFKA").unwrap_or_default().split(',') {
+        if let Some((key, value)) = setting.split_once('=') {
+            builder = builder.kafka_property(key, value);
+        }
+    }
+    let client = builder
+        .group_id(group)
+        .subscribed_topics([TOPIC])
+        .mode(mode)
+        .build()
+        .await
+        .unwrap();
+    let counter = Counter::new(records, sleep);
+    let done = counter.done.notified();
+    let start = Instant::now();
+    client.subscribe(counter.clone()).await.unwrap();
+    done.await;
+    let rate = records as f64 / start.elapsed().as_secs_f64();
+    client.shutdown().await;
+    rate
+}
+
+fn main() {
+    let records = setting("E2E_RECORDS", 200_000);
+    let keys = setting("E2E_KEYS", 10_000);
+    let partitions = i32::try_from(setting("E2E_PARTITIONS", 8)).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let cluster = MockKafka::start(1).unwrap();
+        cluster.create_topic(TOPIC, partitions).unwrap();
+        let broker = KafkaBroker::new(cluster.config().unwrap());
+        produce(&broker, records, keys).await;
+        println!("{records} records, {keys} keys, {partitions} partitions");
+        let raw = raw(&cluster, records).await;
+        let report = |name: &str, rate: f64| {
+            println!(
+                "{name:<34} {:>9.0} records/s  {:>5.2} of raw  peak RSS {:.0} MiB",
+                rate,
+                rate / raw,
+                peak_rss_mib()
+            );
+        };
+        report("raw rdkafka StreamConsumer", raw);
+        let rate = library(&cluster, Mode::BestEffort, "best-effort", records, None).await;
+        report("best-effort, no-op handler", rate);
+        let rate = library(&cluster, Mode::Pipeline, "pipeline", records, None).await;
+        report("pipeline, no-op handler", rate);
+        let sleep = Some(Duration::from_millis(1));
+        let rate = library(&cluster, Mode::Pipeline, "pipeline-sleep", records, sleep).await;
+        report("pipeline, handler sleeping 1 ms", rate);
+    });
+}
