@@ -3,6 +3,7 @@
 //! contract of `prosody_core::broker`. It passes the same conformance suite
 //! as the in-memory broker, against librdkafka's in-process mock cluster.
 
+pub mod admin;
 mod config;
 mod consumer;
 mod error;
@@ -12,6 +13,7 @@ pub mod mock;
 mod producer;
 mod reader;
 
+pub use admin::{AdminClient, AdminError, TopicOptions};
 pub use config::KafkaConfig;
 pub use consumer::KafkaConsumer;
 pub use producer::KafkaProducer;
