@@ -54,7 +54,7 @@ type Rd = BaseConsumer<Member>;
 /// only while the partition is assigned and not paused. Records fetched
 /// for a partition that is paused are held, and delivered first once it
 /// resumes, so pausing loses and repeats nothing. Holding is bounded: at
-/// [`HOLD_LIMIT`] held records rdkafka stops fetching the partition
+/// 4,096 held records rdkafka stops fetching the partition
 /// (`halted`) until it resumes.
 pub struct KafkaConsumer {
     consumer: Arc<Rd>,
