@@ -57,7 +57,8 @@ type Rd = BaseConsumer<Member>;
 /// 4,096 held records rdkafka stops fetching the partition
 /// (`halted`) until it resumes.
 pub struct KafkaConsumer {
-    consumer: Arc<Rd>,
+    /// `None` once shut: the close thread took it, to be the last owner.
+    consumer: Option<Arc<Rd>>,
     events: mpsc::Receiver<Polled>,
     /// The answer the poll thread waits for after a revocation.
     pending_ack: Option<sync::Sender<()>>,
@@ -93,7 +94,7 @@ impl KafkaConsumer {
                 })?
         };
         Ok(Self {
-            consumer,
+            consumer: Some(consumer),
             events,
             pending_ack: None,
             revoking: Vec::new(),
@@ -105,6 +106,11 @@ impl KafkaConsumer {
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// The rdkafka consumer, until the consumer is shut.
+    fn rd(&self) -> Result<&Arc<Rd>, BrokerError> {
+        self.consumer.as_ref().ok_or(BrokerError::Closed)
     }
 
     fn check_assigned(&self, partition: &TopicPartition) -> Result<(), BrokerError> {
@@ -122,7 +128,7 @@ impl KafkaConsumer {
         held.push_back(record);
         if held.len() >= HOLD_LIMIT && !self.halted.contains(&partition) {
             let list = list(&partition, Offset::Invalid)?;
-            self.consumer.pause(&list).map_err(backend)?;
+            self.rd()?.pause(&list).map_err(backend)?;
             self.halted.insert(partition);
         }
         Ok(())
@@ -150,10 +156,8 @@ impl KafkaConsumer {
     /// Stops the poll thread and hands the rdkafka consumer to a thread of
     /// its own to close: closing leaves the group and may block.
     fn shut(&mut self) -> Option<JoinHandle<()>> {
-        self.consumer
-            .context()
-            .closing
-            .store(true, Ordering::Release);
+        let consumer = self.consumer.take()?;
+        consumer.context().closing.store(true, Ordering::Release);
         self.stop.store(true, Ordering::Release);
         self.pending_ack = None;
         self.events.close();
@@ -161,7 +165,8 @@ impl KafkaConsumer {
         // dropping it lets the thread go.
         while self.events.try_recv().is_ok() {}
         let poller = self.thread.take();
-        let consumer = Arc::clone(&self.consumer);
+        // The poll thread's reference ends with it, so this thread drops
+        // the last one: rdkafka's close (leaving the group) runs here.
         std::thread::Builder::new()
             .name("prosody-kafka-close".to_owned())
             .spawn(move || {
@@ -239,9 +244,16 @@ fn poll_thread(consumer: &Rd, events: &mpsc::Sender<Polled>, stop: &AtomicBool) 
 impl Consumer for KafkaConsumer {
     async fn poll(&mut self) -> Result<ConsumerEvent, BrokerError> {
         // The owner polls again: it has drained what was revoked, which
-        // now goes.
-        for partition in self.revoking.drain(..) {
+        // now goes, with any pause of it (a partition assigned here again
+        // starts unpaused; rdkafka keeps its own pause across assignments).
+        for partition in std::mem::take(&mut self.revoking) {
             self.assigned.remove(&partition);
+            self.paused.remove(&partition);
+            self.held.remove(&partition);
+            if self.halted.remove(&partition) {
+                let list = list(&partition, Offset::Invalid)?;
+                self.rd()?.resume(&list).map_err(backend)?;
+            }
         }
         self.pending_ack = None;
         loop {
@@ -268,11 +280,6 @@ impl Consumer for KafkaConsumer {
                     return Ok(ConsumerEvent::Assigned(partitions));
                 }
                 Polled::Revoked(partitions, ack) => {
-                    for partition in &partitions {
-                        self.paused.remove(partition);
-                        self.halted.remove(partition);
-                        self.held.remove(partition);
-                    }
                     self.revoking.extend(partitions.iter().cloned());
                     self.pending_ack = Some(ack);
                     return Ok(ConsumerEvent::Revoked(partitions));
@@ -285,7 +292,7 @@ impl Consumer for KafkaConsumer {
     fn store_offset(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), BrokerError> {
         self.check_assigned(partition)?;
         let list = list(partition, Offset::Offset(offset))?;
-        self.consumer
+        self.rd()?
             .store_offsets(&list)
             .map_err(|error| match error {
                 KafkaError::StoreOffset(RDKafkaErrorCode::State) => {
@@ -296,13 +303,13 @@ impl Consumer for KafkaConsumer {
     }
 
     async fn commit(&mut self) -> Result<(), BrokerError> {
-        if self.consumer.assignment_lost() {
+        let consumer = Arc::clone(self.rd()?);
+        if consumer.assignment_lost() {
             return Err(BrokerError::Backend {
-                retriable: true,
+                retriable: false,
                 source: "the group evicted this member; its partitions were lost".into(),
             });
         }
-        let consumer = Arc::clone(&self.consumer);
         let commit =
             tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync));
         let committed = tokio::time::timeout(COMMIT_TIMEOUT, commit)
@@ -332,7 +339,7 @@ impl Consumer for KafkaConsumer {
         self.check_assigned(partition)?;
         if self.halted.remove(partition) {
             let list = list(partition, Offset::Invalid)?;
-            self.consumer.resume(&list).map_err(backend)?;
+            self.rd()?.resume(&list).map_err(backend)?;
         }
         if self.paused.remove(partition) && self.held.contains_key(partition) {
             self.ready.push_back(partition.clone());
@@ -341,7 +348,7 @@ impl Consumer for KafkaConsumer {
     }
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
-        let consumer = Arc::clone(&self.consumer);
+        let consumer = Arc::clone(self.rd()?);
         let list = list(partition, Offset::Invalid)?;
         let read = tokio::task::spawn_blocking(move || {
             consumer.committed_offsets(list, COMMITTED_TIMEOUT)
@@ -370,9 +377,8 @@ impl Consumer for KafkaConsumer {
 
 impl Drop for KafkaConsumer {
     fn drop(&mut self) {
-        if !self.stop.load(Ordering::Acquire) {
-            // Closes in the background: a drop must not block.
-            let _ = self.shut();
-        }
+        // Closes in the background: a drop must not block. (After `close`
+        // the consumer is already shut, and this does nothing.)
+        let _ = self.shut();
     }
 }
