@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 /// The longest one read may block its thread.
 pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(30);
 
+/// How long the metadata check of a read may take.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long one rdkafka poll of a read waits.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -40,6 +43,7 @@ impl Reader {
         offset: i64,
     ) -> Result<Option<Record>, BrokerError> {
         let consumer = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
+        Self::check_exists(&consumer, partition)?;
         let mut list = TopicPartitionList::with_capacity(1);
         list.add_partition_offset(
             &partition.topic,
@@ -51,6 +55,35 @@ impl Reader {
         let found = Self::find(&consumer, partition, offset);
         let _ = consumer.unassign();
         found
+    }
+
+    /// An unknown topic or partition is an error at once, not a read that
+    /// waits out its deadline.
+    fn check_exists(
+        consumer: &BaseConsumer,
+        partition: &TopicPartition,
+    ) -> Result<(), BrokerError> {
+        let metadata = consumer
+            .fetch_metadata(Some(&partition.topic), METADATA_TIMEOUT)
+            .map_err(backend)?;
+        let topic = metadata
+            .topics()
+            .iter()
+            .find(|topic| topic.name() == &*partition.topic);
+        match topic {
+            Some(topic) if topic.error().is_none() => {
+                let known = topic
+                    .partitions()
+                    .iter()
+                    .any(|p| p.id() == partition.partition);
+                if known {
+                    Ok(())
+                } else {
+                    Err(BrokerError::UnknownPartition(partition.clone()))
+                }
+            }
+            _ => Err(BrokerError::UnknownTopic(partition.topic.clone())),
+        }
     }
 
     fn find(

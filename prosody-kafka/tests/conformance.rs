@@ -67,3 +67,29 @@ checks!(
     pause_and_resume,
     store_offset_requires_assignment,
 );
+
+/// Reading from a topic or partition the cluster does not have is an error
+/// that names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_an_unknown_topic_or_partition_is_an_error() -> Result<(), Failure> {
+    use prosody_core::broker::{Broker, TopicPartition};
+    let kafka = Kafka::start()?;
+    kafka
+        .create_topic("known", 2)
+        .await
+        .map_err(|e| Failure::new(e.to_string()))?;
+    let unknown_topic = kafka
+        .broker
+        .read(&TopicPartition::new("unknown", 0), 0)
+        .await;
+    let unknown_partition = kafka.broker.read(&TopicPartition::new("known", 7), 0).await;
+    if !matches!(unknown_topic, Err(BrokerError::UnknownTopic(_))) {
+        return Err(Failure::new(format!("unknown topic: {unknown_topic:?}")));
+    }
+    if !matches!(unknown_partition, Err(BrokerError::UnknownPartition(_))) {
+        return Err(Failure::new(format!(
+            "unknown partition: {unknown_partition:?}"
+        )));
+    }
+    Ok(())
+}
