@@ -126,7 +126,11 @@ mod tests {
             steps in proptest::collection::vec((0u64..40_000, any::<bool>()), 1..200),
             threshold in 0.0f64..=1.0,
         ) {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             rt.block_on(async {
                 let gate = Gate::new(WINDOW, threshold);
                 let width = WINDOW.as_millis() as u64 / super::BUCKETS as u64;

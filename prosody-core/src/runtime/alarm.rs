@@ -298,8 +298,7 @@ mod tests {
     use crate::key::Key;
     use crate::store::timer::TimerKind;
     use crate::timers::{Due, Notice, TimerAccess, TimerFuture, TimerOp};
-    use std::sync::Arc;
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
     use tokio::sync::mpsc;
 
@@ -320,7 +319,8 @@ mod tests {
         }
 
         fn load(&self, _: Timestamp, _: Timestamp) -> TimerFuture<'_, Vec<Due>> {
-            let loaded = std::mem::take(&mut *self.0.lock().unwrap());
+            let loaded =
+                std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
             Box::pin(async move { Ok(loaded) })
         }
     }
