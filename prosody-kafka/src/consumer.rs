@@ -6,7 +6,7 @@
 //! broker contract from that channel and calls rdkafka for offsets,
 //! commits and pauses.
 
-use crate::error::backend;
+use crate::error::{backend, retriable_failure};
 use crate::member::{Member, Polled};
 use bytes::Bytes;
 use prosody_core::Timestamp;
@@ -88,10 +88,7 @@ impl KafkaConsumer {
             std::thread::Builder::new()
                 .name("prosody-kafka-poll".to_owned())
                 .spawn(move || poll_thread(&consumer, &sender, &stop))
-                .map_err(|e| BrokerError::Backend {
-                    retriable: true,
-                    source: Box::new(e),
-                })?
+                .map_err(retriable_failure)?
         };
         Ok(Self {
             consumer: Some(consumer),
@@ -181,7 +178,10 @@ impl KafkaConsumer {
 }
 
 /// One list holding one partition at `offset`.
-fn list(partition: &TopicPartition, offset: Offset) -> Result<TopicPartitionList, BrokerError> {
+pub(crate) fn list(
+    partition: &TopicPartition,
+    offset: Offset,
+) -> Result<TopicPartitionList, BrokerError> {
     let mut list = TopicPartitionList::with_capacity(1);
     list.add_partition_offset(&partition.topic, partition.partition, offset)
         .map_err(backend)?;
@@ -314,14 +314,8 @@ impl Consumer for KafkaConsumer {
             tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync));
         let committed = tokio::time::timeout(COMMIT_TIMEOUT, commit)
             .await
-            .map_err(|_| BrokerError::Backend {
-                retriable: true,
-                source: format!("the commit took over {COMMIT_TIMEOUT:?}").into(),
-            })?
-            .map_err(|e| BrokerError::Backend {
-                retriable: true,
-                source: Box::new(e),
-            })?;
+            .map_err(|_| retriable_failure(format!("the commit took over {COMMIT_TIMEOUT:?}")))?
+            .map_err(retriable_failure)?;
         match committed {
             // Nothing stored since the last commit.
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
@@ -354,10 +348,7 @@ impl Consumer for KafkaConsumer {
             consumer.committed_offsets(list, COMMITTED_TIMEOUT)
         })
         .await
-        .map_err(|e| BrokerError::Backend {
-            retriable: true,
-            source: Box::new(e),
-        })?
+        .map_err(retriable_failure)?
         .map_err(backend)?;
         let offset = read
             .find_partition(&partition.topic, partition.partition)

@@ -19,6 +19,7 @@ pub use consumer::KafkaConsumer;
 pub use producer::KafkaProducer;
 
 use consumer::CHANNEL;
+use error::retriable_failure;
 use member::Member;
 use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
@@ -135,9 +136,6 @@ impl Broker for KafkaBroker {
         let partition = partition.clone();
         tokio::task::spawn_blocking(move || reader.read(&partition, offset))
             .await
-            .map_err(|e| BrokerError::Backend {
-                retriable: true,
-                source: Box::new(e),
-            })?
+            .map_err(retriable_failure)?
     }
 }

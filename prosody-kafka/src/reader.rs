@@ -1,12 +1,12 @@
 //! Reading one record back at an offset.
 
-use crate::consumer::record;
-use crate::error::backend;
+use crate::consumer::{list, record};
+use crate::error::{backend, retriable_failure};
 use prosody_core::broker::{BrokerError, Record, TopicPartition};
+use rdkafka::Offset;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
-use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -44,13 +44,7 @@ impl Reader {
     ) -> Result<Option<Record>, BrokerError> {
         let consumer = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
         Self::check_exists(&consumer, partition)?;
-        let mut list = TopicPartitionList::with_capacity(1);
-        list.add_partition_offset(
-            &partition.topic,
-            partition.partition,
-            Offset::Offset(offset),
-        )
-        .map_err(backend)?;
+        let list = list(partition, Offset::Offset(offset))?;
         consumer.assign(&list).map_err(backend)?;
         let found = Self::find(&consumer, partition, offset);
         let _ = consumer.unassign();
@@ -128,10 +122,8 @@ impl Reader {
                 }
             }
         }
-        Err(BrokerError::Backend {
-            retriable: true,
-            source: format!("reading offset {offset} of {partition} took over {READ_DEADLINE:?}")
-                .into(),
-        })
+        Err(retriable_failure(format!(
+            "reading offset {offset} of {partition} took over {READ_DEADLINE:?}"
+        )))
     }
 }
