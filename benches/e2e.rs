@@ -1,10 +1,12 @@
 //! End-to-end throughput on Kafka (librdkafka's mock cluster, in process):
 //! a raw rdkafka consumer loop against the library in best-effort and
-//! pipeline modes, printed as records per second, as a ratio to the raw
-//! loop, and with the process's peak RSS so far.
+//! pipeline modes, printed as records per second from the first record to
+//! the last (the group join left out), as a ratio to the raw loop, with the
+//! CPU used meanwhile and the process's peak RSS so far.
 //!
 //! `cargo bench --bench e2e` (release). `E2E_RECORDS`, `E2E_KEYS` and
-//! `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8).
+//! `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8);
+//! `E2E_CASES=best-effort,pipeline,sleep` picks the library's cases.
 
 #![allow(missing_docs)]
 #![allow(
@@ -24,8 +26,8 @@ use prosody_kafka::mock::MockKafka;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use serde_json::Value;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -54,10 +56,30 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
+/// CPU seconds (user and system) this process has used so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the
+    // 12th and 13th of them, in clock ticks of 1/100 s.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: f64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|field| field.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0
+}
+
 /// Counts handled records and wakes the waiter at the target.
 #[derive(Clone)]
 struct Counter {
     handled: Arc<AtomicUsize>,
+    /// Nanoseconds spent inside `on_message`, summed over all calls.
+    busy: Arc<AtomicU64>,
+    /// When the first call began: the clock starts there, not at subscribe,
+    /// so the group join is not counted.
+    first: Arc<OnceLock<(Instant, f64)>>,
     done: Arc<Notify>,
     target: usize,
     sleep: Option<Duration>,
@@ -67,6 +89,8 @@ impl Counter {
     fn new(target: usize, sleep: Option<Duration>) -> Self {
         Self {
             handled: Arc::default(),
+            busy: Arc::default(),
+            first: Arc::default(),
             done: Arc::default(),
             target,
             sleep,
@@ -85,8 +109,12 @@ impl EventHandler for Counter {
     type Output = ();
 
     async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
+        self.first.get_or_init(|| (Instant::now(), cpu_seconds()));
         if let Some(sleep) = self.sleep {
+            let start = Instant::now();
             tokio::time::sleep(sleep).await;
+            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.busy.fetch_add(nanos, Ordering::Relaxed);
         }
         self.count();
         Ok(())
@@ -135,16 +163,17 @@ async fn raw(cluster: &MockKafka, records: usize) -> f64 {
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
-    let start = Instant::now();
     consumer.subscribe(&[TOPIC]).unwrap();
     let mut stream = consumer.stream();
     let mut seen = 0;
+    let mut start = None;
     while seen < records {
         let message = stream.next().await.unwrap().unwrap();
+        start.get_or_insert_with(Instant::now);
         std::hint::black_box(&message);
         seen += 1;
     }
-    records as f64 / start.elapsed().as_secs_f64()
+    records as f64 / start.unwrap().elapsed().as_secs_f64()
 }
 
 async fn library(
@@ -170,10 +199,22 @@ async fn library(
         .unwrap();
     let counter = Counter::new(records, sleep);
     let done = counter.done.notified();
-    let start = Instant::now();
     client.subscribe(counter.clone()).await.unwrap();
     done.await;
-    let rate = records as f64 / start.elapsed().as_secs_f64();
+    let (start, cpu) = *counter.first.get().unwrap();
+    let wall = start.elapsed().as_secs_f64();
+    println!("  CPU busy {:.2} cores", (cpu_seconds() - cpu) / wall);
+    let rate = records as f64 / wall;
+    if sleep.is_some() {
+        // Whether the handlers, not the library, were the limit: the mean
+        // time a sleeping handler took, and how many were busy on average.
+        let busy = counter.busy.load(Ordering::Relaxed) as f64 / 1e9;
+        println!(
+            "  mean handler time {:.2} ms, mean handlers busy {:.1}",
+            busy * 1e3 / records as f64,
+            busy / wall
+        );
+    }
     client.shutdown().await;
     rate
 }
@@ -203,12 +244,22 @@ fn main() {
             );
         };
         report("raw rdkafka StreamConsumer", raw);
-        let rate = library(&cluster, Mode::BestEffort, "best-effort", records, None).await;
-        report("best-effort, no-op handler", rate);
-        let rate = library(&cluster, Mode::Pipeline, "pipeline", records, None).await;
-        report("pipeline, no-op handler", rate);
-        let sleep = Some(Duration::from_millis(1));
-        let rate = library(&cluster, Mode::Pipeline, "pipeline-sleep", records, sleep).await;
-        report("pipeline, handler sleeping 1 ms", rate);
+        // `E2E_CASES=best-effort,pipeline,sleep` picks cases (for profiling).
+        let cases =
+            std::env::var("E2E_CASES").unwrap_or_else(|_| "best-effort,pipeline,sleep".into());
+        let run = |case: &str| cases.split(',').any(|c| c == case);
+        if run("best-effort") {
+            let rate = library(&cluster, Mode::BestEffort, "best-effort", records, None).await;
+            report("best-effort, no-op handler", rate);
+        }
+        if run("pipeline") {
+            let rate = library(&cluster, Mode::Pipeline, "pipeline", records, None).await;
+            report("pipeline, no-op handler", rate);
+        }
+        if run("sleep") {
+            let sleep = Some(Duration::from_millis(1));
+            let rate = library(&cluster, Mode::Pipeline, "pipeline-sleep", records, sleep).await;
+            report("pipeline, handler sleeping 1 ms", rate);
+        }
     });
 }
