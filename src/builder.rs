@@ -8,6 +8,7 @@ use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::{Broker, BrokerError};
 use prosody_core::loader::BrokerLoader;
+use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
 use prosody_kafka::{KafkaBroker, KafkaConfig};
 use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
@@ -285,6 +286,13 @@ impl<C: Codec> ClientBuilder<C> {
             option: "bootstrap_servers",
             reason: format!("the producer could not be made: {e}"),
         })?;
+        // Lifecycle events go to Kafka only: mock mode emits none.
+        let telemetry = match (&broker, &settings.qos.telemetry) {
+            (Backend::Kafka(_), Some(topic)) => {
+                Some(ProducerSink::spawn(producer.clone(), Arc::clone(topic)))
+            }
+            _ => None,
+        };
         let layers = Layers::new(
             &settings.qos,
             MemoryDedupStore::new(),
@@ -292,6 +300,7 @@ impl<C: Codec> ClientBuilder<C> {
             self.deferred.unwrap_or_default(),
             BrokerLoader::new(broker.clone(), &settings.qos.loader),
             self.codec.clone(),
+            telemetry,
         );
         Ok(ProsodyClient {
             inner: Arc::new(Inner {

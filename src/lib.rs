@@ -21,4 +21,4 @@ pub use prosody_core::{
 };
 pub use prosody_kafka::{KafkaBroker, KafkaConfig};
 pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
-pub use stack::{ClientDeferLayer, Layers};
+pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};

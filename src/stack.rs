@@ -11,7 +11,7 @@ use prosody_core::monopolization::MonopolizationLayer;
 use prosody_core::retry::{RetryConfig, RetryLayer};
 use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
-use prosody_core::telemetry::{NoTelemetry, TelemetryLayer, TelemetryService};
+use prosody_core::telemetry::{ProducerSink, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{Codec, EventHandler, EventService, HandlerService, JsonCodec};
 use prosody_memory::{MemoryDedupStore, MemoryDeferStore};
@@ -19,8 +19,12 @@ use tower::ServiceBuilder;
 
 /// The stages every preset ends with, around a handler.
 type Common<H> = ShutdownService<
-    SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, NoTelemetry>>>,
+    SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, ClientTelemetry>>>,
 >;
+
+/// A client's lifecycle-event sink: records on the telemetry topic, or none
+/// (mock mode, or `telemetry_enabled` false).
+pub type ClientTelemetry = Option<ProducerSink>;
 
 /// A client's defer stage: offsets in the in-memory defer store, records
 /// read back from the client's broker; the records its backlogs retry pass
@@ -46,6 +50,7 @@ pub struct Layers<C = JsonCodec> {
     timeout: TimeoutLayer,
     failure: Option<FailureLayer<BackendProducer>>,
     defer: ClientDeferLayer<C>,
+    telemetry: ClientTelemetry,
 }
 
 impl<C: Codec> Layers<C> {
@@ -56,12 +61,14 @@ impl<C: Codec> Layers<C> {
         deferred: MemoryDeferStore,
         loader: BrokerLoader<Backend>,
         codec: C,
+        telemetry: ClientTelemetry,
     ) -> Self {
         let dedup = DedupLayer::new(qos.dedup.clone(), store);
         Self {
             defer: DeferLayer::new(qos.defer.clone(), deferred, loader, codec)
                 .drain_through(dedup.clone()),
             mode: qos.mode,
+            telemetry,
             retry: qos.retry.clone(),
             max_retries: qos.max_retries,
             dedup,
@@ -135,8 +142,8 @@ impl<C: Codec> Layers<C> {
 
     /// Spans and lifecycle events (mock mode emits no events).
     #[must_use]
-    pub fn telemetry(&self) -> TelemetryLayer<NoTelemetry> {
-        TelemetryLayer::new(NoTelemetry)
+    pub fn telemetry(&self) -> TelemetryLayer<ClientTelemetry> {
+        TelemetryLayer::new(self.telemetry.clone())
     }
 
     /// Routing to the failure topic, when one is configured.

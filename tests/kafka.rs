@@ -8,7 +8,9 @@
     reason = "test code fails loudly"
 )]
 
-use prosody::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
+use prosody::broker::{
+    Broker, Consumer, ConsumerConfig, ConsumerEvent, OutgoingRecord, Producer, TopicPartition,
+};
 use prosody::{
     Context, EventHandler, Excise, HandlerError, KafkaBroker, Message, ProsodyClient, Timer,
 };
@@ -146,4 +148,86 @@ async fn the_pipeline_handles_every_record_in_key_order_and_commits_to_the_end()
         assert_eq!(committed, Some(end), "partition {partition}");
     }
     probe.close().await;
+}
+
+/// On Kafka, each handler call's lifecycle reaches the telemetry topic:
+/// a dispatch and an outcome per attempt, the failed first attempt with its
+/// category.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_events_reach_the_telemetry_topic() {
+    const EVENTS: &str = "order-telemetry";
+    let cluster = MockKafka::start(1).unwrap();
+    cluster.create_topic(TOPIC, 1).unwrap();
+    cluster.create_topic(EVENTS, 1).unwrap();
+    let broker = KafkaBroker::new(cluster.config().unwrap());
+    let producer = broker.producer().unwrap();
+    for n in 1..=3u64 {
+        let payload = json!({"id": format!("order-{n}"), "type": "order.placed", "n": n});
+        let record =
+            OutgoingRecord::new(TOPIC, "customer-1", serde_json::to_vec(&payload).unwrap());
+        producer.send(record, Duration::from_secs(5)).await.unwrap();
+    }
+    let client = ProsodyClient::builder()
+        .bootstrap_servers([cluster.bootstrap_servers()])
+        .group_id(GROUP)
+        .subscribed_topics([TOPIC])
+        .telemetry_topic(EVENTS)
+        .build()
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    client.subscribe(recorder.clone()).await.unwrap();
+    tokio::time::timeout(DEADLINE, recorder.wait_for(3))
+        .await
+        .expect("every record handled");
+
+    // Offsets 0..3; offset 2 holds n = 3, which fails once.
+    let mut reader = broker
+        .consumer(&ConsumerConfig {
+            group_id: "telemetry-reader".to_owned(),
+            topics: vec![EVENTS.into()],
+        })
+        .await
+        .unwrap();
+    let mut seen: BTreeMap<(i64, u64, String), Value> = BTreeMap::new();
+    let expected = [
+        (0, 1, "dispatched"),
+        (0, 1, "succeeded"),
+        (1, 1, "dispatched"),
+        (1, 1, "succeeded"),
+        (2, 1, "dispatched"),
+        (2, 1, "failed"),
+        (2, 2, "dispatched"),
+        (2, 2, "succeeded"),
+    ];
+    let all_seen = async {
+        while seen.len() < expected.len() {
+            if let ConsumerEvent::Record(record) = reader.poll().await.unwrap() {
+                assert_eq!(record.key.as_deref(), Some(&b"customer-1"[..]));
+                let event: Value = serde_json::from_slice(&record.payload.unwrap()).unwrap();
+                assert_eq!(event["kind"], "message");
+                assert_eq!(event["topic"], TOPIC);
+                let at = (
+                    event["offset"].as_i64().unwrap(),
+                    event["attempt"].as_u64().unwrap(),
+                    event["lifecycle"].as_str().unwrap().to_owned(),
+                );
+                seen.insert(at, event);
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, all_seen)
+        .await
+        .expect("every lifecycle event on the topic");
+    let keys: Vec<(i64, u64, &str)> = seen
+        .keys()
+        .map(|(offset, attempt, lifecycle)| (*offset, *attempt, lifecycle.as_str()))
+        .collect();
+    let mut wanted = expected.to_vec();
+    wanted.sort_unstable();
+    assert_eq!(keys, wanted);
+    assert_eq!(seen[&(2, 1, "failed".to_owned())]["category"], "transient");
+    assert_eq!(seen[&(2, 2, "dispatched".to_owned())]["demand"], "failure");
+    reader.close().await;
+    client.shutdown().await;
 }

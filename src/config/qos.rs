@@ -5,6 +5,7 @@ use crate::env::Env;
 use prosody_core::RuntimeConfig;
 use prosody_core::dedup::DedupConfig;
 use prosody_core::defer::DeferConfig;
+use prosody_core::event::Topic;
 use prosody_core::failure::FailureConfig;
 use prosody_core::loader::LoaderConfig;
 use prosody_core::monopolization::MonopolizationConfig;
@@ -81,6 +82,9 @@ pub(crate) struct Qos {
     pub(crate) scheduler: SchedulerConfig,
     pub(crate) defer: DeferConfig,
     pub(crate) loader: LoaderConfig,
+    /// The topic of lifecycle events, `None` when telemetry is disabled.
+    /// Mock mode emits none whatever this says.
+    pub(crate) telemetry: Option<Topic>,
 }
 
 /// Maps a stage's own validation error to the client's.
@@ -146,9 +150,7 @@ impl QosOptions {
             }
             None => TimeoutConfig::from_stall_threshold(stall_threshold),
         };
-        // The telemetry options are checked here; mock mode has no sink, and
-        // the Kafka sink reads them with the Kafka backend.
-        non_empty(
+        let telemetry_topic = non_empty(
             "telemetry_topic",
             env.layer(
                 self.telemetry_topic.clone(),
@@ -156,7 +158,9 @@ impl QosOptions {
                 || "prosody.telemetry-events".to_owned(),
             )?,
         )?;
-        env.layer(self.telemetry_enabled, "PROSODY_TELEMETRY_ENABLED", || true)?;
+        let telemetry = env
+            .layer(self.telemetry_enabled, "PROSODY_TELEMETRY_ENABLED", || true)?
+            .then(|| Topic::from(telemetry_topic));
         Ok(Qos {
             mode,
             retry: RetryConfig {
@@ -175,6 +179,7 @@ impl QosOptions {
             scheduler: checked!(self.scheduler(env)?),
             defer: checked!(self.defer(env)?),
             loader: self.loader(env)?,
+            telemetry,
         })
     }
 

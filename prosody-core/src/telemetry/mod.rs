@@ -7,12 +7,14 @@
 //! before completing emits no outcome. With a disabled sink nothing is
 //! built.
 
+mod emitter;
 mod future;
 mod layer;
 mod sink;
 #[cfg(test)]
 mod tests;
 
+pub use emitter::ProducerSink;
 pub use future::ResponseFuture;
 pub use layer::TelemetryLayer;
 pub use sink::{Lifecycle, NoTelemetry, TelemetryEvent, TelemetrySink};

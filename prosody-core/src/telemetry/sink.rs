@@ -60,6 +60,19 @@ pub trait TelemetrySink: Clone + Send + Sync + 'static {
     fn emit(&self, event: TelemetryEvent);
 }
 
+/// A sink that may be absent: `None` takes nothing and builds nothing.
+impl<T: TelemetrySink> TelemetrySink for Option<T> {
+    fn enabled(&self) -> bool {
+        self.as_ref().is_some_and(TelemetrySink::enabled)
+    }
+
+    fn emit(&self, event: TelemetryEvent) {
+        if let Some(sink) = self {
+            sink.emit(event);
+        }
+    }
+}
+
 /// The sink of mock mode and of disabled telemetry: takes nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoTelemetry;

@@ -1,0 +1,315 @@
+//! The producer sink: lifecycle events as JSON records on a topic.
+
+use super::{Lifecycle, TelemetryEvent, TelemetrySink};
+use crate::broker::{OutgoingRecord, Producer};
+use crate::context::Demand;
+use crate::event::Topic;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde::Serialize;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::warn;
+
+/// Events queued for sending before new ones are dropped.
+const QUEUE: usize = 8192;
+
+/// Sends in flight at once.
+const IN_FLIGHT: usize = 256;
+
+/// How long one send may take before it counts as lost.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sends lifecycle events to a topic, keyed by the event's key, from a task
+/// of its own.
+///
+/// Invariant: [`TelemetrySink::emit`] never blocks: events go into a queue
+/// of 8,192; when it is full the event is dropped and counted
+/// ([`ProducerSink::dropped`]), and a warning names the count at each
+/// power of two. Telemetry never holds up a handler. Sends run
+/// concurrently, so events of one key may arrive out of order; each carries
+/// its time (`at`). The task ends when the last clone of the sink is
+/// dropped, after sending what was queued.
+#[derive(Clone)]
+pub struct ProducerSink {
+    queue: mpsc::Sender<TelemetryEvent>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl ProducerSink {
+    /// A sink producing to `topic` through `producer`. Spawns its sending
+    /// task, so it must be called within a tokio runtime.
+    #[must_use]
+    pub fn spawn<P: Producer>(producer: P, topic: impl Into<Topic>) -> Self {
+        let (queue, events) = mpsc::channel(QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        tokio::spawn(send_all(
+            producer,
+            topic.into(),
+            events,
+            Arc::clone(&dropped),
+        ));
+        Self { queue, dropped }
+    }
+
+    /// Events dropped so far: the queue was full, or their send failed.
+    #[must_use]
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl fmt::Debug for ProducerSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProducerSink")
+            .field("dropped", &self.dropped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TelemetrySink for ProducerSink {
+    fn emit(&self, event: TelemetryEvent) {
+        if self.queue.try_send(event).is_err() {
+            count_drop(&self.dropped, "the telemetry queue is full");
+        }
+    }
+}
+
+/// Counts one dropped event, warning at each power of two.
+fn count_drop(dropped: &AtomicU64, why: &str) {
+    let total = dropped.fetch_add(1, Ordering::Relaxed) + 1;
+    if total.is_power_of_two() {
+        warn!(dropped = total, "{why}; telemetry events dropped");
+    }
+}
+
+async fn send_all<P: Producer>(
+    producer: P,
+    topic: Topic,
+    mut events: mpsc::Receiver<TelemetryEvent>,
+    dropped: Arc<AtomicU64>,
+) {
+    let mut sending = FuturesUnordered::new();
+    let mut open = true;
+    while open || !sending.is_empty() {
+        tokio::select! {
+            event = events.recv(), if open && sending.len() < IN_FLIGHT => match event {
+                Some(event) => {
+                    let record = encode(&topic, &event);
+                    let producer = producer.clone();
+                    sending.push(async move { producer.send(record, SEND_TIMEOUT).await });
+                }
+                None => open = false,
+            },
+            Some(sent) = sending.next(), if !sending.is_empty() => {
+                if sent.is_err() {
+                    count_drop(&dropped, "a telemetry send failed");
+                }
+            }
+        }
+    }
+}
+
+/// The record of one event: keyed by the event's key, a JSON payload.
+fn encode(topic: &Topic, event: &TelemetryEvent) -> OutgoingRecord {
+    let (lifecycle, elapsed, category) = match event.lifecycle {
+        Lifecycle::Dispatched => ("dispatched", None, None),
+        Lifecycle::Succeeded { elapsed } => ("succeeded", Some(elapsed), None),
+        Lifecycle::Failed { category, elapsed } => ("failed", Some(elapsed), Some(category)),
+    };
+    let wire = Wire {
+        lifecycle,
+        kind: event.kind,
+        topic: &event.topic,
+        partition: event.partition,
+        offset: event.offset,
+        key: event.key.as_str(),
+        attempt: event.attempt,
+        demand: match event.demand {
+            Demand::Normal => "normal",
+            Demand::Failure => "failure",
+        },
+        at: event.at.as_millis(),
+        elapsed_ms: elapsed.map(|elapsed| elapsed.as_secs_f64() * 1e3),
+        category: category.map(|category| category.to_string()),
+    };
+    // Serialising a struct of strings and numbers cannot fail; an empty
+    // payload would still be a visible event.
+    let payload = serde_json::to_vec(&wire).unwrap_or_default();
+    OutgoingRecord::new(
+        topic.clone(),
+        event.key.as_str().as_bytes().to_vec(),
+        payload,
+    )
+}
+
+/// The JSON form of an event.
+#[derive(Serialize)]
+struct Wire<'a> {
+    lifecycle: &'static str,
+    kind: &'static str,
+    topic: &'a str,
+    partition: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<i64>,
+    key: &'a str,
+    attempt: u32,
+    demand: &'static str,
+    /// Milliseconds since the Unix epoch.
+    at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elapsed_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    category: Option<String>,
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, reason = "test code fails loudly")]
+mod tests {
+    use super::{ProducerSink, QUEUE};
+    use crate::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
+    use crate::clock::Timestamp;
+    use crate::context::Demand;
+    use crate::error::Category;
+    use crate::telemetry::{Lifecycle, TelemetryEvent, TelemetrySink};
+    use serde_json::{Value, json};
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::Duration;
+    use tokio::sync::{Notify, Semaphore};
+
+    /// Records what it sends once a permit lets each send through.
+    #[derive(Clone)]
+    struct Gated {
+        sent: Arc<Mutex<Vec<OutgoingRecord>>>,
+        gate: Arc<Semaphore>,
+        progress: Arc<Notify>,
+    }
+
+    impl Gated {
+        fn open() -> Self {
+            Self {
+                sent: Arc::default(),
+                gate: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+                progress: Arc::default(),
+            }
+        }
+
+        fn sent(&self) -> Vec<OutgoingRecord> {
+            self.sent
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        }
+
+        async fn wait_for(&self, count: usize) {
+            loop {
+                let notified = self.progress.notified();
+                if self.sent().len() >= count {
+                    return;
+                }
+                notified.await;
+            }
+        }
+    }
+
+    impl Producer for Gated {
+        async fn send(
+            &self,
+            record: OutgoingRecord,
+            _timeout: Duration,
+        ) -> Result<Delivery, BrokerError> {
+            let permit = self.gate.acquire().await.map_err(|_| BrokerError::Closed)?;
+            permit.forget();
+            self.sent
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(record);
+            self.progress.notify_waiters();
+            Ok(Delivery {
+                partition: 0,
+                offset: 0,
+            })
+        }
+    }
+
+    fn event(lifecycle: Lifecycle, offset: Option<i64>) -> TelemetryEvent {
+        TelemetryEvent {
+            lifecycle,
+            kind: if offset.is_some() { "message" } else { "timer" },
+            topic: "orders".into(),
+            partition: 3,
+            offset,
+            key: "customer-7".into(),
+            attempt: 2,
+            demand: Demand::Failure,
+            at: Timestamp::from_millis(1_700_000_000_000),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_event_is_a_keyed_json_record_on_the_topic() {
+        let producer = Gated::open();
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle");
+        sink.emit(event(Lifecycle::Dispatched, Some(41)));
+        sink.emit(event(
+            Lifecycle::Failed {
+                category: Category::Transient,
+                elapsed: Duration::from_millis(12),
+            },
+            None,
+        ));
+        tokio::time::timeout(Duration::from_secs(5), producer.wait_for(2))
+            .await
+            .expect("both events sent");
+        let mut payloads: Vec<Value> = producer
+            .sent()
+            .iter()
+            .map(|record| {
+                assert_eq!(&*record.topic, "lifecycle");
+                assert_eq!(record.key.as_deref(), Some(&b"customer-7"[..]));
+                serde_json::from_slice(record.payload.as_deref().expect("payload")).expect("JSON")
+            })
+            .collect();
+        payloads.sort_by_key(|payload| payload["lifecycle"].to_string());
+        assert_eq!(
+            payloads,
+            [
+                json!({"lifecycle": "dispatched", "kind": "message", "topic": "orders",
+                    "partition": 3, "offset": 41, "key": "customer-7", "attempt": 2,
+                    "demand": "failure", "at": 1_700_000_000_000_i64}),
+                json!({"lifecycle": "failed", "kind": "timer", "topic": "orders",
+                    "partition": 3, "key": "customer-7", "attempt": 2,
+                    "demand": "failure", "at": 1_700_000_000_000_i64,
+                    "elapsed_ms": 12.0, "category": "transient"}),
+            ]
+        );
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_without_blocking() {
+        let producer = Gated::open();
+        // Nothing is sent until the gate opens, so the queue fills.
+        producer.gate.forget_permits(Semaphore::MAX_PERMITS);
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle");
+        let extra = 10;
+        for offset in 0..QUEUE + super::IN_FLIGHT + extra {
+            sink.emit(event(
+                Lifecycle::Dispatched,
+                Some(i64::try_from(offset).unwrap_or(i64::MAX)),
+            ));
+        }
+        // The task takes at most IN_FLIGHT off the queue, so at least
+        // `extra` of the events found it full.
+        assert!(sink.dropped() >= extra as u64, "dropped {}", sink.dropped());
+        let accepted = QUEUE + super::IN_FLIGHT + extra
+            - usize::try_from(sink.dropped()).unwrap_or(usize::MAX);
+        producer.gate.add_permits(accepted);
+        tokio::time::timeout(Duration::from_secs(5), producer.wait_for(accepted))
+            .await
+            .expect("every accepted event sent");
+    }
+}
