@@ -147,6 +147,9 @@ impl<C: Codec> ClientBuilder<C> {
         /// How long reading a deferred record back may take
         /// (`PROSODY_LOADER_SEEK_TIMEOUT`; default 30s).
         loader_seek_timeout: Duration,
+        /// How many records a read back may skip forward on Kafka instead
+        /// of seeking again (`PROSODY_LOADER_DISCARD_THRESHOLD`; default 100).
+        loader_discard_threshold: usize,
     }
 
     /// Where records that fail for good go in low-latency mode
@@ -275,7 +278,9 @@ impl<C: Codec> ClientBuilder<C> {
                     option: "bootstrap_servers",
                     reason: e.to_string(),
                 };
-                let mut config = KafkaConfig::new(servers.iter().cloned()).map_err(invalid)?;
+                let mut config = KafkaConfig::new(servers.iter().cloned())
+                    .map_err(invalid)?
+                    .discard_threshold(settings.qos.loader.discard_threshold);
                 for (key, value) in self.kafka {
                     config = config.with(key, value);
                 }

@@ -61,6 +61,11 @@ pub struct LoaderConfig {
     pub cache_size: NonZeroUsize,
     /// How long one read may take (`loader_seek_timeout`, default 30s).
     pub seek_timeout: Duration,
+    /// How far a backend that reads a partition sequentially may skip
+    /// forward instead of seeking again (`loader_discard_threshold`, default
+    /// 100 records). The Kafka backend applies it; the in-memory broker
+    /// reads by index and has no use for it.
+    pub discard_threshold: usize,
 }
 
 impl Default for LoaderConfig {
@@ -68,6 +73,7 @@ impl Default for LoaderConfig {
         Self {
             cache_size: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
             seek_timeout: Duration::from_secs(30),
+            discard_threshold: 100,
         }
     }
 }

@@ -3,6 +3,9 @@
 use prosody_core::broker::BrokerError;
 use rdkafka::ClientConfig;
 
+/// The default of [`KafkaConfig::discard_threshold`].
+pub const DEFAULT_DISCARD_THRESHOLD: usize = 100;
+
 /// The connection settings shared by every client of one [`KafkaBroker`].
 ///
 /// Invariant (checked by [`KafkaConfig::new`]): at least one bootstrap
@@ -16,6 +19,7 @@ pub struct KafkaConfig {
     /// so they win (security settings, or test tuning such as
     /// `session.timeout.ms`).
     overrides: Vec<(String, String)>,
+    discard_threshold: usize,
 }
 
 impl KafkaConfig {
@@ -41,7 +45,22 @@ impl KafkaConfig {
         Ok(Self {
             bootstrap_servers,
             overrides: Vec::new(),
+            discard_threshold: DEFAULT_DISCARD_THRESHOLD,
         })
+    }
+
+    /// How many records a read by offset may skip forward on the partition
+    /// it read last instead of seeking again (`loader_discard_threshold`,
+    /// default 100; 0 seeks for every read but the very next offset).
+    #[must_use]
+    pub fn discard_threshold(mut self, records: usize) -> Self {
+        self.discard_threshold = records;
+        self
+    }
+
+    /// The discard threshold as an offset distance.
+    pub(crate) fn discard_distance(&self) -> i64 {
+        i64::try_from(self.discard_threshold).unwrap_or(i64::MAX)
     }
 
     /// The same settings with a librdkafka property set on every client

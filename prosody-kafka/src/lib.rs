@@ -14,7 +14,7 @@ mod producer;
 mod reader;
 
 pub use admin::{AdminClient, AdminError, TopicOptions};
-pub use config::KafkaConfig;
+pub use config::{DEFAULT_DISCARD_THRESHOLD, KafkaConfig};
 pub use consumer::KafkaConsumer;
 pub use producer::KafkaProducer;
 
@@ -69,12 +69,16 @@ impl KafkaBroker {
                 ("enable.auto.offset.store", "false"),
                 ("enable.partition.eof", "true"),
                 ("auto.offset.reset", "error"),
+                // A partition stays assigned after a read: bound what it
+                // prefetches meanwhile.
+                ("queued.min.messages", "1000"),
+                ("queued.max.messages.kbytes", "4096"),
             ])
             .create()
             .map_err(error::backend)?;
-        Ok(Arc::clone(
-            self.reader.get_or_init(|| Arc::new(Reader::new(consumer))),
-        ))
+        Ok(Arc::clone(self.reader.get_or_init(|| {
+            Arc::new(Reader::new(consumer, self.config.discard_distance()))
+        })))
     }
 }
 

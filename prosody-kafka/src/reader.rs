@@ -20,18 +20,58 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one rdkafka poll of a read waits.
 const POLL: Duration = Duration::from_millis(50);
 
-/// A consumer outside any group, assigned one partition per read.
+/// A consumer outside any group that reads single records back.
 ///
-/// Invariant: one read at a time (the lock), and the consumer holds no
-/// assignment between reads, so it fetches nothing in the background.
+/// Invariant: one read at a time (the lock). Between reads the consumer
+/// holds at most one partition, and only right after a read that found its
+/// record: `position` then names it and the offset its queue delivers next.
+/// A read at or up to `discard_threshold` records past `position` reads on
+/// from there, discarding what lies between; any other read seeks afresh.
+/// A read that finds nothing, or fails, gives the partition up.
 pub(crate) struct Reader {
-    consumer: Mutex<BaseConsumer>,
+    consumer: Mutex<Cursor>,
+    discard_threshold: i64,
+}
+
+/// The consumer and where its queue stands.
+struct Cursor {
+    consumer: BaseConsumer,
+    position: Option<(TopicPartition, i64)>,
+}
+
+/// How a read begins.
+#[derive(Debug, PartialEq, Eq)]
+enum Start {
+    /// Read on from the queue's position.
+    Continue,
+    /// Assign the partition at the offset.
+    Seek,
+}
+
+/// Reads on when `offset` is at most `threshold` records past `position`
+/// on the same partition; seeks otherwise.
+fn start(
+    position: Option<&(TopicPartition, i64)>,
+    partition: &TopicPartition,
+    offset: i64,
+    threshold: i64,
+) -> Start {
+    match position {
+        Some((at, next)) if at == partition && offset >= *next && offset - next <= threshold => {
+            Start::Continue
+        }
+        _ => Start::Seek,
+    }
 }
 
 impl Reader {
-    pub(crate) fn new(consumer: BaseConsumer) -> Self {
+    pub(crate) fn new(consumer: BaseConsumer, discard_threshold: i64) -> Self {
         Self {
-            consumer: Mutex::new(consumer),
+            consumer: Mutex::new(Cursor {
+                consumer,
+                position: None,
+            }),
+            discard_threshold,
         }
     }
 
@@ -42,13 +82,36 @@ impl Reader {
         partition: &TopicPartition,
         offset: i64,
     ) -> Result<Option<Record>, BrokerError> {
-        let consumer = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
-        Self::check_exists(&consumer, partition)?;
+        let mut cursor = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
+        let position = cursor.position.take();
+        let how = start(position.as_ref(), partition, offset, self.discard_threshold);
+        let mut found = match how {
+            Start::Continue => Self::find(&cursor.consumer, partition, offset),
+            Start::Seek => Self::seek(&cursor.consumer, partition, offset),
+        };
+        if how == Start::Continue && matches!(found, Ok(None)) {
+            // The queue may hold an end-of-partition event from before the
+            // record was written: only a fresh seek can say it is absent.
+            found = Self::seek(&cursor.consumer, partition, offset);
+        }
+        if matches!(found, Ok(Some(_))) {
+            cursor.position = Some((partition.clone(), offset + 1));
+        } else {
+            let _ = cursor.consumer.unassign();
+        }
+        found
+    }
+
+    /// Assigns the partition at `offset` and reads the record there.
+    fn seek(
+        consumer: &BaseConsumer,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> Result<Option<Record>, BrokerError> {
+        Self::check_exists(consumer, partition)?;
         let list = list(partition, Offset::Offset(offset))?;
         consumer.assign(&list).map_err(backend)?;
-        let found = Self::find(&consumer, partition, offset);
-        let _ = consumer.unassign();
-        found
+        Self::find(consumer, partition, offset)
     }
 
     /// An unknown topic or partition is an error at once, not a read that
@@ -125,5 +188,28 @@ impl Reader {
         Err(retriable_failure(format!(
             "reading offset {offset} of {partition} took over {READ_DEADLINE:?}"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Start, start};
+    use prosody_core::broker::TopicPartition;
+
+    #[test]
+    fn reads_on_only_forward_within_the_threshold_on_the_same_partition() {
+        let here = TopicPartition::new("orders", 0);
+        let there = TopicPartition::new("orders", 1);
+        let position = Some((here.clone(), 50));
+        let at =
+            |partition: &TopicPartition, offset| start(position.as_ref(), partition, offset, 100);
+        assert_eq!(at(&here, 50), Start::Continue);
+        assert_eq!(at(&here, 150), Start::Continue);
+        assert_eq!(at(&here, 151), Start::Seek);
+        assert_eq!(at(&here, 49), Start::Seek);
+        assert_eq!(at(&there, 50), Start::Seek);
+        assert_eq!(start(None, &here, 50, 100), Start::Seek);
+        assert_eq!(start(position.as_ref(), &here, 51, 0), Start::Seek);
+        assert_eq!(start(position.as_ref(), &here, 50, 0), Start::Continue);
     }
 }

@@ -72,6 +72,7 @@ async fn setup(cache: usize) -> (Counted, BrokerLoader<Counted>, TopicPartition)
     let config = LoaderConfig {
         cache_size: NonZeroUsize::new(cache).unwrap(),
         seek_timeout: Duration::from_secs(5),
+        ..LoaderConfig::default()
     };
     let loader = BrokerLoader::new(broker.clone(), &config);
     (broker, loader, TopicPartition::new("t", 0))

@@ -62,6 +62,7 @@ pub(crate) struct QosOptions {
     pub(crate) defer_failure_window: Option<Duration>,
     pub(crate) loader_cache_size: Option<usize>,
     pub(crate) loader_seek_timeout: Option<Duration>,
+    pub(crate) loader_discard_threshold: Option<usize>,
 }
 
 /// The resolved stages.
@@ -228,6 +229,11 @@ impl QosOptions {
                     "PROSODY_LOADER_SEEK_TIMEOUT",
                     || defaults.seek_timeout,
                 )?,
+            )?,
+            discard_threshold: env.layer(
+                self.loader_discard_threshold,
+                "PROSODY_LOADER_DISCARD_THRESHOLD",
+                || defaults.discard_threshold,
             )?,
         })
     }
