@@ -373,3 +373,6 @@ impl Drop for KafkaConsumer {
         let _ = self.shut();
     }
 }
+
+#[cfg(test)]
+mod tests;
