@@ -104,7 +104,9 @@ async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
                 assert_eq!(record.topic_partition(), moved, "the other stays paused");
                 break;
             }
-            ConsumerEvent::Assigned(partitions) => assert_eq!(partitions, std::slice::from_ref(&moved)),
+            ConsumerEvent::Assigned(partitions) => {
+                assert_eq!(partitions, std::slice::from_ref(&moved));
+            }
             ConsumerEvent::Revoked(partitions) => panic!("revoked {partitions:?}"),
         }
     }
