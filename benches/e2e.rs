@@ -194,6 +194,8 @@ async fn library(
         .group_id(group)
         .subscribed_topics([TOPIC])
         .mode(mode)
+        // Lifecycle events would share the producer and the CPU.
+        .telemetry_enabled(false)
         .build()
         .await
         .unwrap();

@@ -293,9 +293,14 @@ impl<C: Codec> ClientBuilder<C> {
         })?;
         // Lifecycle events go to Kafka only: mock mode emits none.
         let telemetry = match (&broker, &settings.qos.telemetry) {
-            (Backend::Kafka(_), Some(topic)) => {
-                Some(ProducerSink::spawn(producer.clone(), Arc::clone(topic)))
-            }
+            (Backend::Kafka(_), Some(topic)) => Some(
+                ProducerSink::spawn(producer.clone(), Arc::clone(topic)).map_err(|e| {
+                    ConfigError::Invalid {
+                        option: "telemetry_enabled",
+                        reason: e.to_string(),
+                    }
+                })?,
+            ),
             _ => None,
         };
         let layers = Layers::new(

@@ -17,6 +17,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::OnceCell;
+use tracing::warn;
 
 /// A client operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -233,14 +234,25 @@ impl<C: Codec> ProsodyClient<C> {
         Ok(())
     }
 
-    /// Stops everything. Concurrent and repeated calls wait for the same
-    /// shutdown; afterwards every operation fails with
+    /// Stops everything, then sends the telemetry events still queued
+    /// (within the shutdown timeout). Concurrent and repeated calls wait for
+    /// the same shutdown; afterwards every operation fails with
     /// [`ClientError::ShutDown`].
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
         self.inner
             .shutdown
-            .get_or_init(|| self.inner.subscription.stop())
+            .get_or_init(|| async {
+                self.inner.subscription.stop().await;
+                if let Some(sink) = self.inner.layers.telemetry_sink() {
+                    let budget = self.inner.settings.runtime.shutdown_timeout;
+                    if tokio::time::timeout(budget, sink.flush()).await.is_err() {
+                        warn!(
+                            "telemetry events still queued at the shutdown deadline were not sent"
+                        );
+                    }
+                }
+            })
             .await;
     }
 

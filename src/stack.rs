@@ -146,6 +146,11 @@ impl<C: Codec> Layers<C> {
         TelemetryLayer::new(self.telemetry.clone())
     }
 
+    /// The client's lifecycle-event sink, if it has one.
+    pub(crate) fn telemetry_sink(&self) -> Option<&ProducerSink> {
+        self.telemetry.as_ref()
+    }
+
     /// Routing to the failure topic, when one is configured.
     #[must_use]
     pub fn failure(&self) -> Option<FailureLayer<BackendProducer>> {

@@ -212,7 +212,8 @@ async fn lifecycle_events_reach_the_telemetry_topic() {
                     event["attempt"].as_u64().unwrap(),
                     event["lifecycle"].as_str().unwrap().to_owned(),
                 );
-                seen.insert(at, event);
+                let again = seen.insert(at.clone(), event);
+                assert!(again.is_none(), "{at:?} arrived twice");
             }
         }
     };

@@ -82,20 +82,25 @@ impl Reader {
         partition: &TopicPartition,
         offset: i64,
     ) -> Result<Option<Record>, BrokerError> {
+        let deadline = Instant::now()
+            .checked_add(READ_DEADLINE)
+            .unwrap_or_else(Instant::now);
         let mut cursor = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
         let position = cursor.position.take();
         let how = start(position.as_ref(), partition, offset, self.discard_threshold);
         let mut found = match how {
-            Start::Continue => Self::find(&cursor.consumer, partition, offset),
-            Start::Seek => Self::seek(&cursor.consumer, partition, offset),
+            Start::Continue => Self::find(&cursor.consumer, partition, offset, deadline),
+            Start::Seek => Self::seek(&cursor.consumer, partition, offset, deadline),
         };
-        if how == Start::Continue && matches!(found, Ok(None)) {
+        if how == Start::Continue && !matches!(found, Ok(Some(_))) {
             // The queue may hold an end-of-partition event from before the
-            // record was written: only a fresh seek can say it is absent.
-            found = Self::seek(&cursor.consumer, partition, offset);
+            // record was written, or an error of the long-lived fetch: only
+            // a fresh seek can say the record is absent. (Assigning anew
+            // makes librdkafka discard what the old queue still holds.)
+            found = Self::seek(&cursor.consumer, partition, offset, deadline);
         }
         if matches!(found, Ok(Some(_))) {
-            cursor.position = Some((partition.clone(), offset + 1));
+            cursor.position = Some((partition.clone(), offset.saturating_add(1)));
         } else {
             let _ = cursor.consumer.unassign();
         }
@@ -107,11 +112,12 @@ impl Reader {
         consumer: &BaseConsumer,
         partition: &TopicPartition,
         offset: i64,
+        deadline: Instant,
     ) -> Result<Option<Record>, BrokerError> {
-        Self::check_exists(consumer, partition)?;
+        Self::check_exists(consumer, partition, deadline)?;
         let list = list(partition, Offset::Offset(offset))?;
         consumer.assign(&list).map_err(backend)?;
-        Self::find(consumer, partition, offset)
+        Self::find(consumer, partition, offset, deadline)
     }
 
     /// An unknown topic or partition is an error at once, not a read that
@@ -119,9 +125,11 @@ impl Reader {
     fn check_exists(
         consumer: &BaseConsumer,
         partition: &TopicPartition,
+        deadline: Instant,
     ) -> Result<(), BrokerError> {
+        let left = deadline.saturating_duration_since(Instant::now());
         let metadata = consumer
-            .fetch_metadata(Some(&partition.topic), METADATA_TIMEOUT)
+            .fetch_metadata(Some(&partition.topic), METADATA_TIMEOUT.min(left))
             .map_err(backend)?;
         let topic = metadata
             .topics()
@@ -147,10 +155,10 @@ impl Reader {
         consumer: &BaseConsumer,
         partition: &TopicPartition,
         offset: i64,
+        deadline: Instant,
     ) -> Result<Option<Record>, BrokerError> {
-        let start = Instant::now();
         let mut topics = HashMap::new();
-        while start.elapsed() < READ_DEADLINE {
+        while Instant::now() < deadline {
             match consumer.poll(POLL) {
                 None => {}
                 Some(Ok(message)) => {

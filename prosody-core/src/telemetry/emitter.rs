@@ -3,6 +3,7 @@
 use super::{Lifecycle, TelemetryEvent, TelemetrySink};
 use crate::broker::{OutgoingRecord, Producer};
 use crate::context::Demand;
+use crate::error::Category;
 use crate::event::Topic;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -11,7 +12,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
 /// Events queued for sending before new ones are dropped.
@@ -23,42 +26,71 @@ const IN_FLIGHT: usize = 256;
 /// How long one send may take before it counts as lost.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The sink's task could not start: there is no tokio runtime here.
+#[derive(Debug, thiserror::Error)]
+#[error("the telemetry sink needs a tokio runtime to run its sending task in")]
+pub struct NoRuntime;
+
+/// What the sending task takes off its queue.
+enum Item {
+    Event(TelemetryEvent),
+    /// Answer once everything queued before has been sent.
+    Flush(oneshot::Sender<()>),
+}
+
 /// Sends lifecycle events to a topic, keyed by the event's key, from a task
 /// of its own.
 ///
 /// Invariant: [`TelemetrySink::emit`] never blocks: events go into a queue
-/// of 8,192; when it is full the event is dropped and counted
-/// ([`ProducerSink::dropped`]), and a warning names the count at each
-/// power of two. Telemetry never holds up a handler. Sends run
-/// concurrently, so events of one key may arrive out of order; each carries
-/// its time (`at`). The task ends when the last clone of the sink is
-/// dropped, after sending what was queued.
+/// of 8,192; when it is full (or the task is gone) the event is dropped and
+/// counted ([`ProducerSink::dropped`]), and a warning names the count at
+/// each power of two. Telemetry never holds up a handler. Sends run
+/// concurrently (up to 256), so events of one key may arrive out of order;
+/// each carries its time (`at`). Every accepted event is sent, or counted
+/// as dropped when its send fails, unless the runtime stops first:
+/// [`ProducerSink::flush`] waits until what was queued has gone. The task
+/// ends when the last clone of the sink is dropped, after sending what was
+/// queued.
 #[derive(Clone)]
 pub struct ProducerSink {
-    queue: mpsc::Sender<TelemetryEvent>,
+    queue: mpsc::Sender<Item>,
     dropped: Arc<AtomicU64>,
 }
 
 impl ProducerSink {
-    /// A sink producing to `topic` through `producer`. Spawns its sending
-    /// task, so it must be called within a tokio runtime.
-    #[must_use]
-    pub fn spawn<P: Producer>(producer: P, topic: impl Into<Topic>) -> Self {
+    /// A sink producing to `topic` through `producer`, with its sending
+    /// task spawned on the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`NoRuntime`] outside a tokio runtime.
+    pub fn spawn<P: Producer>(producer: P, topic: impl Into<Topic>) -> Result<Self, NoRuntime> {
+        let runtime = Handle::try_current().map_err(|_| NoRuntime)?;
         let (queue, events) = mpsc::channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
-        tokio::spawn(send_all(
+        runtime.spawn(send_all(
             producer,
             topic.into(),
             events,
             Arc::clone(&dropped),
         ));
-        Self { queue, dropped }
+        Ok(Self { queue, dropped })
     }
 
     /// Events dropped so far: the queue was full, or their send failed.
     #[must_use]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every event emitted before this call has been sent (or
+    /// counted as dropped). Bound it with a timeout: a broker that does not
+    /// answer holds each send for up to 5 s.
+    pub async fn flush(&self) {
+        let (done, sent) = oneshot::channel();
+        if self.queue.send(Item::Flush(done)).await.is_ok() {
+            let _ = sent.await;
+        }
     }
 }
 
@@ -72,8 +104,12 @@ impl fmt::Debug for ProducerSink {
 
 impl TelemetrySink for ProducerSink {
     fn emit(&self, event: TelemetryEvent) {
-        if self.queue.try_send(event).is_err() {
-            count_drop(&self.dropped, "the telemetry queue is full");
+        match self.queue.try_send(Item::Event(event)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => count_drop(&self.dropped, "the telemetry queue is full"),
+            Err(TrySendError::Closed(_)) => {
+                count_drop(&self.dropped, "the telemetry task has stopped");
+            }
         }
     }
 }
@@ -86,30 +122,44 @@ fn count_drop(dropped: &AtomicU64, why: &str) {
     }
 }
 
+/// The sending task: takes items off the queue while fewer than
+/// `IN_FLIGHT` sends run, counts failed sends, answers a flush once the
+/// sends before it are done, and ends when the queue closes and the last
+/// send is done.
 async fn send_all<P: Producer>(
     producer: P,
     topic: Topic,
-    mut events: mpsc::Receiver<TelemetryEvent>,
+    mut items: mpsc::Receiver<Item>,
     dropped: Arc<AtomicU64>,
 ) {
     let mut sending = FuturesUnordered::new();
     let mut open = true;
     while open || !sending.is_empty() {
         tokio::select! {
-            event = events.recv(), if open && sending.len() < IN_FLIGHT => match event {
-                Some(event) => {
+            item = items.recv(), if open && sending.len() < IN_FLIGHT => match item {
+                Some(Item::Event(event)) => {
                     let record = encode(&topic, &event);
                     let producer = producer.clone();
                     sending.push(async move { producer.send(record, SEND_TIMEOUT).await });
                 }
+                Some(Item::Flush(done)) => {
+                    while let Some(sent) = sending.next().await {
+                        count_failure(&dropped, sent.is_err());
+                    }
+                    let _ = done.send(());
+                }
                 None => open = false,
             },
             Some(sent) = sending.next(), if !sending.is_empty() => {
-                if sent.is_err() {
-                    count_drop(&dropped, "a telemetry send failed");
-                }
+                count_failure(&dropped, sent.is_err());
             }
         }
+    }
+}
+
+fn count_failure(dropped: &AtomicU64, failed: bool) {
+    if failed {
+        count_drop(dropped, "a telemetry send failed");
     }
 }
 
@@ -118,6 +168,7 @@ fn encode(topic: &Topic, event: &TelemetryEvent) -> OutgoingRecord {
     let (lifecycle, elapsed, category) = match event.lifecycle {
         Lifecycle::Dispatched => ("dispatched", None, None),
         Lifecycle::Succeeded { elapsed } => ("succeeded", Some(elapsed), None),
+        Lifecycle::Abandoned { elapsed } => ("abandoned", Some(elapsed), None),
         Lifecycle::Failed { category, elapsed } => ("failed", Some(elapsed), Some(category)),
     };
     let wire = Wire {
@@ -134,7 +185,11 @@ fn encode(topic: &Topic, event: &TelemetryEvent) -> OutgoingRecord {
         },
         at: event.at.as_millis(),
         elapsed_ms: elapsed.map(|elapsed| elapsed.as_secs_f64() * 1e3),
-        category: category.map(|category| category.to_string()),
+        category: category.map(|category| match category {
+            Category::Transient => "transient",
+            Category::Permanent => "permanent",
+            Category::Terminal => "terminal",
+        }),
     };
     // Serialising a struct of strings and numbers cannot fail; an empty
     // payload would still be a visible event.
@@ -163,7 +218,7 @@ struct Wire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     elapsed_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    category: Option<String>,
+    category: Option<&'static str>,
 }
 
 #[cfg(test)]
@@ -252,7 +307,7 @@ mod tests {
     #[tokio::test]
     async fn each_event_is_a_keyed_json_record_on_the_topic() {
         let producer = Gated::open();
-        let sink = ProducerSink::spawn(producer.clone(), "lifecycle");
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle").expect("a runtime");
         sink.emit(event(Lifecycle::Dispatched, Some(41)));
         sink.emit(event(
             Lifecycle::Failed {
@@ -261,9 +316,10 @@ mod tests {
             },
             None,
         ));
-        tokio::time::timeout(Duration::from_secs(5), producer.wait_for(2))
+        tokio::time::timeout(Duration::from_secs(5), sink.flush())
             .await
             .expect("both events sent");
+        assert_eq!(producer.sent().len(), 2);
         let mut payloads: Vec<Value> = producer
             .sent()
             .iter()
@@ -294,7 +350,7 @@ mod tests {
         let producer = Gated::open();
         // Nothing is sent until the gate opens, so the queue fills.
         producer.gate.forget_permits(Semaphore::MAX_PERMITS);
-        let sink = ProducerSink::spawn(producer.clone(), "lifecycle");
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle").expect("a runtime");
         let extra = 10;
         for offset in 0..QUEUE + super::IN_FLIGHT + extra {
             sink.emit(event(
@@ -302,14 +358,36 @@ mod tests {
                 Some(i64::try_from(offset).unwrap_or(i64::MAX)),
             ));
         }
-        // The task takes at most IN_FLIGHT off the queue, so at least
-        // `extra` of the events found it full.
-        assert!(sink.dropped() >= extra as u64, "dropped {}", sink.dropped());
-        let accepted = QUEUE + super::IN_FLIGHT + extra
-            - usize::try_from(sink.dropped()).unwrap_or(usize::MAX);
-        producer.gate.add_permits(accepted);
-        tokio::time::timeout(Duration::from_secs(5), producer.wait_for(accepted))
+        // On this single-threaded runtime the task has not run yet: the
+        // queue took exactly its capacity, and the rest were dropped.
+        assert_eq!(sink.dropped(), (super::IN_FLIGHT + extra) as u64);
+        producer.gate.add_permits(QUEUE);
+        tokio::time::timeout(Duration::from_secs(5), producer.wait_for(QUEUE))
             .await
             .expect("every accepted event sent");
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_is_counted_and_flush_waits_for_it() {
+        let producer = Gated::open();
+        producer.gate.close();
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle").expect("a runtime");
+        sink.emit(event(Lifecycle::Dispatched, Some(1)));
+        sink.emit(event(
+            Lifecycle::Succeeded {
+                elapsed: Duration::ZERO,
+            },
+            Some(1),
+        ));
+        tokio::time::timeout(Duration::from_secs(5), sink.flush())
+            .await
+            .expect("the flush answers");
+        assert_eq!(sink.dropped(), 2);
+        assert!(producer.sent().is_empty());
+    }
+
+    #[test]
+    fn outside_a_runtime_the_sink_is_an_error() {
+        assert!(ProducerSink::spawn(Gated::open(), "lifecycle").is_err());
     }
 }

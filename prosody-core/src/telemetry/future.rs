@@ -3,15 +3,16 @@
 use super::{Lifecycle, TelemetryEvent, TelemetrySink};
 use crate::clock;
 use crate::error::HandlerError;
-use pin_project::pin_project;
+use pin_project::{pin_project, pinned_drop};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
 use tokio::time::Instant;
 
-/// A call that reports how it ended.
-#[pin_project]
-pub struct ResponseFuture<F, T> {
+/// A call that reports how it ended: its outcome when it completes,
+/// `Abandoned` when it is dropped first.
+#[pin_project(PinnedDrop)]
+pub struct ResponseFuture<F, T: TelemetrySink> {
     #[pin]
     attempt: F,
     sink: T,
@@ -21,7 +22,7 @@ pub struct ResponseFuture<F, T> {
     started: Instant,
 }
 
-impl<F, T> ResponseFuture<F, T> {
+impl<F, T: TelemetrySink> ResponseFuture<F, T> {
     pub(super) fn new(attempt: F, sink: T, event: Option<TelemetryEvent>) -> Self {
         Self {
             attempt,
@@ -55,5 +56,19 @@ where
             this.sink.emit(event);
         }
         Poll::Ready(result)
+    }
+}
+
+#[pinned_drop]
+impl<F, T: TelemetrySink> PinnedDrop for ResponseFuture<F, T> {
+    fn drop(self: Pin<&mut Self>) {
+        let this = self.project();
+        if let Some(mut event) = this.event.take() {
+            event.lifecycle = Lifecycle::Abandoned {
+                elapsed: this.started.elapsed(),
+            };
+            event.at = clock::now();
+            this.sink.emit(event);
+        }
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! Invariant: for every call the sink receives exactly one `Dispatched`
 //! event before the inner service is called and exactly one `Succeeded` or
-//! `Failed` (with the error's category) when it completes; a call dropped
-//! before completing emits no outcome. With a disabled sink nothing is
+//! `Failed` (with the error's category) when it completes, or exactly one
+//! `Abandoned` if it is dropped first (the timeout stage outside drops an
+//! attempt past its deadline). With a disabled sink nothing is
 //! built.
 
 mod emitter;
@@ -14,7 +15,7 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
-pub use emitter::ProducerSink;
+pub use emitter::{NoRuntime, ProducerSink};
 pub use future::ResponseFuture;
 pub use layer::TelemetryLayer;
 pub use sink::{Lifecycle, NoTelemetry, TelemetryEvent, TelemetrySink};

@@ -17,6 +17,12 @@ pub enum Lifecycle {
         /// How long the handler ran.
         elapsed: Duration,
     },
+    /// The call was dropped before it completed, after `elapsed`: its
+    /// attempt's deadline passed, or its partition was abandoned.
+    Abandoned {
+        /// How long the handler ran.
+        elapsed: Duration,
+    },
     /// The call failed after `elapsed`.
     Failed {
         /// The error's category.

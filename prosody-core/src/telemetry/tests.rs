@@ -60,3 +60,34 @@ async fn each_call_emits_dispatched_then_its_outcome() {
             .all(|e| e.kind == "message" && e.offset == Some(0) && e.attempt == 1)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_before_it_completes_is_abandoned() {
+    let sink = Recording::default();
+    let handler = service_fn(|_: EventRequest<u8>| async {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        Ok::<(), HandlerError>(())
+    });
+    let service = TelemetryLayer::new(sink.clone()).layer(handler);
+    let (request, _, _) = testkit::message("slow", 0u8, None);
+    let deadline = std::time::Duration::from_millis(3);
+    assert!(
+        tokio::time::timeout(deadline, service.oneshot(request))
+            .await
+            .is_err()
+    );
+    let lifecycles: Vec<_> = sink
+        .0
+        .lock()
+        .expect("events")
+        .iter()
+        .map(|e| e.lifecycle)
+        .collect();
+    assert_eq!(
+        lifecycles,
+        [
+            Lifecycle::Dispatched,
+            Lifecycle::Abandoned { elapsed: deadline }
+        ]
+    );
+}
