@@ -386,6 +386,24 @@ mod tests {
         assert!(producer.sent().is_empty());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn flush_waits_for_the_sends_before_it() {
+        let producer = Gated::open();
+        producer.gate.forget_permits(Semaphore::MAX_PERMITS);
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle").expect("a runtime");
+        sink.emit(event(Lifecycle::Dispatched, Some(1)));
+        sink.emit(event(Lifecycle::Dispatched, Some(2)));
+        let flush = sink.flush();
+        tokio::pin!(flush);
+        // Both sends wait at the gate: the flush must not answer (the
+        // paused clock runs the timeout out only once all tasks are idle).
+        let early = tokio::time::timeout(Duration::from_secs(1), &mut flush).await;
+        assert!(early.is_err(), "the flush answered before the sends");
+        producer.gate.add_permits(2);
+        flush.await;
+        assert_eq!(producer.sent().len(), 2);
+    }
+
     #[test]
     fn outside_a_runtime_the_sink_is_an_error() {
         assert!(ProducerSink::spawn(Gated::open(), "lifecycle").is_err());
