@@ -3,7 +3,7 @@
 use crate::backend::Backend;
 use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
-use crate::config::{ConfigError, Mode, Options};
+use crate::config::{ConfigError, Mode, Options, ProbePort, Secret, SpanLink};
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::{Broker, BrokerError};
@@ -173,6 +173,92 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// The probe server's port (`PROSODY_PROBE_PORT`, a number or `none`;
+    /// default 8000; 0 picks a free port).
+    pub fn probe_port(mut self, port: u16) -> Self {
+        self.options.observe.probe_port = Some(ProbePort::Port(port));
+        self
+    }
+
+    /// No probe server (`PROSODY_PROBE_PORT=none`).
+    pub fn disable_probe(mut self) -> Self {
+        self.options.observe.probe_port = Some(ProbePort::Disabled);
+        self
+    }
+
+    /// How often librdkafka reports client statistics, between 1ms and 24h
+    /// (`PROSODY_STATISTICS_INTERVAL`; default 5s).
+    pub fn statistics_interval(mut self, value: Duration) -> Self {
+        self.options.observe.statistics_interval = Some(value);
+        self
+    }
+
+    /// How a message's span relates to its producer's
+    /// (`PROSODY_MESSAGE_SPANS`: `child` or `follows_from`; default child).
+    pub fn message_spans(mut self, value: SpanLink) -> Self {
+        self.options.observe.message_spans = Some(value);
+        self
+    }
+
+    /// How a timer's span relates to the span that scheduled it
+    /// (`PROSODY_TIMER_SPANS`: `child` or `follows_from`; default
+    /// `follows_from`).
+    pub fn timer_spans(mut self, value: SpanLink) -> Self {
+        self.options.observe.timer_spans = Some(value);
+        self
+    }
+
+    /// Cassandra contact points, `host:port` (`PROSODY_CASSANDRA_NODES`,
+    /// comma-separated; default none: the stores stay in memory).
+    pub fn cassandra_nodes<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.options.cassandra.nodes = Some(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The Cassandra keyspace (`PROSODY_CASSANDRA_KEYSPACE`; default `prosody`).
+    pub fn cassandra_keyspace(mut self, value: impl Into<String>) -> Self {
+        self.options.cassandra.keyspace = Some(value.into());
+        self
+    }
+
+    /// The Cassandra user (`PROSODY_CASSANDRA_USER`; default none).
+    pub fn cassandra_user(mut self, value: impl Into<String>) -> Self {
+        self.options.cassandra.user = Some(value.into());
+        self
+    }
+
+    /// The Cassandra password (`PROSODY_CASSANDRA_PASSWORD`; default none);
+    /// never shown in `Debug` output or logs.
+    pub fn cassandra_password(mut self, value: impl Into<String>) -> Self {
+        self.options.cassandra.password = Some(Secret::new(value));
+        self
+    }
+
+    /// The Cassandra datacenter to prefer (`PROSODY_CASSANDRA_DATACENTER`).
+    pub fn cassandra_datacenter(mut self, value: impl Into<String>) -> Self {
+        self.options.cassandra.datacenter = Some(value.into());
+        self
+    }
+
+    /// The Cassandra rack to prefer (`PROSODY_CASSANDRA_RACK`).
+    pub fn cassandra_rack(mut self, value: impl Into<String>) -> Self {
+        self.options.cassandra.rack = Some(value.into());
+        self
+    }
+
+    /// How long stored data lives in Cassandra (`PROSODY_CASSANDRA_RETENTION`; default 1y).
+    pub fn cassandra_retention(mut self, value: Duration) -> Self {
+        self.options.cassandra.retention = Some(value);
+        self
+    }
+
+    /// Deferred entries cached per Cassandra defer store
+    /// (`PROSODY_DEFER_STORE_CACHE_SIZE`; default 8192).
+    pub fn defer_store_cache_size(mut self, value: usize) -> Self {
+        self.options.cassandra.defer_store_cache_size = Some(value);
+        self
+    }
+
     /// The consumer group, normally the application's name (`PROSODY_GROUP_ID`; required).
     pub fn group_id(mut self, value: impl Into<String>) -> Self {
         self.options.group_id = Some(value.into());
@@ -270,6 +356,15 @@ impl<C: Codec> ClientBuilder<C> {
     )]
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
         let settings = self.options.resolve(&crate::env::process())?;
+        if !settings.cassandra.nodes.is_empty() {
+            // Accepting them would promise stores that outlive the process.
+            return Err(ConfigError::Invalid {
+                option: "cassandra_nodes",
+                reason:
+                    "the Cassandra stores are not in this version; unset it (stores stay in memory)"
+                        .to_owned(),
+            });
+        }
         let broker = match (&settings.cluster, self.memory) {
             (_, Some(broker)) => Backend::Memory(broker),
             (Cluster::Mock, None) => Backend::Memory(shared_mock_broker()),
@@ -280,7 +375,11 @@ impl<C: Codec> ClientBuilder<C> {
                 };
                 let mut config = KafkaConfig::new(servers.iter().cloned())
                     .map_err(invalid)?
-                    .discard_threshold(settings.qos.loader.discard_threshold);
+                    .discard_threshold(settings.qos.loader.discard_threshold)
+                    .with(
+                        "statistics.interval.ms",
+                        settings.observe.statistics_interval.as_millis().to_string(),
+                    );
                 for (key, value) in self.kafka {
                     config = config.with(key, value);
                 }

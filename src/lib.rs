@@ -12,7 +12,7 @@ pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;
 pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
-pub use config::Mode;
+pub use config::{Mode, ProbePort, Secret, SpanLink};
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, Demand, Event, EventHandler, EventRequest,
     EventService, Excise, HandlerError, HandlerService, Headers, JsonCodec, Key, Message,

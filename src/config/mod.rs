@@ -1,8 +1,14 @@
 //! The client's options: set on the builder, else read from `PROSODY_*`
 //! environment variables, else the documented default.
 
+mod cassandra;
+mod observe;
 mod qos;
 
+pub(crate) use cassandra::Cassandra;
+pub use cassandra::Secret;
+pub(crate) use observe::Observe;
+pub use observe::{ProbePort, SpanLink};
 pub use qos::Mode;
 pub(crate) use qos::Qos;
 
@@ -62,6 +68,8 @@ pub(crate) struct Options {
     pub(crate) max_retry_delay: Option<Duration>,
     pub(crate) slab_size: Option<Duration>,
     pub(crate) qos: qos::QosOptions,
+    pub(crate) observe: observe::ObserveOptions,
+    pub(crate) cassandra: cassandra::CassandraOptions,
 }
 
 /// Where the client's broker is.
@@ -88,13 +96,22 @@ pub(crate) struct Settings {
     pub(crate) runtime: RuntimeConfig,
     /// The quality-of-service stages.
     pub(crate) qos: qos::Qos,
+    /// Probes, statistics and span links.
+    pub(crate) observe: Observe,
+    /// The Cassandra stores' options (no nodes: none).
+    pub(crate) cassandra: Cassandra,
+}
+
+/// A duration as the environment writes it (`5m`, `120ms`).
+pub(crate) fn shown(duration: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(duration)
 }
 
 pub(crate) fn non_empty(option: &'static str, value: String) -> Result<String, ConfigError> {
     if value.trim().is_empty() {
         return Err(ConfigError::Invalid {
             option,
-            reason: "must not be empty".to_owned(),
+            reason: format!("got {value:?}; must not be empty"),
         });
     }
     Ok(value)
@@ -106,7 +123,7 @@ pub(crate) fn positive_size(
 ) -> Result<NonZeroUsize, ConfigError> {
     NonZeroUsize::new(value).ok_or_else(|| ConfigError::Invalid {
         option,
-        reason: "must be at least 1".to_owned(),
+        reason: "got 0; must be at least 1".to_owned(),
     })
 }
 
@@ -117,7 +134,7 @@ pub(crate) fn positive_duration(
     if value.is_zero() {
         return Err(ConfigError::Invalid {
             option,
-            reason: "must be longer than zero".to_owned(),
+            reason: "got 0s; must be longer than zero".to_owned(),
         });
     }
     Ok(value)
@@ -206,6 +223,8 @@ impl Options {
             send_timeout,
             runtime,
             qos,
+            observe: self.observe.resolve(env)?,
+            cassandra: self.cassandra.resolve(env)?,
         })
     }
 
@@ -230,7 +249,11 @@ impl Options {
         if max_retry_delay < retry_base {
             return Err(ConfigError::Invalid {
                 option: "max_retry_delay",
-                reason: format!("{max_retry_delay:?} is shorter than retry_base {retry_base:?}"),
+                reason: format!(
+                    "{} is shorter than retry_base {}",
+                    shown(max_retry_delay),
+                    shown(retry_base)
+                ),
             });
         }
         Ok(RuntimeConfig {
@@ -272,5 +295,7 @@ impl Options {
     }
 }
 
+#[cfg(test)]
+mod precedence;
 #[cfg(test)]
 mod tests;

@@ -83,6 +83,8 @@ pub(crate) struct Qos {
     pub(crate) scheduler: SchedulerConfig,
     pub(crate) defer: DeferConfig,
     pub(crate) loader: LoaderConfig,
+    /// No progress for this long, with work pending, is a stall.
+    pub(crate) stall_threshold: Duration,
     /// The topic of lifecycle events, `None` when telemetry is disabled.
     /// Mock mode emits none whatever this says.
     pub(crate) telemetry: Option<Topic>,
@@ -143,7 +145,9 @@ impl QosOptions {
                     return Err(ConfigError::Invalid {
                         option: "timeout",
                         reason: format!(
-                            "{timeout:?} is not below stall_threshold {stall_threshold:?}"
+                            "{} is not below stall_threshold {}",
+                            super::shown(timeout),
+                            super::shown(stall_threshold)
                         ),
                     });
                 }
@@ -180,6 +184,7 @@ impl QosOptions {
             scheduler: checked!(self.scheduler(env)?),
             defer: checked!(self.defer(env)?),
             loader: self.loader(env)?,
+            stall_threshold,
             telemetry,
         })
     }

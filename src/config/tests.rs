@@ -49,24 +49,6 @@ fn defaults_follow_the_configuration_tables() -> Result<(), ConfigError> {
     Ok(())
 }
 
-#[test]
-fn builder_beats_environment_beats_default() -> Result<(), ConfigError> {
-    let vars = [
-        ("PROSODY_MAX_CONCURRENCY", "7"),
-        ("PROSODY_SUBSCRIBED_TOPICS", "a,b"),
-    ];
-    let from_env = resolve(base(), &vars)?;
-    assert_eq!(from_env.qos.scheduler.max_concurrency.get(), 7);
-    assert_eq!(from_env.subscribed_topics.map(|t| t.len()), Some(2));
-    let mut options = base();
-    options.qos.max_concurrency = Some(3);
-    assert_eq!(
-        resolve(options, &vars)?.qos.scheduler.max_concurrency.get(),
-        3
-    );
-    Ok(())
-}
-
 type Case = (
     Options,
     &'static [(&'static str, &'static str)],
@@ -211,7 +193,7 @@ fn each_bad_value_names_its_option() {
         ),
         (
             base(),
-            &[("PROSODY_IDEMPOTENCE_TTL", "0s")],
+            &[("PROSODY_IDEMPOTENCE_TTL", "500ms")],
             "idempotence_ttl",
         ),
         (base(), &[("PROSODY_TIMEOUT", "5m")], "timeout"),
@@ -272,13 +254,83 @@ fn each_bad_value_names_its_option() {
             &[],
             "failure_topic",
         ),
+        (
+            base(),
+            &[("PROSODY_STATISTICS_INTERVAL", "2days")],
+            "statistics_interval",
+        ),
+        (
+            base(),
+            &[("PROSODY_PROBE_PORT", "eighty")],
+            "PROSODY_PROBE_PORT",
+        ),
+        (
+            base(),
+            &[("PROSODY_MESSAGE_SPANS", "sibling")],
+            "PROSODY_MESSAGE_SPANS",
+        ),
+        (
+            base(),
+            &[("PROSODY_TIMER_SPANS", "parent")],
+            "PROSODY_TIMER_SPANS",
+        ),
+        (
+            base(),
+            &[("PROSODY_CASSANDRA_RETENTION", "0s")],
+            "cassandra_retention",
+        ),
+        (
+            base(),
+            &[("PROSODY_CASSANDRA_KEYSPACE", " ")],
+            "cassandra_keyspace",
+        ),
+        (
+            base(),
+            &[("PROSODY_DEFER_STORE_CACHE_SIZE", "0")],
+            "defer_store_cache_size",
+        ),
+        (
+            base(),
+            &[("PROSODY_LOADER_DISCARD_THRESHOLD", "-1")],
+            "PROSODY_LOADER_DISCARD_THRESHOLD",
+        ),
     ];
     for (options, vars, expected) in cases {
         let error = resolve(options, vars).err();
         assert!(error.is_some(), "{expected}: accepted");
         if let Some(error) = error {
             assert_eq!(option_of(&error), expected, "{error}");
-            assert!(error.to_string().contains(expected), "{error}");
+            let message = error.to_string();
+            assert!(message.contains(expected), "{error}");
+            // The message shows the bad value too.
+            for (_, value) in vars {
+                assert!(message.contains(value), "{message} does not show {value:?}");
+            }
         }
     }
+}
+
+#[test]
+fn a_password_never_shows() {
+    let mut options = base();
+    options.cassandra.password = Some(super::Secret::new("hunter2"));
+    assert!(!format!("{options:?}").contains("hunter2"));
+    let error = resolve(options, &[]).err().map(|e| e.to_string());
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("cassandra_password") && !error.contains("hunter2"),
+        "{error}"
+    );
+    let settings = resolve(
+        base(),
+        &[
+            ("PROSODY_CASSANDRA_USER", "app"),
+            ("PROSODY_CASSANDRA_PASSWORD", "hunter2"),
+        ],
+    );
+    let shown = format!("{settings:?}");
+    assert!(
+        shown.contains("***") && !shown.contains("hunter2"),
+        "{shown}"
+    );
 }

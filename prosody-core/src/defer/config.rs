@@ -53,7 +53,7 @@ impl DeferConfig {
     pub fn validate(&self) -> Result<(), DeferConfigError> {
         let fail = |option, reason: String| Err(DeferConfigError { option, reason });
         if self.base.is_zero() {
-            return fail("defer_base", "must be longer than zero".to_owned());
+            return fail("defer_base", "got 0s; must be longer than zero".to_owned());
         }
         if self.max_delay < self.base {
             let reason = format!(
@@ -69,7 +69,7 @@ impl DeferConfig {
         if self.failure_window.is_zero() {
             return fail(
                 "defer_failure_window",
-                "must be longer than zero".to_owned(),
+                "got 0s; must be longer than zero".to_owned(),
             );
         }
         Ok(())

@@ -57,7 +57,7 @@ impl MonopolizationConfig {
         if self.window.is_zero() {
             return Err(MonopolizationConfigError {
                 option: "monopolization_window",
-                reason: "must be longer than zero".to_owned(),
+                reason: "got 0s; must be longer than zero".to_owned(),
             });
         }
         Ok(())

@@ -43,7 +43,7 @@ impl RetryConfig {
         if self.base.is_zero() {
             return Err(RetryConfigError {
                 option: "retry_base",
-                reason: "must be longer than zero".to_owned(),
+                reason: "got 0s; must be longer than zero".to_owned(),
             });
         }
         if self.max_delay < self.base {

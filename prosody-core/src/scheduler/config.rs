@@ -102,7 +102,7 @@ impl SchedulerConfig {
         if self.max_wait.is_zero() {
             return Err(InvalidOption {
                 option: "scheduler_max_wait",
-                reason: "must be longer than zero".to_owned(),
+                reason: "got 0s; must be longer than zero".to_owned(),
             });
         }
         Ok(())

@@ -1,0 +1,125 @@
+//! Options for watching a running client: the probe server, librdkafka's
+//! statistics, and how handler spans relate to the spans that caused them.
+
+use super::ConfigError;
+use crate::env::{Env, FromEnv};
+use std::fmt;
+use std::time::Duration;
+
+/// Where the probe server listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbePort {
+    /// On this TCP port of every interface (0 picks a free one).
+    Port(u16),
+    /// No probe server.
+    Disabled,
+}
+
+impl FromEnv for ProbePort {
+    fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("none") {
+            return Ok(Self::Disabled);
+        }
+        text.parse()
+            .map(Self::Port)
+            .map_err(|e| format!("expected a port number or none: {e}"))
+    }
+}
+
+impl fmt::Display for ProbePort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Port(port) => write!(f, "{port}"),
+            Self::Disabled => f.write_str("none"),
+        }
+    }
+}
+
+/// How a handler's span relates to the span that caused its event: the
+/// producer's span for a message, the scheduling span for a timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanLink {
+    /// The handler's span is a child of the causing span (one trace).
+    Child,
+    /// The handler's span starts a trace of its own, linked to the causing
+    /// span.
+    FollowsFrom,
+}
+
+impl FromEnv for SpanLink {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "child" => Ok(Self::Child),
+            "follows_from" => Ok(Self::FollowsFrom),
+            _ => Err("expected child or follows_from".to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for SpanLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Child => "child",
+            Self::FollowsFrom => "follows_from",
+        })
+    }
+}
+
+/// The statistics interval's bounds, as librdkafka accepts them.
+const STATISTICS: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(86_400));
+
+/// The options as given to the builder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ObserveOptions {
+    pub(crate) probe_port: Option<ProbePort>,
+    pub(crate) statistics_interval: Option<Duration>,
+    pub(crate) message_spans: Option<SpanLink>,
+    pub(crate) timer_spans: Option<SpanLink>,
+}
+
+/// The options resolved.
+///
+/// Invariant: the statistics interval lies within 1ms..=24h.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Observe {
+    pub(crate) probe_port: ProbePort,
+    pub(crate) statistics_interval: Duration,
+    pub(crate) message_spans: SpanLink,
+    pub(crate) timer_spans: SpanLink,
+}
+
+impl ObserveOptions {
+    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
+        &self,
+        env: &Env<F>,
+    ) -> Result<Observe, ConfigError> {
+        let statistics_interval = env.layer(
+            self.statistics_interval,
+            "PROSODY_STATISTICS_INTERVAL",
+            || Duration::from_secs(5),
+        )?;
+        let (low, high) = STATISTICS;
+        if !(low..=high).contains(&statistics_interval) {
+            return Err(ConfigError::Invalid {
+                option: "statistics_interval",
+                reason: format!(
+                    "{} is not between 1ms and 24h",
+                    super::shown(statistics_interval)
+                ),
+            });
+        }
+        Ok(Observe {
+            probe_port: env.layer(self.probe_port, "PROSODY_PROBE_PORT", || {
+                ProbePort::Port(8000)
+            })?,
+            statistics_interval,
+            message_spans: env.layer(self.message_spans, "PROSODY_MESSAGE_SPANS", || {
+                SpanLink::Child
+            })?,
+            timer_spans: env.layer(self.timer_spans, "PROSODY_TIMER_SPANS", || {
+                SpanLink::FollowsFrom
+            })?,
+        })
+    }
+}
