@@ -12,7 +12,7 @@ pub const DEFAULT_DISCARD_THRESHOLD: usize = 100;
 /// server, none empty.
 ///
 /// [`KafkaBroker`]: crate::KafkaBroker
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct KafkaConfig {
     bootstrap_servers: Vec<String>,
     /// librdkafka properties set on every client after the backend's own,
@@ -88,5 +88,50 @@ impl KafkaConfig {
             config.set(key, value);
         }
         config
+    }
+}
+
+/// Whether a librdkafka property holds a secret (`sasl.password`,
+/// `ssl.key.password`, `sasl.oauthbearer.client.secret`, ...).
+fn secret(key: &str) -> bool {
+    key.contains("password") || key.contains("secret")
+}
+
+/// Shows every setting but secrets, which show as `***`.
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let overrides: Vec<(&str, &str)> = self
+            .overrides
+            .iter()
+            .map(|(key, value)| {
+                let shown = if secret(key) { "***" } else { value.as_str() };
+                (key.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("KafkaConfig")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("overrides", &overrides)
+            .field("discard_threshold", &self.discard_threshold)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KafkaConfig;
+
+    #[test]
+    fn debug_output_hides_secrets() -> Result<(), prosody_core::broker::BrokerError> {
+        let config = KafkaConfig::new(["kafka:9092"])?
+            .with("sasl.username", "app")
+            .with("sasl.password", "hunter2")
+            .with("ssl.key.password", "swordfish");
+        let shown = format!("{config:?}");
+        assert!(shown.contains("app") && shown.contains("***"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("swordfish"),
+            "{shown}"
+        );
+        Ok(())
     }
 }
