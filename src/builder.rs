@@ -422,6 +422,7 @@ impl<C: Codec> ClientBuilder<C> {
                 subscription: Subscription::new(),
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),
+                probe: crate::probe::Probe::default(),
             }),
         })
     }

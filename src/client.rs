@@ -2,11 +2,12 @@
 
 use crate::backend::{Backend, BackendProducer};
 use crate::builder::ClientBuilder;
-use crate::config::{Mode, Settings};
+use crate::config::{Mode, ProbePort, Settings};
+use crate::probe::Probe;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::{
-    Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer,
+    Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition,
 };
 use prosody_core::{
     Codec, CodecError, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
@@ -75,6 +76,7 @@ pub(crate) struct Inner<C> {
     pub(crate) subscription: Subscription,
     pub(crate) closed: AtomicBool,
     pub(crate) shutdown: OnceCell<()>,
+    pub(crate) probe: Probe,
 }
 
 /// Produces records and consumes topics with one handler.
@@ -223,6 +225,12 @@ impl<C: Codec> ProsodyClient<C> {
             self.inner.timers.clone(),
             settings.runtime.clone(),
         ));
+        if let ProbePort::Port(port) = settings.observe.probe_port {
+            self.inner
+                .probe
+                .start(port, Arc::downgrade(&self.inner))
+                .await;
+        }
         Ok(())
     }
 
@@ -244,6 +252,7 @@ impl<C: Codec> ProsodyClient<C> {
             .shutdown
             .get_or_init(|| async {
                 self.inner.subscription.stop().await;
+                self.inner.probe.stop().await;
                 if let Some(sink) = self.inner.layers.telemetry_sink() {
                     let budget = self.inner.settings.runtime.shutdown_timeout;
                     if tokio::time::timeout(budget, sink.flush()).await.is_err() {
@@ -266,6 +275,32 @@ impl<C: Codec> ProsodyClient<C> {
             Some(runtime) if !runtime.is_finished() => ConsumerState::Running,
             _ => ConsumerState::Configured,
         }
+    }
+
+    /// Whether a partition with work pending has made no progress for
+    /// `stall_threshold` (what `/livez` reports).
+    #[must_use]
+    pub fn is_stalled(&self) -> bool {
+        !self.stalled_partitions().is_empty()
+    }
+
+    /// The partitions with work pending and no progress for
+    /// `stall_threshold`, in order.
+    #[must_use]
+    pub fn stalled_partitions(&self) -> Vec<TopicPartition> {
+        let threshold = self.inner.settings.qos.stall_threshold;
+        self.inner
+            .subscription
+            .running()
+            .map(|runtime| runtime.stalled_partitions(threshold))
+            .unwrap_or_default()
+    }
+
+    /// Where the probe server listens, once the first `subscribe` started
+    /// it (`None` when disabled, or when its port could not be bound).
+    #[must_use]
+    pub fn probe_address(&self) -> Option<std::net::SocketAddr> {
+        self.inner.probe.address()
     }
 
     /// How many partitions this client consumes now.

@@ -5,6 +5,7 @@ mod builder;
 mod client;
 mod config;
 mod env;
+mod probe;
 mod slot;
 mod stack;
 

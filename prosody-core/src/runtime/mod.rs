@@ -15,12 +15,15 @@ mod poll;
 mod queues;
 
 use crate::broker::Consumer;
+use crate::broker::TopicPartition;
 use crate::codec::Codec;
 use crate::handler::EventService;
+use crate::hash::FastMap;
 use crate::store::timer::TimerStore;
+use partition::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -71,10 +74,27 @@ impl RuntimeConfig {
     }
 }
 
-/// What a running consumer reports.
+/// What a running consumer reports: its partitions, each with its state.
 #[derive(Debug, Default)]
 pub(crate) struct Status {
-    assigned: AtomicUsize,
+    partitions: Mutex<FastMap<TopicPartition, Arc<PartitionState>>>,
+}
+
+impl Status {
+    fn partitions(&self) -> MutexGuard<'_, FastMap<TopicPartition, Arc<PartitionState>>> {
+        // Nothing panics while holding it: a poisoned map is consistent.
+        self.partitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn insert(&self, tp: TopicPartition, state: Arc<PartitionState>) {
+        self.partitions().insert(tp, state);
+    }
+
+    pub(crate) fn remove(&self, tp: &TopicPartition) {
+        self.partitions().remove(tp);
+    }
 }
 
 /// A running consumer. Dropping it stops the consumer without draining (a
@@ -140,7 +160,22 @@ impl Runtime {
     /// How many partitions this member holds now.
     #[must_use]
     pub fn assigned_partition_count(&self) -> usize {
-        self.status.assigned.load(Ordering::Acquire)
+        self.status.partitions().len()
+    }
+
+    /// The partitions that have work pending and made no progress (no call
+    /// finished, no record settled) for `threshold`, in order.
+    #[must_use]
+    pub fn stalled_partitions(&self, threshold: Duration) -> Vec<TopicPartition> {
+        let mut stalled: Vec<TopicPartition> = self
+            .status
+            .partitions()
+            .iter()
+            .filter(|(_, state)| state.stalled(threshold))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        stalled.sort_unstable();
+        stalled
     }
 
     /// Whether the consumer has stopped (after shutdown, or after its

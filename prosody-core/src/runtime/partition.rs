@@ -7,11 +7,13 @@ use super::filter::Filters;
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
 use crate::broker::{Record, TopicPartition};
+use crate::clock;
 use crate::codec::Codec;
 use crate::handler::EventService;
 use crate::key::Key;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -26,11 +28,17 @@ pub(crate) const NO_OFFSET: i64 = -1;
 /// settled; `watermark` is the task's committable offset (or [`NO_OFFSET`]);
 /// `paused` is set by the poll loop before it pauses the partition and
 /// cleared by exactly one side, which then resumes it (see `Runtime`).
+/// `running` counts the handler calls in flight, and `progress` is when
+/// (milliseconds of [`clock::now`]) the task last made progress: a record
+/// or timer settled, or work arrived at an idle partition. Failed attempts
+/// are not progress: a key retried forever stalls its partition.
 #[derive(Debug)]
 pub(crate) struct PartitionState {
     pub(crate) unsettled: AtomicUsize,
     pub(crate) watermark: AtomicI64,
     pub(crate) paused: AtomicBool,
+    pub(crate) running: AtomicUsize,
+    pub(crate) progress: AtomicI64,
 }
 
 impl Default for PartitionState {
@@ -39,7 +47,25 @@ impl Default for PartitionState {
             unsettled: AtomicUsize::new(0),
             watermark: AtomicI64::new(NO_OFFSET),
             paused: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            progress: AtomicI64::new(clock::now().as_millis()),
         }
+    }
+}
+
+impl PartitionState {
+    /// Whether work is pending and nothing progressed for `threshold`.
+    pub(crate) fn stalled(&self, threshold: Duration) -> bool {
+        let pending =
+            self.running.load(Ordering::Acquire) > 0 || self.unsettled.load(Ordering::Acquire) > 0;
+        let idle = clock::now().as_millis() - self.progress.load(Ordering::Acquire);
+        let threshold = i64::try_from(threshold.as_millis()).unwrap_or(i64::MAX);
+        pending && idle >= threshold
+    }
+
+    fn stamp(&self) {
+        self.progress
+            .store(clock::now().as_millis(), Ordering::Release);
     }
 }
 
@@ -157,11 +183,18 @@ where
                 return;
             }
         }
+        if self.running.is_empty() {
+            // An idle partition starts a busy period: stalls count from now.
+            self.state.stamp();
+        }
         let shared = self.shared.clone();
         self.running.spawn(async move {
             let outcome = attempt::run(shared, key.clone(), &work).await;
             (key, work, outcome)
         });
+        self.state
+            .running
+            .store(self.running.len(), Ordering::Release);
     }
 
     fn complete(
@@ -169,6 +202,9 @@ where
         done: Result<(Key, Work, Outcome), tokio::task::JoinError>,
         dispatch: bool,
     ) {
+        self.state
+            .running
+            .store(self.running.len(), Ordering::Release);
         let (key, work, outcome) = match done {
             Ok(done) => done,
             Err(e) => {
@@ -188,7 +224,11 @@ where
             }
             // A settled timer was removed from the store by its attempt; an
             // unsettled one stays there for the next owner.
-            (Outcome::Settled | Outcome::Unsettled, Work::Timer(fire)) => {
+            (Outcome::Settled, Work::Timer(fire)) => {
+                self.state.stamp();
+                self.alarm.finish(&fire.due);
+            }
+            (Outcome::Unsettled, Work::Timer(fire)) => {
                 self.alarm.finish(&fire.due);
             }
             (Outcome::Unsettled | Outcome::Delayed(_), Work::Record(_)) => {}
@@ -208,6 +248,7 @@ where
     }
 
     fn settle(&mut self, offset: i64) {
+        self.state.stamp();
         if !self.tracker.settle(offset) {
             return;
         }

@@ -167,6 +167,7 @@ where
                 halted: false,
             };
             self.tasks.spawn(task.run());
+            self.status.insert(tp.clone(), Arc::clone(&state));
             self.partitions.insert(
                 tp,
                 Assigned {
@@ -176,9 +177,6 @@ where
                 },
             );
         }
-        self.status
-            .assigned
-            .store(self.partitions.len(), Ordering::Release);
     }
 
     fn route(&mut self, record: Record) {
@@ -259,6 +257,7 @@ where
             let Some(assigned) = self.partitions.remove(&tp) else {
                 continue;
             };
+            self.status.remove(&tp);
             let (reply, rx) = oneshot::channel();
             let drain = Command::Drain {
                 cancel_at,
@@ -285,9 +284,6 @@ where
                 true
             });
         }
-        self.status
-            .assigned
-            .store(self.partitions.len(), Ordering::Release);
         while self.tasks.try_join_next().is_some() {}
     }
 }

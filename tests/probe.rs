@@ -1,0 +1,166 @@
+//! The probe server over real HTTP on a free local port, in mock mode with
+//! a paused clock: `/readyz` follows the assignment, `/livez` follows a
+//! handler that holds its partition past the stall threshold, and the
+//! client's own methods agree with both.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+use prosody::{
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, ProsodyClient, Timer,
+};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, mpsc};
+
+const DEADLINE: Duration = Duration::from_secs(600);
+
+/// Reports each call's start and end; the key `stuck` waits until
+/// released, attempt after attempt.
+#[derive(Clone)]
+struct Gate {
+    released: Arc<AtomicBool>,
+    release: Arc<Notify>,
+    events: mpsc::UnboundedSender<(&'static str, String)>,
+}
+
+impl EventHandler for Gate {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(&self, _: Context, message: Message<Value>) -> Result<(), HandlerError> {
+        let key = message.key.to_string();
+        let _ = self.events.send(("started", key.clone()));
+        if key == "stuck" {
+            loop {
+                let released = self.release.notified();
+                if self.released.load(Ordering::Acquire) {
+                    break;
+                }
+                released.await;
+            }
+        }
+        let _ = self.events.send(("handled", key));
+        Ok(())
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+/// The status code and body of `GET path`.
+async fn get(address: SocketAddr, path: &str) -> (u16, String) {
+    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
+    let mut stream = TcpStream::connect(local)
+        .await
+        .expect("the probe port answers");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+async fn wait_for(
+    events: &mut mpsc::UnboundedReceiver<(&'static str, String)>,
+    what: &'static str,
+    key: &str,
+) {
+    let seen = async {
+        while let Some((event, seen)) = events.recv().await {
+            if event == what && seen == key {
+                return;
+            }
+        }
+        panic!("the handler went away");
+    };
+    tokio::time::timeout(DEADLINE, seen)
+        .await
+        .unwrap_or_else(|_| panic!("{what} {key}"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn readyz_follows_assignment_and_livez_follows_a_stall() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).unwrap();
+    let client = ProsodyClient::builder()
+        .memory_broker(broker)
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .probe_port(0)
+        .stall_threshold(Duration::from_secs(10))
+        // A failing attempt is retried in place, so it holds the partition.
+        .defer_enabled(false)
+        .build()
+        .await
+        .unwrap();
+    let (events, mut seen) = mpsc::unbounded_channel();
+    let gate = Gate {
+        released: Arc::default(),
+        release: Arc::default(),
+        events,
+    };
+    assert!(
+        client.probe_address().is_none(),
+        "no server before subscribe"
+    );
+    client.subscribe(gate.clone()).await.unwrap();
+    let address = client.probe_address().expect("the server runs");
+
+    client.send("t", "warm", &json!({"n": 1})).await.unwrap();
+    wait_for(&mut seen, "handled", "warm").await;
+    assert_eq!(get(address, "/readyz").await.0, 200);
+    assert_eq!(client.assigned_partition_count(), 1);
+    assert_eq!(get(address, "/livez").await, (200, "live\n".to_owned()));
+
+    // A handler holds the partition past the stall threshold (each attempt
+    // times out and is retried, and no record settles).
+    client.send("t", "stuck", &json!({"n": 2})).await.unwrap();
+    wait_for(&mut seen, "started", "stuck").await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    let (status, body) = get(address, "/livez").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("t/0"), "{body}");
+    assert!(client.is_stalled());
+
+    gate.released.store(true, Ordering::Release);
+    gate.release.notify_waiters();
+    wait_for(&mut seen, "handled", "stuck").await;
+    assert_eq!(get(address, "/livez").await.0, 200);
+    assert!(!client.is_stalled());
+
+    client.unsubscribe().await.unwrap();
+    assert_eq!(get(address, "/readyz").await.0, 503);
+    assert_eq!(client.assigned_partition_count(), 0);
+
+    client.shutdown().await;
+    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
+    assert!(
+        TcpStream::connect(local).await.is_err(),
+        "the port is closed"
+    );
+}
