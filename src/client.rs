@@ -2,7 +2,7 @@
 
 use crate::backend::{Backend, BackendProducer};
 use crate::builder::ClientBuilder;
-use crate::config::{Mode, ProbePort, Settings};
+use crate::config::{Mode, Settings};
 use crate::probe::Probe;
 use crate::slot::Subscription;
 use crate::stack::Layers;
@@ -225,11 +225,11 @@ impl<C: Codec> ProsodyClient<C> {
             self.inner.timers.clone(),
             settings.runtime.clone(),
         ));
-        if let ProbePort::Port(port) = settings.observe.probe_port {
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (Some(port), Ok(runtime)) = (settings.observe.probe(&settings.cluster), runtime) {
             self.inner
                 .probe
-                .start(port, Arc::downgrade(&self.inner))
-                .await;
+                .start(port, Arc::downgrade(&self.inner), runtime);
         }
         Ok(())
     }

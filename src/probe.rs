@@ -7,6 +7,7 @@ use prosody_core::Codec;
 use prosody_probe::{Health, ProbeServer};
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
+use tokio::runtime::Handle;
 use tracing::error;
 
 /// The running probe server, if any.
@@ -26,17 +27,13 @@ impl Probe {
 
     /// Starts the server on `port` unless it runs. A port that cannot be
     /// bound is logged, not fatal: the client consumes without probes.
-    pub(crate) async fn start<C: Codec>(&self, port: u16, inner: Weak<Inner<C>>) {
-        if self.server().is_some() {
+    pub(crate) fn start<C: Codec>(&self, port: u16, inner: Weak<Inner<C>>, runtime: Handle) {
+        let mut slot = self.server();
+        if slot.is_some() {
             return;
         }
-        match ProbeServer::start(port, ClientHealth(inner)).await {
-            Ok(server) => {
-                let mut slot = self.server();
-                if slot.is_none() {
-                    *slot = Some(server);
-                }
-            }
+        match ProbeServer::start(port, ClientHealth { inner, runtime }) {
+            Ok(server) => *slot = Some(server),
             Err(e) => error!(port, error = %e, "the probe server could not start; no probes"),
         }
     }
@@ -50,24 +47,46 @@ impl Probe {
     }
 }
 
-/// The client as the probes see it; weak, so the server does not keep the
-/// client alive.
-struct ClientHealth<C>(Weak<Inner<C>>);
+/// The client as the probes see it: weak, so the server does not keep the
+/// client alive, and asked on the client's runtime, so stalls are measured
+/// by the client's clock.
+struct ClientHealth<C> {
+    inner: Weak<Inner<C>>,
+    runtime: Handle,
+}
+
+impl<C: Codec> ClientHealth<C> {
+    /// `ask` of the client on its runtime; `None` once the client or its
+    /// runtime is gone.
+    async fn ask<T, F>(&self, ask: F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(ProsodyClient<C>) -> T + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        let answer = self
+            .runtime
+            .spawn(async move { inner.upgrade().map(|inner| ask(ProsodyClient { inner })) });
+        answer.await.ok().flatten()
+    }
+}
 
 impl<C: Codec> Health for ClientHealth<C> {
-    fn assigned_partitions(&self) -> usize {
-        self.0.upgrade().map_or(0, |inner| {
-            ProsodyClient { inner }.assigned_partition_count()
-        })
+    async fn assigned_partitions(&self) -> usize {
+        self.ask(|client| client.assigned_partition_count())
+            .await
+            .unwrap_or(0)
     }
 
-    fn stalled_partitions(&self) -> Vec<String> {
-        self.0.upgrade().map_or_else(Vec::new, |inner| {
-            ProsodyClient { inner }
+    async fn stalled_partitions(&self) -> Vec<String> {
+        self.ask(|client| {
+            client
                 .stalled_partitions()
                 .iter()
                 .map(ToString::to_string)
                 .collect()
         })
+        .await
+        .unwrap_or_default()
     }
 }

@@ -164,3 +164,27 @@ async fn readyz_follows_assignment_and_livez_follows_a_stall() {
         "the port is closed"
     );
 }
+
+/// Mock mode serves probes only when `probe_port` is set: tests do not
+/// take port 8000.
+#[tokio::test]
+async fn mock_mode_serves_no_probes_unless_asked() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).unwrap();
+    let client = ProsodyClient::builder()
+        .memory_broker(broker)
+        .group_id("svc")
+        .subscribed_topics(["t"])
+        .build()
+        .await
+        .unwrap();
+    let (events, _seen) = mpsc::unbounded_channel();
+    let gate = Gate {
+        released: Arc::default(),
+        release: Arc::default(),
+        events,
+    };
+    client.subscribe(gate).await.unwrap();
+    assert!(client.probe_address().is_none());
+    client.shutdown().await;
+}

@@ -18,25 +18,30 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-/// What the probes report; read at each request.
+/// What the probes report; asked at each request. The answers are futures
+/// so that an implementation can compute them on the client's own runtime
+/// (and its clock).
 pub trait Health: Send + Sync + 'static {
     /// How many partitions the client holds now.
-    fn assigned_partitions(&self) -> usize;
+    fn assigned_partitions(&self) -> impl Future<Output = usize> + Send;
 
     /// The partitions with work pending and no progress for the stall
     /// threshold, named for the response body.
-    fn stalled_partitions(&self) -> Vec<String>;
+    fn stalled_partitions(&self) -> impl Future<Output = Vec<String>> + Send;
 }
 
-/// A running probe server.
+/// A running probe server, on a thread of its own with its own small
+/// runtime: it answers whatever the application's runtime is doing, and it
+/// needs nothing of that runtime (not even its I/O driver).
 ///
 /// Invariant: after [`ProbeServer::stop`] returns, the port is closed and
 /// no request is served; dropping the server stops it too (without
@@ -45,7 +50,8 @@ pub trait Health: Send + Sync + 'static {
 pub struct ProbeServer {
     address: SocketAddr,
     stop: CancellationToken,
-    task: JoinHandle<()>,
+    /// Answers when the server's thread is done.
+    done: Option<oneshot::Receiver<()>>,
 }
 
 impl ProbeServer {
@@ -54,17 +60,34 @@ impl ProbeServer {
     ///
     /// # Errors
     ///
-    /// The port cannot be bound (in use, or not permitted).
-    pub async fn start(port: u16, health: impl Health) -> io::Result<Self> {
-        let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port))).await?;
+    /// The port cannot be bound (in use, or not permitted), or the server's
+    /// thread or runtime cannot be made.
+    pub fn start(port: u16, health: impl Health) -> io::Result<Self> {
+        let listener = std::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))?;
+        listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?;
         let stop = CancellationToken::new();
-        let task = tokio::spawn(serve(listener, Arc::new(health), stop.clone()));
+        let (finished, done) = oneshot::channel();
+        let serving = stop.clone();
+        std::thread::Builder::new()
+            .name("prosody-probe".to_owned())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match TcpListener::from_std(listener) {
+                        Ok(listener) => serve(listener, Arc::new(health), serving).await,
+                        Err(error) => warn!(%error, "probe server: the listener failed"),
+                    }
+                });
+                let _ = finished.send(());
+            })?;
         debug!(%address, "probe server listening");
         Ok(Self {
             address,
             stop,
-            task,
+            done: Some(done),
         })
     }
 
@@ -78,7 +101,9 @@ impl ProbeServer {
     /// is gone.
     pub async fn stop(mut self) {
         self.stop.cancel();
-        let _ = (&mut self.task).await;
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
     }
 }
 
@@ -107,7 +132,7 @@ async fn serve<H: Health>(listener: TcpListener, health: Arc<H>, stop: Cancellat
         connections.spawn(async move {
             let service = service_fn(move |request| {
                 let health = Arc::clone(&health);
-                async move { Ok::<_, Infallible>(answer(&request, &*health)) }
+                async move { Ok::<_, Infallible>(answer(&request, &*health).await) }
             });
             let connection = http1::Builder::new()
                 .keep_alive(false)
@@ -127,12 +152,12 @@ async fn serve<H: Health>(listener: TcpListener, health: Arc<H>, stop: Cancellat
 }
 
 /// The response to one request.
-fn answer<H: Health + ?Sized>(request: &Request<Incoming>, health: &H) -> Response<Full<Bytes>> {
+async fn answer<H: Health>(request: &Request<Incoming>, health: &H) -> Response<Full<Bytes>> {
     if request.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".to_owned());
     }
     match request.uri().path() {
-        "/readyz" => match health.assigned_partitions() {
+        "/readyz" => match health.assigned_partitions().await {
             0 => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no partition assigned\n".to_owned(),
@@ -140,7 +165,7 @@ fn answer<H: Health + ?Sized>(request: &Request<Incoming>, health: &H) -> Respon
             n => text(StatusCode::OK, format!("{n} partitions assigned\n")),
         },
         "/livez" => {
-            let stalled = health.stalled_partitions();
+            let stalled = health.stalled_partitions().await;
             if stalled.is_empty() {
                 return text(StatusCode::OK, "live\n".to_owned());
             }

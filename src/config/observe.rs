@@ -1,7 +1,7 @@
 //! Options for watching a running client: the probe server, librdkafka's
 //! statistics, and how handler spans relate to the spans that caused them.
 
-use super::ConfigError;
+use super::{Cluster, ConfigError};
 use crate::env::{Env, FromEnv};
 use std::fmt;
 use std::time::Duration;
@@ -84,9 +84,23 @@ pub(crate) struct ObserveOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Observe {
     pub(crate) probe_port: ProbePort,
+    /// Whether `probe_port` was set (builder or environment), not defaulted.
+    pub(crate) probe_port_set: bool,
     pub(crate) statistics_interval: Duration,
     pub(crate) message_spans: SpanLink,
     pub(crate) timer_spans: SpanLink,
+}
+
+impl Observe {
+    /// The port to serve probes on, if any. Mock mode serves them only when
+    /// `probe_port` was set: tests should not take port 8000.
+    pub(crate) fn probe(&self, cluster: &Cluster) -> Option<u16> {
+        match (self.probe_port, cluster) {
+            (ProbePort::Disabled, _) => None,
+            (ProbePort::Port(_), Cluster::Mock) if !self.probe_port_set => None,
+            (ProbePort::Port(port), _) => Some(port),
+        }
+    }
 }
 
 impl ObserveOptions {
@@ -109,10 +123,13 @@ impl ObserveOptions {
                 ),
             });
         }
+        let set = match self.probe_port {
+            Some(port) => Some(port),
+            None => env.read("PROSODY_PROBE_PORT")?,
+        };
         Ok(Observe {
-            probe_port: env.layer(self.probe_port, "PROSODY_PROBE_PORT", || {
-                ProbePort::Port(8000)
-            })?,
+            probe_port: set.unwrap_or(ProbePort::Port(8000)),
+            probe_port_set: set.is_some(),
             statistics_interval,
             message_spans: env.layer(self.message_spans, "PROSODY_MESSAGE_SPANS", || {
                 SpanLink::Child
