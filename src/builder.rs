@@ -409,7 +409,7 @@ impl<C: Codec> ClientBuilder<C> {
             self.deferred.unwrap_or_default(),
             BrokerLoader::new(broker.clone(), &settings.qos.loader),
             self.codec.clone(),
-            telemetry,
+            (telemetry, settings.observe.links()),
         );
         Ok(ProsodyClient {
             inner: Arc::new(Inner {

@@ -152,6 +152,8 @@ impl<C: Codec> ProsodyClient<C> {
             SOURCE_SYSTEM_HEADER,
             self.source_system().as_bytes().to_vec(),
         );
+        // The sending span's trace context, for the consumer's span.
+        prosody_core::trace::inject(&mut headers);
         record.headers = headers;
         self.inner
             .producer

@@ -5,6 +5,7 @@ mod builder;
 mod client;
 mod config;
 mod env;
+pub mod otel;
 mod probe;
 mod slot;
 mod stack;
@@ -18,7 +19,7 @@ pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, Demand, Event, EventHandler, EventRequest,
     EventService, Excise, HandlerError, HandlerService, Headers, JsonCodec, Key, Message,
     ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure, loader, log, monopolization,
-    retry, scheduler, shutdown, telemetry, timeout, timers,
+    retry, scheduler, shutdown, telemetry, timeout, timers, trace,
 };
 pub use prosody_kafka::{KafkaBroker, KafkaConfig};
 pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};

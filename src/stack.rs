@@ -11,7 +11,7 @@ use prosody_core::monopolization::MonopolizationLayer;
 use prosody_core::retry::{RetryConfig, RetryLayer};
 use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
-use prosody_core::telemetry::{ProducerSink, TelemetryLayer, TelemetryService};
+use prosody_core::telemetry::{Links, ProducerSink, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{Codec, EventHandler, EventService, HandlerService, JsonCodec};
 use prosody_memory::{MemoryDedupStore, MemoryDeferStore};
@@ -51,6 +51,7 @@ pub struct Layers<C = JsonCodec> {
     failure: Option<FailureLayer<BackendProducer>>,
     defer: ClientDeferLayer<C>,
     telemetry: ClientTelemetry,
+    links: Links,
 }
 
 impl<C: Codec> Layers<C> {
@@ -61,7 +62,7 @@ impl<C: Codec> Layers<C> {
         deferred: MemoryDeferStore,
         loader: BrokerLoader<Backend>,
         codec: C,
-        telemetry: ClientTelemetry,
+        (telemetry, links): (ClientTelemetry, Links),
     ) -> Self {
         let dedup = DedupLayer::new(qos.dedup.clone(), store);
         Self {
@@ -69,6 +70,7 @@ impl<C: Codec> Layers<C> {
                 .drain_through(dedup.clone()),
             mode: qos.mode,
             telemetry,
+            links,
             retry: qos.retry.clone(),
             max_retries: qos.max_retries,
             dedup,
@@ -143,7 +145,7 @@ impl<C: Codec> Layers<C> {
     /// Spans and lifecycle events (mock mode emits no events).
     #[must_use]
     pub fn telemetry(&self) -> TelemetryLayer<ClientTelemetry> {
-        TelemetryLayer::new(self.telemetry.clone())
+        TelemetryLayer::new(self.telemetry.clone()).with_links(self.links)
     }
 
     /// The client's lifecycle-event sink, if it has one.

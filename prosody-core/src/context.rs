@@ -114,7 +114,7 @@ impl Context {
     /// changes are discarded. Scheduling the same time twice gives one timer.
     pub fn schedule(&self, time: Timestamp) -> Result<(), TimerError> {
         self.timers_or_err()?
-            .stage(TimerOp::Schedule(timers::rounded(time)));
+            .stage(TimerOp::Schedule(timers::rounded(time), trace()));
         Ok(())
     }
 
@@ -122,7 +122,7 @@ impl Context {
     pub fn clear_and_schedule(&self, time: Timestamp) -> Result<(), TimerError> {
         let timers = self.timers_or_err()?;
         timers.stage(TimerOp::Clear);
-        timers.stage(TimerOp::Schedule(timers::rounded(time)));
+        timers.stage(TimerOp::Schedule(timers::rounded(time), trace()));
         Ok(())
     }
 
@@ -241,6 +241,11 @@ impl Context {
     pub fn on_cancel(&self) -> impl Future<Output = ()> + Send + 'static {
         self.cancel.clone().cancelled_owned()
     }
+}
+
+/// The scheduling span's `traceparent`, for the timer to follow from.
+fn trace() -> Option<std::sync::Arc<str>> {
+    crate::trace::current().map(std::sync::Arc::from)
 }
 
 #[cfg(test)]

@@ -107,6 +107,8 @@ pub struct Timer {
     pub time: Timestamp,
     /// Who the timer is for.
     pub kind: TimerKind,
+    /// The W3C `traceparent` of the span that scheduled it, if any.
+    pub trace: Option<Arc<str>>,
 }
 
 impl Timer {
@@ -118,6 +120,7 @@ impl Timer {
             key: key.into(),
             time,
             kind: TimerKind::Application,
+            trace: None,
         }
     }
 }

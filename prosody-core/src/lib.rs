@@ -53,5 +53,6 @@ pub mod telemetry;
 mod testkit;
 pub mod timeout;
 pub mod timers;
+pub mod trace;
 
 pub use runtime::{Runtime, RuntimeConfig};

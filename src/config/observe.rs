@@ -3,6 +3,8 @@
 
 use super::{Cluster, ConfigError};
 use crate::env::{Env, FromEnv};
+use prosody_core::telemetry::Links;
+pub use prosody_core::trace::SpanLink;
 use std::fmt;
 use std::time::Duration;
 
@@ -36,17 +38,6 @@ impl fmt::Display for ProbePort {
     }
 }
 
-/// How a handler's span relates to the span that caused its event: the
-/// producer's span for a message, the scheduling span for a timer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpanLink {
-    /// The handler's span is a child of the causing span (one trace).
-    Child,
-    /// The handler's span starts a trace of its own, linked to the causing
-    /// span.
-    FollowsFrom,
-}
-
 impl FromEnv for SpanLink {
     fn parse(text: &str) -> Result<Self, String> {
         match text.trim() {
@@ -54,15 +45,6 @@ impl FromEnv for SpanLink {
             "follows_from" => Ok(Self::FollowsFrom),
             _ => Err("expected child or follows_from".to_owned()),
         }
-    }
-}
-
-impl fmt::Display for SpanLink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Child => "child",
-            Self::FollowsFrom => "follows_from",
-        })
     }
 }
 
@@ -92,6 +74,14 @@ pub(crate) struct Observe {
 }
 
 impl Observe {
+    /// How handler spans relate to their causes.
+    pub(crate) fn links(&self) -> Links {
+        Links {
+            message: self.message_spans,
+            timer: self.timer_spans,
+        }
+    }
+
     /// The port to serve probes on, if any. Mock mode serves them only when
     /// `probe_port` was set: tests should not take port 8000.
     pub(crate) fn probe(&self, cluster: &Cluster) -> Option<u16> {

@@ -315,6 +315,7 @@ async fn messages_without_id_timers_and_excises_always_pass() {
             key: "k".into(),
             time: Timestamp::from_millis(1000),
             kind: crate::store::TimerKind::Application,
+            trace: None,
         }),
         context: context("k"),
     };

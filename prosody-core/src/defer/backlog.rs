@@ -79,7 +79,7 @@ where
         let at = after(delay, None);
         let written = async {
             timers
-                .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at)])
+                .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at, None)])
                 .await?;
             shared.store.defer(&partition, &key, offset).await
         };
@@ -258,7 +258,11 @@ where
                         // The next timer first: the backlog is never
                         // without one.
                         timers
-                            .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at), fired])
+                            .write(
+                                &key,
+                                TimerKind::Defer,
+                                vec![TimerOp::Schedule(at, None), fired],
+                            )
                             .await
                             .map_err(HandlerError::transient)?;
                         warn!(%error, %partition, %key, offset = head, retries, ?delay,

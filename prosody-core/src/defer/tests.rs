@@ -55,7 +55,7 @@ fn defer_write(key: &str, at: Timestamp) -> (Key, TimerKind, Vec<TimerOp>) {
     (
         Key::from(key),
         TimerKind::Defer,
-        vec![TimerOp::Schedule(at)],
+        vec![TimerOp::Schedule(at, None)],
     )
 }
 

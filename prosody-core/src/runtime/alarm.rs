@@ -186,15 +186,14 @@ impl Alarm {
     /// Applies a handler's change to what is held.
     pub(crate) fn notice(&mut self, notice: Notice) {
         match notice {
-            Notice::Scheduled(key, second, kind) => {
-                let held = self.horizon.is_some_and(|horizon| second < horizon);
-                let due = Due { second, key, kind };
+            Notice::Scheduled(due) => {
+                let held = self.horizon.is_some_and(|horizon| due.second < horizon);
                 if held && !self.taken.contains(&due) {
                     self.due.insert(due);
                 }
             }
             Notice::Unscheduled(key, second, kind) => {
-                let due = Due { second, key, kind };
+                let due = Due::new(second, key, kind);
                 self.due.remove(&due);
                 self.delayed.remove(&due);
                 self.taken.remove(&due);
@@ -330,11 +329,7 @@ mod tests {
     /// entry does not ring it a second time.
     #[tokio::test(start_paused = true)]
     async fn a_timer_put_off_twice_rings_once_at_its_latest_second() {
-        let s = Due {
-            second: now_second() - 1,
-            key: Key::from("k"),
-            kind: TimerKind::Application,
-        };
+        let s = Due::new(now_second() - 1, Key::from("k"), TimerKind::Application);
         let (notify, notices) = mpsc::unbounded_channel::<Notice>();
         drop(notify);
         let access = Arc::new(Once(Mutex::new(vec![s.clone()])));
@@ -347,7 +342,7 @@ mod tests {
         assert_eq!(alarm.ring().await, [fire(0)]);
         alarm.delay(fire(1), now_second() + 10);
         alarm.notice(Notice::Cleared(s.key.clone(), s.kind));
-        alarm.notice(Notice::Scheduled(s.key.clone(), s.second, s.kind));
+        alarm.notice(Notice::Scheduled(s.clone()));
         assert_eq!(alarm.ring().await, [fire(0)], "scheduled afresh, it rings");
         alarm.delay(fire(1), now_second() + 20);
         tokio::time::advance(Duration::from_secs(10)).await;

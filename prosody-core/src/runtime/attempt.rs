@@ -124,6 +124,7 @@ where
                 key: key.clone(),
                 time,
                 kind,
+                trace: fire.due.trace.clone(),
             };
             let access = Arc::clone(&shared.timers);
             let timers = Timers::new(Arc::clone(&access)).with_deferrals(fire.deferrals);

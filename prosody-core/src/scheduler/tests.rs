@@ -155,6 +155,7 @@ fn request(
             key,
             time,
             kind: crate::store::TimerKind::Application,
+            trace: None,
         }),
         context,
     }

@@ -17,13 +17,14 @@ mod tests;
 
 pub use emitter::{NoRuntime, ProducerSink};
 pub use future::ResponseFuture;
-pub use layer::TelemetryLayer;
+pub use layer::{Links, TelemetryLayer};
 pub use sink::{Lifecycle, NoTelemetry, TelemetryEvent, TelemetrySink};
 
 use crate::clock;
 use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::EventRequest;
+use crate::trace;
 use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 use tracing::Instrument;
@@ -34,6 +35,7 @@ use tracing::instrument::Instrumented;
 pub struct TelemetryService<S, T> {
     inner: S,
     sink: T,
+    links: Links,
 }
 
 impl<S, T, P> Service<EventRequest<P>> for TelemetryService<S, T>
@@ -66,6 +68,18 @@ where
             key = %context.key(),
             attempt = context.attempt(),
         );
+        let (cause, link) = match &request.event {
+            Event::Message(message) => (trace::extract(&message.headers), self.links.message),
+            Event::Excise(excise) => (trace::extract(&excise.headers), self.links.message),
+            Event::Timer(timer) => (
+                timer
+                    .trace
+                    .as_deref()
+                    .and_then(|parent| trace::parse(parent, None)),
+                self.links.timer,
+            ),
+        };
+        trace::relate(&span, cause, link);
         let event = self.sink.enabled().then(|| TelemetryEvent {
             lifecycle: Lifecycle::Dispatched,
             kind,

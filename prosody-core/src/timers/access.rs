@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 /// A change the partition task applies to its due queue.
 #[derive(Debug)]
 pub(crate) enum Notice {
-    Scheduled(Key, i64, TimerKind),
+    Scheduled(Due),
     Unscheduled(Key, i64, TimerKind),
     Cleared(Key, TimerKind),
 }
@@ -37,10 +37,13 @@ impl<T: TimerStore> PartitionTimers<T> {
     ) -> Result<(), crate::store::StoreError> {
         for op in ops {
             let notice = match op {
-                TimerOp::Schedule(time) => {
-                    let entry = TimerEntry::new(key.clone(), time).with_kind(kind);
+                TimerOp::Schedule(time, trace) => {
+                    let mut entry = TimerEntry::new(key.clone(), time).with_kind(kind);
+                    entry.trace.clone_from(&trace);
                     self.store.schedule(&self.partition, entry).await?;
-                    Notice::Scheduled(key.clone(), to_seconds(time), kind)
+                    let mut due = Due::new(to_seconds(time), key.clone(), kind);
+                    due.trace = trace;
+                    Notice::Scheduled(due)
                 }
                 TimerOp::Unschedule(time) => {
                     self.store
@@ -85,9 +88,10 @@ impl<T: TimerStore> TimerAccess for PartitionTimers<T> {
             Ok(entries
                 .into_iter()
                 .map(|entry| Due {
-                    key: entry.key,
                     second: to_seconds(entry.time),
+                    key: entry.key,
                     kind: entry.kind,
+                    trace: entry.trace,
                 })
                 .collect())
         })

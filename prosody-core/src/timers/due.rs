@@ -55,11 +55,7 @@ impl DueQueue {
             self.by_key.remove(key);
         }
         for (kind, second) in of_kind {
-            self.by_time.remove(&Due {
-                second,
-                key: key.clone(),
-                kind,
-            });
+            self.by_time.remove(&Due::new(second, key.clone(), kind));
         }
     }
 
@@ -124,7 +120,7 @@ mod tests {
         fn pops_due_timers_in_order(ops in proptest::collection::vec(op(), 1..120)) {
             let mut queue = DueQueue::default();
             let mut model: BTreeSet<(i64, u8, TimerKind)> = BTreeSet::new();
-            let due = |k: u8, second: i64, kind: TimerKind| Due { second, key: Key::from(format!("k{k}")), kind };
+            let due = |k: u8, second: i64, kind: TimerKind| Due::new(second, Key::from(format!("k{k}")), kind);
             for op in ops {
                 match op {
                     Op::Insert(k, s, d) => { queue.insert(due(k, s, kind(d))); model.insert((s, k, kind(d))); }

@@ -28,21 +28,68 @@ pub enum TimerError {
     Store(#[from] StoreError),
 }
 
-/// A change a handler made to its key's timers.
+/// A change a handler made to its key's timers. A schedule carries the
+/// `traceparent` of the span that made it, if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TimerOp {
-    Schedule(Timestamp),
+    Schedule(Timestamp, Option<Arc<str>>),
     Unschedule(Timestamp),
     Clear,
 }
 
 /// A timer of a partition as the runtime holds it: ordered by second, then
 /// key, then kind, the order it fires in.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Invariant: a timer's identity is (second, key, kind); equality, order
+/// and hash ignore `trace`, the span that scheduled it, which rides along.
+#[derive(Clone, Debug)]
 pub(crate) struct Due {
     pub(crate) second: i64,
     pub(crate) key: Key,
     pub(crate) kind: TimerKind,
+    pub(crate) trace: Option<Arc<str>>,
+}
+
+impl Due {
+    /// A timer with no trace.
+    pub(crate) fn new(second: i64, key: Key, kind: TimerKind) -> Self {
+        Self {
+            second,
+            key,
+            kind,
+            trace: None,
+        }
+    }
+
+    fn identity(&self) -> (i64, &Key, TimerKind) {
+        (self.second, &self.key, self.kind)
+    }
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.identity().cmp(&other.identity())
+    }
+}
+
+impl std::hash::Hash for Due {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
 }
 
 /// A boxed future of the timer access (timer calls are off the hot path).
@@ -210,7 +257,7 @@ impl Timers {
             .collect();
         for op in self.staged() {
             match op {
-                TimerOp::Schedule(time) => {
+                TimerOp::Schedule(time, _) => {
                     times.insert(time);
                 }
                 TimerOp::Unschedule(time) => {

@@ -19,7 +19,7 @@ fn rearmed(key: &str, at: Timestamp, fired: Timestamp) -> (Key, TimerKind, Vec<T
     (
         Key::from(key),
         TimerKind::Defer,
-        vec![TimerOp::Schedule(at), TimerOp::Unschedule(fired)],
+        vec![TimerOp::Schedule(at, None), TimerOp::Unschedule(fired)],
     )
 }
 

@@ -81,7 +81,7 @@ impl TimerAccess for FakeTimers {
         let times = stored.entry((key.clone(), kind)).or_default();
         for op in ops {
             match op {
-                TimerOp::Schedule(time) => times.insert(round_to_second(time)),
+                TimerOp::Schedule(time, _) => times.insert(round_to_second(time)),
                 TimerOp::Unschedule(time) => times.remove(&round_to_second(time)),
                 TimerOp::Clear => {
                     times.clear();
@@ -473,6 +473,7 @@ pub(super) fn timer(
         key: Key::from(key),
         time,
         kind,
+        trace: None,
     });
     request.context = request.context.with_timers(timers);
     (request, shutdown)
