@@ -11,7 +11,8 @@
 )]
 
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, ProsodyClient, Timer,
+    ConsumerState, Context, EventHandler, Excise, HandlerError, MemoryBroker, Message,
+    ProsodyClient, Timer,
 };
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -135,6 +136,7 @@ async fn readyz_follows_assignment_and_livez_follows_a_stall() {
     wait_for(&mut seen, "handled", "warm").await;
     assert_eq!(get(address, "/readyz").await.0, 200);
     assert_eq!(client.assigned_partition_count(), 1);
+    assert_eq!(client.consumer_state(), ConsumerState::Running);
     assert_eq!(get(address, "/livez").await, (200, "live\n".to_owned()));
 
     // A handler holds the partition past the stall threshold (each attempt
@@ -156,6 +158,7 @@ async fn readyz_follows_assignment_and_livez_follows_a_stall() {
     client.unsubscribe().await.unwrap();
     assert_eq!(get(address, "/readyz").await.0, 503);
     assert_eq!(client.assigned_partition_count(), 0);
+    assert_eq!(client.consumer_state(), ConsumerState::Configured);
 
     client.shutdown().await;
     let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
