@@ -376,10 +376,7 @@ impl<C: Codec> ClientBuilder<C> {
                 let mut config = KafkaConfig::new(servers.iter().cloned())
                     .map_err(invalid)?
                     .discard_threshold(settings.qos.loader.discard_threshold)
-                    .with(
-                        "statistics.interval.ms",
-                        settings.observe.statistics_interval.as_millis().to_string(),
-                    );
+                    .statistics_interval(settings.observe.statistics_interval);
                 for (key, value) in self.kafka {
                     config = config.with(key, value);
                 }

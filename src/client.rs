@@ -279,11 +279,34 @@ impl<C: Codec> ProsodyClient<C> {
         }
     }
 
-    /// Whether a partition with work pending has made no progress for
-    /// `stall_threshold` (what `/livez` reports).
+    /// Whether the consumer is not live (what `/livez` reports): it
+    /// stopped without being asked to, a partition halted on a terminal
+    /// error, or a partition with work pending made no progress for
+    /// `stall_threshold`.
     #[must_use]
     pub fn is_stalled(&self) -> bool {
-        !self.stalled_partitions().is_empty()
+        !self.liveness_problems().is_empty()
+    }
+
+    /// What keeps the consumer from being live, one line each; empty when
+    /// live.
+    #[must_use]
+    pub fn liveness_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self
+            .inner
+            .subscription
+            .running()
+            .is_some_and(|runtime| runtime.failed())
+        {
+            problems.push("the consumer stopped unexpectedly".to_owned());
+        }
+        problems.extend(
+            self.stalled_partitions()
+                .iter()
+                .map(|partition| format!("partition {partition} is stalled")),
+        );
+        problems
     }
 
     /// The partitions with work pending and no progress for

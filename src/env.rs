@@ -17,8 +17,8 @@ impl FromEnv for String {
 impl FromEnv for bool {
     fn parse(text: &str) -> Result<Self, String> {
         match text.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => Ok(true),
-            "false" | "0" | "no" => Ok(false),
+            "true" => Ok(true),
+            "false" => Ok(false),
             _ => Err("expected true or false".to_owned()),
         }
     }

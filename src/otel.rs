@@ -33,6 +33,12 @@ pub enum OtelError {
         "environment variable OTEL_EXPORTER_OTLP_PROTOCOL={0:?} is not supported: use http/protobuf or http/json"
     )]
     Protocol(String),
+    /// The endpoint is `https`: this build has no TLS for OTLP. Export to a
+    /// collector over plain HTTP (a local agent or sidecar).
+    #[error(
+        "{0}={1:?} needs TLS, which this build's OTLP exporter lacks; use an http:// collector"
+    )]
+    Tls(&'static str, String),
     /// The OTLP exporter could not be built.
     #[error("the OTLP span exporter could not be built: {0}")]
     Exporter(String),
@@ -90,9 +96,20 @@ pub fn shutdown_telemetry() -> Result<(), OtelError> {
 /// The provider the environment asks for.
 fn provider(env: &dyn Fn(&str) -> Option<String>) -> Result<SdkTracerProvider, OtelError> {
     let builder = SdkTracerProvider::builder();
-    let endpoint = env("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|e| !e.trim().is_empty());
-    if endpoint.is_none() {
+    let endpoints = [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ];
+    let endpoint = endpoints.into_iter().find_map(|variable| {
+        env(variable)
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| (variable, e))
+    });
+    let Some((variable, endpoint)) = endpoint else {
         return Ok(builder.build());
+    };
+    if endpoint.trim().to_ascii_lowercase().starts_with("https:") {
+        return Err(OtelError::Tls(variable, endpoint));
     }
     let protocol = match env("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref().map(str::trim) {
         None | Some("http/protobuf") => Protocol::HttpBinary,
@@ -130,6 +147,12 @@ mod tests {
         assert!(provider(&env(vec![endpoint])).is_ok());
         let json = ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
         assert!(provider(&env(vec![endpoint, json])).is_ok());
+        let tls = (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "https://collector:4318",
+        );
+        let error = provider(&env(vec![tls])).err().map(|e| e.to_string());
+        assert!(error.is_some_and(|e| e.contains("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")));
         let grpc = ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
         let error = provider(&env(vec![endpoint, grpc])).err();
         assert!(matches!(&error, Some(OtelError::Protocol(p)) if p == "grpc"));

@@ -20,6 +20,8 @@ pub struct KafkaConfig {
     /// `session.timeout.ms`).
     overrides: Vec<(String, String)>,
     discard_threshold: usize,
+    /// librdkafka's `statistics.interval.ms` for the group member.
+    statistics_interval: Option<std::time::Duration>,
 }
 
 impl KafkaConfig {
@@ -46,6 +48,7 @@ impl KafkaConfig {
             bootstrap_servers,
             overrides: Vec::new(),
             discard_threshold: DEFAULT_DISCARD_THRESHOLD,
+            statistics_interval: None,
         })
     }
 
@@ -56,6 +59,20 @@ impl KafkaConfig {
     pub fn discard_threshold(mut self, records: usize) -> Self {
         self.discard_threshold = records;
         self
+    }
+
+    /// How often the group member reports librdkafka's statistics (logged
+    /// at trace level under `prosody_kafka::statistics`); off by default.
+    #[must_use]
+    pub fn statistics_interval(mut self, interval: std::time::Duration) -> Self {
+        self.statistics_interval = Some(interval);
+        self
+    }
+
+    /// The member's `statistics.interval.ms`, if set.
+    pub(crate) fn statistics_millis(&self) -> Option<String> {
+        self.statistics_interval
+            .map(|interval| interval.as_millis().to_string())
     }
 
     /// The discard threshold as an offset distance.
@@ -112,6 +129,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("overrides", &overrides)
             .field("discard_threshold", &self.discard_threshold)
+            .field("statistics_interval", &self.statistics_interval)
             .finish()
     }
 }

@@ -92,17 +92,22 @@ impl Broker for KafkaBroker {
             events: sender.clone(),
             closing: AtomicBool::new(false),
         };
+        let statistics = self.config.statistics_millis();
+        let mut settings = vec![
+            ("group.id", config.group_id.as_str()),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("partition.assignment.strategy", "cooperative-sticky"),
+            // A resumed partition waits for the fetch in flight: keep it short.
+            ("fetch.wait.max.ms", "50"),
+        ];
+        if let Some(statistics) = &statistics {
+            settings.push(("statistics.interval.ms", statistics.as_str()));
+        }
         let consumer: BaseConsumer<Member> = self
             .config
-            .client(&[
-                ("group.id", config.group_id.as_str()),
-                ("enable.auto.commit", "false"),
-                ("enable.auto.offset.store", "false"),
-                ("auto.offset.reset", "earliest"),
-                ("partition.assignment.strategy", "cooperative-sticky"),
-                // A resumed partition waits for the fetch in flight: keep it short.
-                ("fetch.wait.max.ms", "50"),
-            ])
+            .client(&settings)
             .create_with_context(member)
             .map_err(error::backend)?;
         let topics: Vec<&str> = config.topics.iter().map(|t| &**t).collect();

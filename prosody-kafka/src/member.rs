@@ -48,7 +48,16 @@ pub(crate) fn partitions(list: &TopicPartitionList) -> Vec<TopicPartition> {
         .collect()
 }
 
-impl ClientContext for Member {}
+impl ClientContext for Member {
+    /// librdkafka's statistics (every `statistics.interval.ms`), as raw
+    /// JSON at trace level under `prosody_kafka::statistics`; never parsed.
+    fn stats_raw(&self, statistics: &[u8]) {
+        tracing::trace!(
+            target: "prosody_kafka::statistics",
+            statistics = %String::from_utf8_lossy(statistics),
+        );
+    }
+}
 
 impl ConsumerContext for Member {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {

@@ -2,9 +2,10 @@
 //!
 //! - `GET /readyz`: `200` when the client holds at least one partition,
 //!   else `503`;
-//! - `GET /livez`: `200` unless a partition with work pending has made no
-//!   progress for the stall threshold, else `503` with the stalled
-//!   partitions in the body, one per line.
+//! - `GET /livez`: `200` unless the client reports a liveness problem (a
+//!   partition with work pending made no progress for the stall threshold,
+//!   a halted partition, a consumer that stopped), else `503` with the
+//!   problems in the body, one per line.
 //!
 //! Anything else is `404`. The server reads its answers from a [`Health`]
 //! at each request, so the endpoints and the client's own methods agree.
@@ -15,17 +16,27 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
+
+/// How long a connection may take to send its request headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections served at once; more are closed at once.
+const MAX_CONNECTIONS: usize = 64;
+
+/// The wait after a failed accept.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What the probes report; asked at each request. The answers are futures
 /// so that an implementation can compute them on the client's own runtime
@@ -34,14 +45,15 @@ pub trait Health: Send + Sync + 'static {
     /// How many partitions the client holds now.
     fn assigned_partitions(&self) -> impl Future<Output = usize> + Send;
 
-    /// The partitions with work pending and no progress for the stall
-    /// threshold, named for the response body.
-    fn stalled_partitions(&self) -> impl Future<Output = Vec<String>> + Send;
+    /// What keeps the client from being live, one line each; empty when
+    /// live.
+    fn liveness_problems(&self) -> impl Future<Output = Vec<String>> + Send;
 }
 
 /// A running probe server, on a thread of its own with its own small
-/// runtime: it answers whatever the application's runtime is doing, and it
-/// needs nothing of that runtime (not even its I/O driver).
+/// runtime: it needs nothing of the application's runtime (not even its I/O
+/// driver). Requests wait at most 5 s for their headers, and at most 64
+/// connections are served at once.
 ///
 /// Invariant: after [`ProbeServer::stop`] returns, the port is closed and
 /// no request is served; dropping the server stops it too (without
@@ -58,29 +70,36 @@ impl ProbeServer {
     /// Listens on `port` of every interface (0 picks a free port) and
     /// serves `health`.
     ///
+    /// Every interface is IPv6 and IPv4 where the host has IPv6, else IPv4.
+    ///
     /// # Errors
     ///
     /// The port cannot be bound (in use, or not permitted), or the server's
-    /// thread or runtime cannot be made.
+    /// thread cannot be made.
     pub fn start(port: u16, health: impl Health) -> io::Result<Self> {
-        let listener = std::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))?;
+        let listener = std::net::TcpListener::bind(SocketAddr::from(([0u16; 8], port)))
+            .or_else(|_| std::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port))))?;
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()?;
         let stop = CancellationToken::new();
         let (finished, done) = oneshot::channel();
         let serving = stop.clone();
         std::thread::Builder::new()
             .name("prosody-probe".to_owned())
             .spawn(move || {
-                runtime.block_on(async move {
-                    match TcpListener::from_std(listener) {
-                        Ok(listener) => serve(listener, Arc::new(health), serving).await,
-                        Err(error) => warn!(%error, "probe server: the listener failed"),
-                    }
-                });
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .enable_time()
+                    .build();
+                match runtime {
+                    Ok(runtime) => runtime.block_on(async move {
+                        match TcpListener::from_std(listener) {
+                            Ok(listener) => serve(listener, Arc::new(health), serving).await,
+                            Err(error) => warn!(%error, "probe server: the listener failed"),
+                        }
+                    }),
+                    Err(error) => warn!(%error, "probe server: its runtime could not start"),
+                }
                 let _ = finished.send(());
             })?;
         debug!(%address, "probe server listening");
@@ -123,10 +142,17 @@ async fn serve<H: Health>(listener: TcpListener, health: Arc<H>, stop: Cancellat
         let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(error) => {
+                // Out of file descriptors, say: wait rather than spin.
                 warn!(%error, "probe server: accepting a connection failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };
+        while connections.try_join_next().is_some() {}
+        if connections.len() >= MAX_CONNECTIONS {
+            debug!("probe server: too many connections; one refused");
+            continue;
+        }
         let health = Arc::clone(&health);
         let stop = stop.clone();
         connections.spawn(async move {
@@ -136,6 +162,8 @@ async fn serve<H: Health>(listener: TcpListener, health: Arc<H>, stop: Cancellat
             });
             let connection = http1::Builder::new()
                 .keep_alive(false)
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 served = connection => {
@@ -146,7 +174,6 @@ async fn serve<H: Health>(listener: TcpListener, health: Arc<H>, stop: Cancellat
                 () = stop.cancelled() => {}
             }
         });
-        while connections.try_join_next().is_some() {}
     }
     connections.shutdown().await;
 }
@@ -165,13 +192,13 @@ async fn answer<H: Health>(request: &Request<Incoming>, health: &H) -> Response<
             n => text(StatusCode::OK, format!("{n} partitions assigned\n")),
         },
         "/livez" => {
-            let stalled = health.stalled_partitions().await;
-            if stalled.is_empty() {
+            let problems = health.liveness_problems().await;
+            if problems.is_empty() {
                 return text(StatusCode::OK, "live\n".to_owned());
             }
-            let mut body = String::from("stalled partitions:\n");
-            for partition in stalled {
-                let _ = writeln!(body, "{partition}");
+            let mut body = String::from("not live:\n");
+            for problem in problems {
+                let _ = writeln!(body, "{problem}");
             }
             text(StatusCode::SERVICE_UNAVAILABLE, body)
         }

@@ -185,7 +185,7 @@ impl Options {
         if allowed_events.iter().any(String::is_empty) {
             return Err(ConfigError::Invalid {
                 option: "allowed_events",
-                reason: "prefixes must not be empty".to_owned(),
+                reason: format!("{allowed_events:?} has an empty prefix"),
             });
         }
         let mock = env.layer(self.mock, "PROSODY_MOCK", || false)?;

@@ -157,14 +157,25 @@ impl Runtime {
         }
     }
 
-    /// How many partitions this member holds now.
+    /// How many partitions this member holds now (none once it stopped).
     #[must_use]
     pub fn assigned_partition_count(&self) -> usize {
+        if self.is_finished() {
+            return 0;
+        }
         self.status.partitions().len()
     }
 
-    /// The partitions that have work pending and made no progress (no call
-    /// finished, no record settled) for `threshold`, in order.
+    /// Whether the consumer stopped without being asked to: its consumer
+    /// closed, or its task panicked.
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.done.is_cancelled() && !self.stop.is_cancelled()
+    }
+
+    /// The partitions that halted on a terminal error, or have work pending
+    /// and made no progress (no record or timer settled) for `threshold`,
+    /// in order.
     #[must_use]
     pub fn stalled_partitions(&self, threshold: Duration) -> Vec<TopicPartition> {
         let mut stalled: Vec<TopicPartition> = self

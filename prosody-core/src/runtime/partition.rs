@@ -39,6 +39,8 @@ pub(crate) struct PartitionState {
     pub(crate) paused: AtomicBool,
     pub(crate) running: AtomicUsize,
     pub(crate) progress: AtomicI64,
+    /// A terminal error stopped the partition.
+    pub(crate) halted: AtomicBool,
 }
 
 impl Default for PartitionState {
@@ -49,13 +51,18 @@ impl Default for PartitionState {
             paused: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             progress: AtomicI64::new(clock::now().as_millis()),
+            halted: AtomicBool::new(false),
         }
     }
 }
 
 impl PartitionState {
-    /// Whether work is pending and nothing progressed for `threshold`.
+    /// Whether the partition halted, or work is pending and nothing
+    /// progressed for `threshold`.
     pub(crate) fn stalled(&self, threshold: Duration) -> bool {
+        if self.halted.load(Ordering::Acquire) {
+            return true;
+        }
         let pending =
             self.running.load(Ordering::Acquire) > 0 || self.unsettled.load(Ordering::Acquire) > 0;
         let idle = clock::now().as_millis() - self.progress.load(Ordering::Acquire);
@@ -63,7 +70,7 @@ impl PartitionState {
         pending && idle >= threshold
     }
 
-    fn stamp(&self) {
+    pub(crate) fn stamp(&self) {
         self.progress
             .store(clock::now().as_millis(), Ordering::Release);
     }
@@ -209,7 +216,7 @@ where
             Ok(done) => done,
             Err(e) => {
                 error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
-                self.halted = true;
+                self.halt();
                 return;
             }
         };
@@ -236,7 +243,7 @@ where
                 if let Work::Timer(fire) = work {
                     self.alarm.finish(&fire.due);
                 }
-                self.halted = true;
+                self.halt();
             }
         }
         if self.halted || !dispatch {
@@ -245,6 +252,12 @@ where
         if let Some(next) = self.queues.complete(&key) {
             self.start(key, next);
         }
+    }
+
+    /// Stops dispatching for good: a terminal error, or a lost task.
+    fn halt(&mut self) {
+        self.halted = true;
+        self.state.halted.store(true, Ordering::Release);
     }
 
     fn settle(&mut self, offset: i64) {
@@ -302,5 +315,37 @@ where
 impl<S, K> Drop for PartitionTask<S, K> {
     fn drop(&mut self) {
         self.shared.cancel.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PartitionState;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    const THRESHOLD: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn only_pending_work_without_progress_or_a_halt_is_a_stall() {
+        let state = PartitionState::default();
+        tokio::time::advance(THRESHOLD * 2).await;
+        assert!(!state.stalled(THRESHOLD), "idle is not stalled");
+        state.unsettled.store(1, Ordering::Release);
+        assert!(state.stalled(THRESHOLD), "pending, no progress");
+        state.stamp();
+        assert!(!state.stalled(THRESHOLD), "progress just now");
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(!state.stalled(THRESHOLD), "within the threshold");
+        state.unsettled.store(0, Ordering::Release);
+        state.running.store(1, Ordering::Release);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(
+            state.stalled(THRESHOLD),
+            "a running call past the threshold"
+        );
+        state.running.store(0, Ordering::Release);
+        state.halted.store(true, Ordering::Release);
+        assert!(state.stalled(THRESHOLD), "halted");
     }
 }

@@ -186,6 +186,10 @@ where
             return;
         };
         let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::SeqCst) + 1;
+        if unsettled == 1 && assigned.state.running.load(Ordering::Acquire) == 0 {
+            // Work reaches an idle partition: stalls count from now.
+            assigned.state.stamp();
+        }
         if assigned.commands.send(Command::Record(record)).is_err() {
             warn!(partition = %tp, "partition task is gone; record dropped");
             return;

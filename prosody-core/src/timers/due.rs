@@ -23,7 +23,8 @@ impl DueQueue {
     pub(crate) fn insert(&mut self, due: Due) {
         let (kind, second) = (due.kind, due.second);
         let key = due.key.clone();
-        if self.by_time.insert(due) {
+        // `replace`: scheduled again, a timer takes the newer trace.
+        if self.by_time.replace(due).is_none() {
             self.by_key.entry(key).or_default().insert((kind, second));
         }
     }
@@ -87,6 +88,20 @@ mod tests {
     use crate::store::timer::TimerKind;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn a_timer_scheduled_again_takes_the_newer_trace() {
+        let mut queue = DueQueue::default();
+        let traced = |trace: &str| Due {
+            trace: Some(trace.into()),
+            ..Due::new(5, Key::from("k"), TimerKind::Application)
+        };
+        queue.insert(traced("old"));
+        queue.insert(traced("new"));
+        assert_eq!(queue.len(), 1);
+        let fired = queue.pop_due(5).map(|due| due.trace);
+        assert_eq!(fired, Some(Some("new".into())));
+    }
 
     #[derive(Clone, Debug)]
     enum Op {
