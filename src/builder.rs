@@ -33,6 +33,7 @@ pub struct ClientBuilder<C = JsonCodec> {
     memory: Option<MemoryBroker>,
     timers: Option<MemoryTimerStore>,
     deferred: Option<MemoryDeferStore>,
+    dedup: Option<MemoryDedupStore>,
     /// librdkafka properties for the Kafka backend's clients.
     kafka: Vec<(String, String)>,
 }
@@ -65,6 +66,7 @@ impl<C: Codec> ClientBuilder<C> {
             memory: None,
             timers: None,
             deferred: None,
+            dedup: None,
             kafka: Vec::new(),
         }
     }
@@ -328,6 +330,14 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// Keeps dedup records in this in-memory store, so several clients (a
+    /// restart, a rebalance) skip the same duplicates, as members sharing a
+    /// persistent store do.
+    pub fn memory_dedup_store(mut self, store: MemoryDedupStore) -> Self {
+        self.dedup = Some(store);
+        self
+    }
+
     /// Sets a librdkafka property on every Kafka client of this client
     /// (for example `security.protocol`, `sasl.mechanisms`); it wins over
     /// the backend's own settings. Ignored in mock mode.
@@ -344,6 +354,7 @@ impl<C: Codec> ClientBuilder<C> {
             memory: self.memory,
             timers: self.timers,
             deferred: self.deferred,
+            dedup: self.dedup,
             kafka: self.kafka,
         }
     }
@@ -401,7 +412,7 @@ impl<C: Codec> ClientBuilder<C> {
         };
         let layers = Layers::new(
             &settings.qos,
-            MemoryDedupStore::new(),
+            self.dedup.unwrap_or_default(),
             &producer,
             self.deferred.unwrap_or_default(),
             BrokerLoader::new(broker.clone(), &settings.qos.loader),

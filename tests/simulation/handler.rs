@@ -1,0 +1,163 @@
+//! The simulated service: a handler that follows each record's script and
+//! records what happened, for the checker.
+
+use crate::scenario::Script;
+use prosody_core::clock;
+use prosody_core::{Context, EventHandler, Excise, HandlerError, Message, Timer, Timestamp};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Everything the members did, across crashes and restarts.
+#[derive(Default, Debug)]
+pub struct Observed {
+    /// Keys with a handler call running now.
+    pub in_flight: HashSet<String>,
+    pub attempts: HashMap<u64, u32>,
+    /// (key, partition, offset, record) of each success, in order.
+    pub successes: Vec<(String, i32, i64, u64)>,
+    pub succeeded: HashSet<u64>,
+    pub failed_for_good: HashSet<u64>,
+    /// Timers (key, millis) scheduled by a successful attempt.
+    pub timers_kept: BTreeSet<(String, i64)>,
+    /// Timers scheduled by a failed attempt.
+    pub timers_dropped: BTreeSet<(String, i64)>,
+    /// (key, millis, fired at millis) of each timer call.
+    pub fired: Vec<(String, i64, i64)>,
+    pub violations: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+pub struct Probe {
+    observed: Arc<Mutex<Observed>>,
+    pub progress: Arc<Notify>,
+}
+
+impl Probe {
+    pub fn lock(&self) -> MutexGuard<'_, Observed> {
+        self.observed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until `done` holds of what was observed.
+    pub async fn until(&self, done: impl Fn(&Observed) -> bool) {
+        loop {
+            let notified = self.progress.notified();
+            if done(&self.lock()) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Takes a key's slot for one call; gives it back however the call ends,
+/// a crash that drops the call included.
+struct Running {
+    probe: Probe,
+    key: String,
+}
+
+impl Running {
+    fn start(probe: &Probe, key: &str) -> Self {
+        let mut observed = probe.lock();
+        if !observed.in_flight.insert(key.to_owned()) {
+            observed
+                .violations
+                .push(format!("two calls of key {key} overlapped"));
+        }
+        Self {
+            probe: probe.clone(),
+            key: key.to_owned(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.probe.lock().in_flight.remove(&self.key);
+        self.probe.progress.notify_waiters();
+    }
+}
+
+pub struct SimHandler {
+    pub probe: Probe,
+}
+
+impl EventHandler for SimHandler {
+    type Payload = Script;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        context: Context,
+        message: Message<Script>,
+    ) -> Result<(), HandlerError> {
+        let script = message.payload;
+        let key = context.key().to_string();
+        let running = Running::start(&self.probe, &key);
+        let attempt = {
+            let mut observed = self.probe.lock();
+            let attempt = observed.attempts.entry(script.n).or_default();
+            *attempt += 1;
+            *attempt
+        };
+        tokio::time::sleep(Duration::from_millis(script.latency_ms)).await;
+        let timer = script.timer_in.map(|seconds| {
+            // Whole seconds, distinct per attempt.
+            let now = clock::now().as_millis() / 1000;
+            let at = (now + i64::try_from(seconds).unwrap_or(1) + i64::from(attempt)) * 1000;
+            (key.clone(), at)
+        });
+        if let Some((_, at)) = &timer {
+            context
+                .schedule(Timestamp::from_millis(*at))
+                .map_err(HandlerError::transient)?;
+        }
+        if script.panics && attempt == 1 {
+            self.probe.lock().timers_dropped.extend(timer);
+            drop(running);
+            panic!("scripted panic");
+        }
+        let outcome = if script.permanent {
+            Err(HandlerError::permanent("scripted permanent failure"))
+        } else if attempt <= script.failures {
+            Err(HandlerError::transient("scripted failure"))
+        } else {
+            Ok(())
+        };
+        let mut observed = self.probe.lock();
+        match &outcome {
+            Ok(()) => {
+                observed.succeeded.insert(script.n);
+                observed
+                    .successes
+                    .push((key, message.partition, message.offset, script.n));
+                observed.timers_kept.extend(timer);
+            }
+            Err(error) => {
+                if error.category() == prosody_core::Category::Permanent {
+                    observed.failed_for_good.insert(script.n);
+                }
+                observed.timers_dropped.extend(timer);
+            }
+        }
+        drop(observed);
+        drop(running);
+        outcome
+    }
+
+    async fn on_timer(&self, context: Context, timer: Timer) -> Result<(), HandlerError> {
+        let key = context.key().to_string();
+        let _running = Running::start(&self.probe, &key);
+        let mut observed = self.probe.lock();
+        observed
+            .fired
+            .push((key, timer.time.as_millis(), clock::now().as_millis()));
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
