@@ -71,6 +71,12 @@ impl<C: Codec> ClientBuilder<C> {
         }
     }
 
+    /// The options as set, for the configuration tests.
+    #[cfg(test)]
+    pub(crate) fn into_options(self) -> Options {
+        self.options
+    }
+
     setters! {
         /// Whether to use the in-memory broker (`PROSODY_MOCK`; default false).
         mock: bool,

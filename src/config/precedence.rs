@@ -10,9 +10,11 @@
     reason = "test code fails loudly"
 )]
 
-use super::{Options, ProbePort, Settings, SpanLink};
+use super::{ProbePort, Settings};
+use crate::builder::ClientBuilder;
 use crate::env::{Env, FromEnv};
 use proptest::prelude::*;
+use prosody_core::JsonCodec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -25,8 +27,8 @@ struct Row {
     default: Option<&'static str>,
     /// A valid value, rendered, drawn from a seed.
     value: fn(u64) -> String,
-    /// Sets the option on the builder's options from a rendered value.
-    set: fn(&mut Options, &str),
+    /// Sets the option with its builder method, from a rendered value.
+    set: fn(Builder, &str) -> Builder,
     /// The resolved value, rendered.
     get: fn(&Settings) -> String,
 }
@@ -70,13 +72,13 @@ fn names(seed: u64) -> String {
 
 macro_rules! row {
     ($option:literal, $variable:literal, $default:expr, $value:expr,
-     |$o:ident, $t:ident| $set:expr, |$s:ident| $get:expr) => {
+     |$b:ident, $t:ident| $set:expr, |$s:ident| $get:expr) => {
         Row {
             option: $option,
             variable: $variable,
             default: $default,
             value: $value,
-            set: |$o: &mut Options, $t: &str| $set,
+            set: |$b: Builder, $t: &str| $set,
             get: |$s: &Settings| $get,
         }
     };
@@ -86,69 +88,70 @@ macro_rules! row {
 #[allow(clippy::too_many_lines, reason = "one row per option")]
 fn rows() -> Vec<Row> {
     vec![
-        row!("group_id", "PROSODY_GROUP_ID", None, name, |o, t| o.group_id = Some(parse(t)), |s| s.runtime.group_id.to_string()),
-        row!("subscribed_topics", "PROSODY_SUBSCRIBED_TOPICS", None, names, |o, t| o.subscribed_topics = Some(parse(t)), |s| s.subscribed_topics.as_ref().map(|t| t.join(",")).unwrap_or_default()),
-        row!("allowed_events", "PROSODY_ALLOWED_EVENTS", None, names, |o, t| o.allowed_events = Some(parse(t)), |s| s.runtime.allowed_events.join(",")),
-        row!("source_system", "PROSODY_SOURCE_SYSTEM", Some("g"), name, |o, t| o.source_system = Some(parse(t)), |s| s.source_system.to_string()),
-        row!("max_uncommitted", "PROSODY_MAX_UNCOMMITTED", Some("64"), size, |o, t| o.max_uncommitted = Some(parse(t)), |s| s.runtime.max_uncommitted.to_string()),
-        row!("commit_interval", "PROSODY_COMMIT_INTERVAL", Some("1s"), |n| millis(n, 1, 600_000), |o, t| o.commit_interval = Some(parse(t)), |s| duration(s.runtime.commit_interval)),
-        row!("poll_interval", "PROSODY_POLL_INTERVAL", Some("100ms"), |n| millis(n, 1, 600_000), |o, t| o.poll_interval = Some(parse(t)), |s| duration(s.runtime.poll_interval)),
-        row!("shutdown_timeout", "PROSODY_SHUTDOWN_TIMEOUT", Some("30s"), |n| millis(n, 1, 600_000), |o, t| o.shutdown_timeout = Some(parse(t)), |s| duration(s.runtime.shutdown_timeout)),
-        row!("send_timeout", "PROSODY_SEND_TIMEOUT", Some("1s"), |n| millis(n, 1, 600_000), |o, t| o.send_timeout = Some(parse(t)), |s| duration(s.send_timeout)),
-        row!("retry_base", "PROSODY_RETRY_BASE", Some("20ms"), |n| millis(n, 1, 60_000), |o, t| o.retry_base = Some(parse(t)), |s| duration(s.runtime.retry_base)),
-        row!("max_retry_delay", "PROSODY_RETRY_MAX_DELAY", Some("5m"), |n| millis(n, 60_000, 86_400_000), |o, t| o.max_retry_delay = Some(parse(t)), |s| duration(s.runtime.max_retry_delay)),
-        row!("slab_size", "PROSODY_SLAB_SIZE", Some("1h"), |n| millis(n, 1000, 86_400_000), |o, t| o.slab_size = Some(parse(t)), |s| duration(s.runtime.slab_size)),
-        row!("max_concurrency", "PROSODY_MAX_CONCURRENCY", Some("32"), size, |o, t| o.qos.max_concurrency = Some(parse(t)), |s| s.qos.scheduler.max_concurrency.to_string()),
-        row!("max_retries", "PROSODY_MAX_RETRIES", Some("3"), |n| (n % 1000).to_string(), |o, t| o.qos.max_retries = Some(parse(t)), |s| s.qos.max_retries.to_string()),
-        row!("failure_topic", "PROSODY_FAILURE_TOPIC", None, name, |o, t| o.qos.failure_topic = Some(parse(t)), |s| s.qos.failure.as_ref().map(|f| f.topic.to_string()).unwrap_or_default()),
-        row!("timeout", "PROSODY_TIMEOUT", Some("4m"), |n| millis(n, 1, 240_000), |o, t| o.qos.timeout = Some(parse(t)), |s| duration(s.qos.timeout.timeout)),
-        row!("stall_threshold", "PROSODY_STALL_THRESHOLD", Some("5m"), |n| millis(n, 1, 86_400_000), |o, t| o.qos.stall_threshold = Some(parse(t)), |s| duration(s.qos.stall_threshold)),
-        row!("idempotence_version", "PROSODY_IDEMPOTENCE_VERSION", Some("1"), name, |o, t| o.qos.idempotence_version = Some(parse(t)), |s| s.qos.dedup.version.clone()),
-        row!("idempotence_cache_size", "PROSODY_IDEMPOTENCE_CACHE_SIZE", Some("8192"), size, |o, t| o.qos.idempotence_cache_size = Some(parse(t)), |s| s.qos.dedup.cache_size.to_string()),
-        row!("idempotence_ttl", "PROSODY_IDEMPOTENCE_TTL", Some("7days"), |n| millis(n, 1000, 864_000_000), |o, t| o.qos.idempotence_ttl = Some(parse(t)), |s| duration(s.qos.dedup.ttl)),
-        row!("monopolization_enabled", "PROSODY_MONOPOLIZATION_ENABLED", Some("true"), flag, |o, t| o.qos.monopolization_enabled = Some(parse(t)), |s| s.qos.monopolization.enabled.to_string()),
-        row!("monopolization_threshold", "PROSODY_MONOPOLIZATION_THRESHOLD", Some("0.9"), share, |o, t| o.qos.monopolization_threshold = Some(parse(t)), |s| s.qos.monopolization.threshold.to_string()),
-        row!("monopolization_window", "PROSODY_MONOPOLIZATION_WINDOW", Some("5m"), |n| millis(n, 1, 86_400_000), |o, t| o.qos.monopolization_window = Some(parse(t)), |s| duration(s.qos.monopolization.window)),
-        row!("monopolization_cache_size", "PROSODY_MONOPOLIZATION_CACHE_SIZE", Some("8192"), size, |o, t| o.qos.monopolization_cache_size = Some(parse(t)), |s| s.qos.monopolization.cache_size.to_string()),
-        row!("scheduler_failure_weight", "PROSODY_SCHEDULER_FAILURE_WEIGHT", Some("0.3"), share, |o, t| o.qos.scheduler_failure_weight = Some(parse(t)), |s| s.qos.scheduler.failure_weight.to_string()),
-        row!("scheduler_max_wait", "PROSODY_SCHEDULER_MAX_WAIT", Some("2m"), |n| millis(n, 1, 86_400_000), |o, t| o.qos.scheduler_max_wait = Some(parse(t)), |s| duration(s.qos.scheduler.max_wait)),
-        row!("scheduler_wait_weight", "PROSODY_SCHEDULER_WAIT_WEIGHT", Some("200"), |n| (n % 10_000).to_string(), |o, t| o.qos.scheduler_wait_weight = Some(parse(t)), |s| s.qos.scheduler.wait_weight.to_string()),
-        row!("scheduler_cache_size", "PROSODY_SCHEDULER_CACHE_SIZE", Some("8192"), size, |o, t| o.qos.scheduler_cache_size = Some(parse(t)), |s| s.qos.scheduler.cache_size.to_string()),
-        row!("telemetry_topic", "PROSODY_TELEMETRY_TOPIC", Some("prosody.telemetry-events"), name, |o, t| o.qos.telemetry_topic = Some(parse(t)), |s| s.qos.telemetry.as_deref().unwrap_or_default().to_owned()),
-        row!("telemetry_enabled", "PROSODY_TELEMETRY_ENABLED", Some("true"), flag, |o, t| o.qos.telemetry_enabled = Some(parse(t)), |s| s.qos.telemetry.is_some().to_string()),
-        row!("defer_enabled", "PROSODY_DEFER_ENABLED", Some("true"), flag, |o, t| o.qos.defer_enabled = Some(parse(t)), |s| s.qos.defer.enabled.to_string()),
-        row!("defer_base", "PROSODY_DEFER_BASE", Some("1s"), |n| millis(n, 1, 3_600_000), |o, t| o.qos.defer_base = Some(parse(t)), |s| duration(s.qos.defer.base)),
-        row!("defer_max_delay", "PROSODY_DEFER_MAX_DELAY", Some("1day"), |n| millis(n, 1000, 864_000_000), |o, t| o.qos.defer_max_delay = Some(parse(t)), |s| duration(s.qos.defer.max_delay)),
-        row!("defer_failure_threshold", "PROSODY_DEFER_FAILURE_THRESHOLD", Some("0.9"), share, |o, t| o.qos.defer_failure_threshold = Some(parse(t)), |s| s.qos.defer.failure_threshold.to_string()),
-        row!("defer_failure_window", "PROSODY_DEFER_FAILURE_WINDOW", Some("5m"), |n| millis(n, 1, 86_400_000), |o, t| o.qos.defer_failure_window = Some(parse(t)), |s| duration(s.qos.defer.failure_window)),
-        row!("loader_cache_size", "PROSODY_LOADER_CACHE_SIZE", Some("1024"), size, |o, t| o.qos.loader_cache_size = Some(parse(t)), |s| s.qos.loader.cache_size.to_string()),
-        row!("loader_seek_timeout", "PROSODY_LOADER_SEEK_TIMEOUT", Some("30s"), |n| millis(n, 1, 600_000), |o, t| o.qos.loader_seek_timeout = Some(parse(t)), |s| duration(s.qos.loader.seek_timeout)),
-        row!("loader_discard_threshold", "PROSODY_LOADER_DISCARD_THRESHOLD", Some("100"), |n| (n % 100_000).to_string(), |o, t| o.qos.loader_discard_threshold = Some(parse(t)), |s| s.qos.loader.discard_threshold.to_string()),
-        row!("probe_port", "PROSODY_PROBE_PORT", Some("8000"), |n| if n % 5 == 0 { "none".to_owned() } else { (n % 65_536).to_string() }, |o, t| o.observe.probe_port = Some(parse::<ProbePort>(t)), |s| s.observe.probe_port.to_string()),
-        row!("statistics_interval", "PROSODY_STATISTICS_INTERVAL", Some("5s"), |n| millis(n, 1, 86_400_000), |o, t| o.observe.statistics_interval = Some(parse(t)), |s| duration(s.observe.statistics_interval)),
-        row!("message_spans", "PROSODY_MESSAGE_SPANS", Some("child"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |o, t| o.observe.message_spans = Some(parse::<SpanLink>(t)), |s| s.observe.message_spans.to_string()),
-        row!("timer_spans", "PROSODY_TIMER_SPANS", Some("follows_from"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |o, t| o.observe.timer_spans = Some(parse::<SpanLink>(t)), |s| s.observe.timer_spans.to_string()),
-        row!("cassandra_nodes", "PROSODY_CASSANDRA_NODES", None, names, |o, t| o.cassandra.nodes = Some(parse(t)), |s| s.cassandra.nodes.join(",")),
-        row!("cassandra_keyspace", "PROSODY_CASSANDRA_KEYSPACE", Some("prosody"), name, |o, t| o.cassandra.keyspace = Some(parse(t)), |s| s.cassandra.keyspace.clone()),
-        row!("cassandra_user", "PROSODY_CASSANDRA_USER", None, name, |o, t| o.cassandra.user = Some(parse(t)), |s| s.cassandra.user.clone().unwrap_or_default()),
-        row!("cassandra_datacenter", "PROSODY_CASSANDRA_DATACENTER", None, name, |o, t| o.cassandra.datacenter = Some(parse(t)), |s| s.cassandra.datacenter.clone().unwrap_or_default()),
-        row!("cassandra_rack", "PROSODY_CASSANDRA_RACK", None, name, |o, t| o.cassandra.rack = Some(parse(t)), |s| s.cassandra.rack.clone().unwrap_or_default()),
-        row!("cassandra_retention", "PROSODY_CASSANDRA_RETENTION", Some("1year"), |n| millis(n, 1000, 864_000_000_000), |o, t| o.cassandra.retention = Some(parse(t)), |s| duration(s.cassandra.retention)),
-        row!("defer_store_cache_size", "PROSODY_DEFER_STORE_CACHE_SIZE", Some("8192"), size, |o, t| o.cassandra.defer_store_cache_size = Some(parse(t)), |s| s.cassandra.defer_store_cache_size.to_string()),
+        row!("group_id", "PROSODY_GROUP_ID", None, name, |b, t| b.group_id(parse::<String>(t)), |s| s.runtime.group_id.to_string()),
+        row!("subscribed_topics", "PROSODY_SUBSCRIBED_TOPICS", None, names, |b, t| b.subscribed_topics(parse::<Vec<String>>(t)), |s| s.subscribed_topics.as_ref().map(|t| t.join(",")).unwrap_or_default()),
+        row!("allowed_events", "PROSODY_ALLOWED_EVENTS", None, names, |b, t| b.allowed_events(parse::<Vec<String>>(t)), |s| s.runtime.allowed_events.join(",")),
+        row!("source_system", "PROSODY_SOURCE_SYSTEM", Some("g"), name, |b, t| b.source_system(parse::<String>(t)), |s| s.source_system.to_string()),
+        row!("max_uncommitted", "PROSODY_MAX_UNCOMMITTED", Some("64"), size, |b, t| b.max_uncommitted(parse(t)), |s| s.runtime.max_uncommitted.to_string()),
+        row!("commit_interval", "PROSODY_COMMIT_INTERVAL", Some("1s"), |n| millis(n, 1, 600_000), |b, t| b.commit_interval(parse(t)), |s| duration(s.runtime.commit_interval)),
+        row!("poll_interval", "PROSODY_POLL_INTERVAL", Some("100ms"), |n| millis(n, 1, 600_000), |b, t| b.poll_interval(parse(t)), |s| duration(s.runtime.poll_interval)),
+        row!("shutdown_timeout", "PROSODY_SHUTDOWN_TIMEOUT", Some("30s"), |n| millis(n, 1, 600_000), |b, t| b.shutdown_timeout(parse(t)), |s| duration(s.runtime.shutdown_timeout)),
+        row!("send_timeout", "PROSODY_SEND_TIMEOUT", Some("1s"), |n| millis(n, 1, 600_000), |b, t| b.send_timeout(parse(t)), |s| duration(s.send_timeout)),
+        row!("retry_base", "PROSODY_RETRY_BASE", Some("20ms"), |n| millis(n, 1, 60_000), |b, t| b.retry_base(parse(t)), |s| duration(s.runtime.retry_base)),
+        row!("max_retry_delay", "PROSODY_RETRY_MAX_DELAY", Some("5m"), |n| millis(n, 60_000, 86_400_000), |b, t| b.max_retry_delay(parse(t)), |s| duration(s.runtime.max_retry_delay)),
+        row!("slab_size", "PROSODY_SLAB_SIZE", Some("1h"), |n| millis(n, 1000, 86_400_000), |b, t| b.slab_size(parse(t)), |s| duration(s.runtime.slab_size)),
+        row!("max_concurrency", "PROSODY_MAX_CONCURRENCY", Some("32"), size, |b, t| b.max_concurrency(parse(t)), |s| s.qos.scheduler.max_concurrency.to_string()),
+        row!("max_retries", "PROSODY_MAX_RETRIES", Some("3"), |n| (n % 1000).to_string(), |b, t| b.max_retries(parse(t)), |s| s.qos.max_retries.to_string()),
+        row!("failure_topic", "PROSODY_FAILURE_TOPIC", None, name, |b, t| b.failure_topic(parse::<String>(t)), |s| s.qos.failure.as_ref().map(|f| f.topic.to_string()).unwrap_or_default()),
+        row!("timeout", "PROSODY_TIMEOUT", Some("4m"), |n| millis(n, 1, 240_000), |b, t| b.timeout(parse(t)), |s| duration(s.qos.timeout.timeout)),
+        row!("stall_threshold", "PROSODY_STALL_THRESHOLD", Some("5m"), |n| millis(n, 1, 86_400_000), |b, t| b.stall_threshold(parse(t)), |s| duration(s.qos.stall_threshold)),
+        row!("idempotence_version", "PROSODY_IDEMPOTENCE_VERSION", Some("1"), name, |b, t| b.idempotence_version(parse::<String>(t)), |s| s.qos.dedup.version.clone()),
+        row!("idempotence_cache_size", "PROSODY_IDEMPOTENCE_CACHE_SIZE", Some("8192"), size, |b, t| b.idempotence_cache_size(parse(t)), |s| s.qos.dedup.cache_size.to_string()),
+        row!("idempotence_ttl", "PROSODY_IDEMPOTENCE_TTL", Some("7days"), |n| millis(n, 1000, 864_000_000), |b, t| b.idempotence_ttl(parse(t)), |s| duration(s.qos.dedup.ttl)),
+        row!("monopolization_enabled", "PROSODY_MONOPOLIZATION_ENABLED", Some("true"), flag, |b, t| b.monopolization_enabled(parse(t)), |s| s.qos.monopolization.enabled.to_string()),
+        row!("monopolization_threshold", "PROSODY_MONOPOLIZATION_THRESHOLD", Some("0.9"), share, |b, t| b.monopolization_threshold(parse(t)), |s| s.qos.monopolization.threshold.to_string()),
+        row!("monopolization_window", "PROSODY_MONOPOLIZATION_WINDOW", Some("5m"), |n| millis(n, 1, 86_400_000), |b, t| b.monopolization_window(parse(t)), |s| duration(s.qos.monopolization.window)),
+        row!("monopolization_cache_size", "PROSODY_MONOPOLIZATION_CACHE_SIZE", Some("8192"), size, |b, t| b.monopolization_cache_size(parse(t)), |s| s.qos.monopolization.cache_size.to_string()),
+        row!("scheduler_failure_weight", "PROSODY_SCHEDULER_FAILURE_WEIGHT", Some("0.3"), share, |b, t| b.scheduler_failure_weight(parse(t)), |s| s.qos.scheduler.failure_weight.to_string()),
+        row!("scheduler_max_wait", "PROSODY_SCHEDULER_MAX_WAIT", Some("2m"), |n| millis(n, 1, 86_400_000), |b, t| b.scheduler_max_wait(parse(t)), |s| duration(s.qos.scheduler.max_wait)),
+        row!("scheduler_wait_weight", "PROSODY_SCHEDULER_WAIT_WEIGHT", Some("200"), |n| (n % 10_000).to_string(), |b, t| b.scheduler_wait_weight(parse(t)), |s| s.qos.scheduler.wait_weight.to_string()),
+        row!("scheduler_cache_size", "PROSODY_SCHEDULER_CACHE_SIZE", Some("8192"), size, |b, t| b.scheduler_cache_size(parse(t)), |s| s.qos.scheduler.cache_size.to_string()),
+        row!("telemetry_topic", "PROSODY_TELEMETRY_TOPIC", Some("prosody.telemetry-events"), name, |b, t| b.telemetry_topic(parse::<String>(t)), |s| s.qos.telemetry.as_deref().unwrap_or_default().to_owned()),
+        row!("telemetry_enabled", "PROSODY_TELEMETRY_ENABLED", Some("true"), flag, |b, t| b.telemetry_enabled(parse(t)), |s| s.qos.telemetry.is_some().to_string()),
+        row!("defer_enabled", "PROSODY_DEFER_ENABLED", Some("true"), flag, |b, t| b.defer_enabled(parse(t)), |s| s.qos.defer.enabled.to_string()),
+        row!("defer_base", "PROSODY_DEFER_BASE", Some("1s"), |n| millis(n, 1, 3_600_000), |b, t| b.defer_base(parse(t)), |s| duration(s.qos.defer.base)),
+        row!("defer_max_delay", "PROSODY_DEFER_MAX_DELAY", Some("1day"), |n| millis(n, 1000, 864_000_000), |b, t| b.defer_max_delay(parse(t)), |s| duration(s.qos.defer.max_delay)),
+        row!("defer_failure_threshold", "PROSODY_DEFER_FAILURE_THRESHOLD", Some("0.9"), share, |b, t| b.defer_failure_threshold(parse(t)), |s| s.qos.defer.failure_threshold.to_string()),
+        row!("defer_failure_window", "PROSODY_DEFER_FAILURE_WINDOW", Some("5m"), |n| millis(n, 1, 86_400_000), |b, t| b.defer_failure_window(parse(t)), |s| duration(s.qos.defer.failure_window)),
+        row!("loader_cache_size", "PROSODY_LOADER_CACHE_SIZE", Some("1024"), size, |b, t| b.loader_cache_size(parse(t)), |s| s.qos.loader.cache_size.to_string()),
+        row!("loader_seek_timeout", "PROSODY_LOADER_SEEK_TIMEOUT", Some("30s"), |n| millis(n, 1, 600_000), |b, t| b.loader_seek_timeout(parse(t)), |s| duration(s.qos.loader.seek_timeout)),
+        row!("loader_discard_threshold", "PROSODY_LOADER_DISCARD_THRESHOLD", Some("100"), |n| (n % 100_000).to_string(), |b, t| b.loader_discard_threshold(parse(t)), |s| s.qos.loader.discard_threshold.to_string()),
+        row!("probe_port", "PROSODY_PROBE_PORT", Some("8000"), |n| if n % 5 == 0 { "none".to_owned() } else { (n % 65_536).to_string() }, |b, t| match parse::<ProbePort>(t) { ProbePort::Port(port) => b.probe_port(port), ProbePort::Disabled => b.disable_probe() }, |s| s.observe.probe_port.to_string()),
+        row!("statistics_interval", "PROSODY_STATISTICS_INTERVAL", Some("5s"), |n| millis(n, 1, 86_400_000), |b, t| b.statistics_interval(parse(t)), |s| duration(s.observe.statistics_interval)),
+        row!("message_spans", "PROSODY_MESSAGE_SPANS", Some("child"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |b, t| b.message_spans(parse(t)), |s| s.observe.message_spans.to_string()),
+        row!("timer_spans", "PROSODY_TIMER_SPANS", Some("follows_from"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |b, t| b.timer_spans(parse(t)), |s| s.observe.timer_spans.to_string()),
+        row!("cassandra_nodes", "PROSODY_CASSANDRA_NODES", None, names, |b, t| b.cassandra_nodes(parse::<Vec<String>>(t)), |s| s.cassandra.nodes.join(",")),
+        row!("cassandra_keyspace", "PROSODY_CASSANDRA_KEYSPACE", Some("prosody"), name, |b, t| b.cassandra_keyspace(parse::<String>(t)), |s| s.cassandra.keyspace.clone()),
+        row!("cassandra_user", "PROSODY_CASSANDRA_USER", None, name, |b, t| b.cassandra_user(parse::<String>(t)), |s| s.cassandra.user.clone().unwrap_or_default()),
+        row!("cassandra_datacenter", "PROSODY_CASSANDRA_DATACENTER", None, name, |b, t| b.cassandra_datacenter(parse::<String>(t)), |s| s.cassandra.datacenter.clone().unwrap_or_default()),
+        row!("cassandra_rack", "PROSODY_CASSANDRA_RACK", None, name, |b, t| b.cassandra_rack(parse::<String>(t)), |s| s.cassandra.rack.clone().unwrap_or_default()),
+        row!("cassandra_retention", "PROSODY_CASSANDRA_RETENTION", Some("1year"), |n| millis(n, 1000, 864_000_000_000), |b, t| b.cassandra_retention(parse(t)), |s| duration(s.cassandra.retention)),
+        row!("defer_store_cache_size", "PROSODY_DEFER_STORE_CACHE_SIZE", Some("8192"), size, |b, t| b.defer_store_cache_size(parse(t)), |s| s.cassandra.defer_store_cache_size.to_string()),
     ]
 }
 
-/// Options with a group and mock mode, and nothing else set.
-fn base() -> Options {
-    Options {
-        group_id: Some("g".to_owned()),
-        mock: Some(true),
-        ..Options::default()
-    }
+type Builder = ClientBuilder<JsonCodec>;
+
+/// A builder in mock mode with a group, and nothing else set.
+fn base() -> Builder {
+    ClientBuilder::new(JsonCodec::new())
+        .mock(true)
+        .group_id("g")
 }
 
-fn resolve(options: Options, vars: &HashMap<String, String>) -> Settings {
-    options
+fn resolve(builder: Builder, vars: &HashMap<String, String>) -> Settings {
+    builder
+        .into_options()
         .resolve(&Env::from_fn(|name: &str| vars.get(name).cloned()))
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -163,20 +166,16 @@ proptest! {
     fn builder_beats_environment_beats_default(a in any::<u64>(), b in any::<u64>()) {
         for row in rows() {
             let (mine, theirs) = ((row.value)(a), (row.value)(b));
-            let mut options = base();
-            if row.option == "group_id" {
-                options.group_id = None;
-            }
             let env = |value: &str| HashMap::from([(row.variable.to_owned(), value.to_owned())]);
-            let mut set = base();
-            (row.set)(&mut set, &mine);
-            let both = resolve(set, &env(&theirs));
+            let both = resolve((row.set)(base(), &mine), &env(&theirs));
             prop_assert_eq!((row.get)(&both), mine.clone(), "{} from the builder", row.option);
-            let from_env = if row.option == "group_id" {
-                resolve(options, &env(&theirs))
+            // The group is required: for its own row, leave it to the environment.
+            let unset = if row.option == "group_id" {
+                ClientBuilder::new(JsonCodec::new()).mock(true)
             } else {
-                resolve(base(), &env(&theirs))
+                base()
             };
+            let from_env = resolve(unset, &env(&theirs));
             prop_assert_eq!((row.get)(&from_env), theirs, "{} from the environment", row.option);
             if let Some(default) = row.default {
                 let neither = resolve(base(), &HashMap::new());
