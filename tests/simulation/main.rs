@@ -1,9 +1,10 @@
 //! The whole system under faults, simulated: each scenario comes from one
-//! `u64` seed (see `scenario.rs`) and runs the real runtime, stack and
-//! in-memory broker and stores under a paused clock, with members joining,
-//! leaving and crashing (dropped without draining) while records fail,
-//! panic, schedule timers and repeat. A checker then compares what happened
-//! with what the library promises.
+//! `u64` seed (see `scenario.rs`) and runs the real runtime and pipeline
+//! stack on the in-memory broker and stores under a paused clock, with
+//! members joining, leaving and crashing (dropped without draining) while
+//! records fail, panic, schedule timers and repeat, and while the broker
+//! and stores fail calls (`faults.rs`). A checker then compares what
+//! happened with what the library promises.
 //!
 //! `SIM_SCENARIOS=n` runs seeds `0..n` (default 1,000); `SIM_SEED=s` runs one
 //! seed. A failing seed prints the command that replays it.
@@ -16,16 +17,29 @@
     reason = "test code fails loudly"
 )]
 
+mod faults;
 mod handler;
 mod scenario;
 
+use faults::{Faults, FaultyBroker, FaultyDedup, FaultyDefer, FaultyTimers};
 use handler::{Observed, Probe, SimHandler};
-use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
-use prosody::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore, ProsodyClient};
-use prosody_core::JsonCodec;
+use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
+use prosody::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
+use prosody_core::dedup::{DedupConfig, DedupLayer};
+use prosody_core::defer::{DeferConfig, DeferLayer};
+use prosody_core::loader::{BrokerLoader, LoaderConfig};
+use prosody_core::monopolization::{MonopolizationConfig, MonopolizationLayer};
+use prosody_core::retry::{RetryConfig, RetryLayer};
+use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
+use prosody_core::shutdown::ShutdownLayer;
+use prosody_core::telemetry::{NoTelemetry, TelemetryLayer};
+use prosody_core::timeout::{TimeoutConfig, TimeoutLayer};
+use prosody_core::{HandlerService, JsonCodec, Runtime, RuntimeConfig};
 use scenario::{Change, Scenario, Script};
 use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
 use std::time::Duration;
+use tower::ServiceBuilder;
 
 const TOPIC: &str = "events";
 const GROUP: &str = "group";
@@ -33,40 +47,93 @@ const GROUP: &str = "group";
 /// and its retries back off for minutes at most.
 const DEADLINE: Duration = Duration::from_secs(3600);
 
+/// Commit intervals to wait, at most, for the last commits.
+const COMMIT_INTERVALS: usize = 60;
+
+fn committed_to_the_end(world: &World, partitions: i32) -> bool {
+    (0..partitions).all(|partition| {
+        let tp = TopicPartition::new(TOPIC, partition);
+        world.broker.committed_offset(GROUP, &tp).unwrap_or(0)
+            == world.broker.end_offset(&tp).expect("partition")
+    })
+}
+
 /// Failing scenarios reported before the run stops.
 const REPORTED: usize = 5;
 
-type Client = ProsodyClient<JsonCodec<Script>>;
-
+/// What the members share: the broker and the stores, each behind its
+/// fault injector.
 struct World {
     broker: MemoryBroker,
     timers: MemoryTimerStore,
     deferred: MemoryDeferStore,
     dedup: MemoryDedupStore,
+    faults: Faults,
     probe: Probe,
     max_concurrency: usize,
 }
 
 impl World {
-    async fn member(&self) -> Client {
-        let client = ProsodyClient::builder()
-            .codec(JsonCodec::<Script>::new())
-            .memory_broker(self.broker.clone())
-            .memory_timer_store(self.timers.clone())
-            .memory_defer_store(self.deferred.clone())
-            .memory_dedup_store(self.dedup.clone())
-            .group_id(GROUP)
-            .subscribed_topics([TOPIC])
-            .max_concurrency(self.max_concurrency)
-            .max_uncommitted(16)
-            .build()
-            .await
-            .expect("client");
-        let handler = SimHandler {
-            probe: self.probe.clone(),
+    fn faulty_broker(&self) -> FaultyBroker<MemoryBroker> {
+        FaultyBroker {
+            inner: self.broker.clone(),
+            faults: self.faults.clone(),
+        }
+    }
+
+    /// A member: the pipeline stack (dedup, retry, defer, monopolization,
+    /// shutdown, scheduler, timeout, telemetry, handler) on a runtime of its
+    /// own. Dropping it is a crash; `shutdown` drains.
+    async fn member(&self) -> Runtime {
+        let codec = JsonCodec::<Script>::new();
+        let broker = self.faulty_broker();
+        let dedup = DedupLayer::new(
+            DedupConfig::default(),
+            FaultyDedup {
+                inner: self.dedup.clone(),
+                faults: self.faults.clone(),
+            },
+        );
+        let defer = DeferLayer::new(
+            DeferConfig::default(),
+            FaultyDefer {
+                inner: self.deferred.clone(),
+                faults: self.faults.clone(),
+            },
+            BrokerLoader::new(broker.clone(), &LoaderConfig::default()),
+            codec.clone(),
+        )
+        .drain_through(dedup.clone());
+        let scheduler = SchedulerConfig {
+            max_concurrency: NonZeroUsize::new(self.max_concurrency).expect("positive"),
+            ..SchedulerConfig::default()
         };
-        client.subscribe(handler).await.expect("subscribe");
-        client
+        let stack = ServiceBuilder::new()
+            .layer(dedup)
+            .layer(RetryLayer::new(RetryConfig::default()))
+            .layer(defer)
+            .layer(MonopolizationLayer::new(&MonopolizationConfig::default()))
+            .layer(ShutdownLayer::new())
+            .layer(SchedulerLayer::new(scheduler))
+            .layer(TimeoutLayer::new(TimeoutConfig::default()))
+            .layer(TelemetryLayer::new(NoTelemetry))
+            .service(HandlerService::new(SimHandler {
+                probe: self.probe.clone(),
+            }));
+        let consumer = broker
+            .consumer(&ConsumerConfig {
+                group_id: GROUP.to_owned(),
+                topics: vec![TOPIC.into()],
+            })
+            .await
+            .expect("consumer");
+        let mut config = RuntimeConfig::new(GROUP);
+        config.max_uncommitted = NonZeroUsize::new(16).expect("positive");
+        let timers = FaultyTimers {
+            inner: self.timers.clone(),
+            faults: self.faults.clone(),
+        };
+        Runtime::spawn(consumer, stack, codec, timers, config)
     }
 }
 
@@ -108,6 +175,7 @@ async fn simulate(seed: u64) -> Result<(), String> {
         timers: MemoryTimerStore::new(),
         deferred: MemoryDeferStore::new(),
         dedup: MemoryDedupStore::new(),
+        faults: Faults::new(seed, scenario.fault_percent),
         probe: Probe::default(),
         max_concurrency: scenario.max_concurrency,
     };
@@ -155,8 +223,14 @@ async fn simulate(seed: u64) -> Result<(), String> {
             .until(|o| settled(records, o) == records.len() && all_fired(o)),
     )
     .await;
-    // A commit interval, for the last offsets to be committed.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Commit intervals pass until every partition is committed to its end
+    // (a commit may fail, and is tried again at the next interval).
+    for _ in 0..COMMIT_INTERVALS {
+        if committed_to_the_end(&world, scenario.partitions) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     let result = check(&scenario, &world, done.is_ok());
     for member in live {
         member.shutdown().await;
@@ -182,11 +256,20 @@ fn check(scenario: &Scenario, world: &World, finished: bool) -> Result<(), Strin
             observed.timers_kept, observed.fired
         ));
     }
-    // Per key, the first success of each record follows offset order.
+    // Per key, the first success of each record follows offset order. A
+    // duplicate (by id) of a record that already succeeded is the same
+    // event again: handling it later is at-least-once, not disorder.
     let mut first = HashSet::new();
+    let mut ids = HashSet::new();
     let mut last: HashMap<&str, (i32, i64)> = HashMap::new();
-    for (key, partition, offset, _) in &observed.successes {
+    for (key, partition, offset, n) in &observed.successes {
         if !first.insert((*partition, *offset)) {
+            continue;
+        }
+        let id = usize::try_from(*n)
+            .ok()
+            .and_then(|n| records[n].id.as_deref());
+        if id.is_some_and(|id| !ids.insert(id)) {
             continue;
         }
         if let Some(&(p, o)) = last.get(key.as_str()) {

@@ -69,6 +69,8 @@ pub struct Scenario {
     pub records: Vec<Script>,
     /// Changes, each after this many records were handled.
     pub changes: Vec<(usize, Change)>,
+    /// The share of broker and store calls that fail, in percent.
+    pub fault_percent: u64,
 }
 
 impl Scenario {
@@ -121,11 +123,13 @@ impl Scenario {
             changes.push((after, change));
         }
         changes.sort_by_key(|(after, _)| *after);
+        let fault_percent = if rng.chance(33) { 0 } else { rng.range(1, 10) };
         Self {
             partitions,
             max_concurrency,
             records,
             changes,
+            fault_percent,
         }
     }
 }
