@@ -126,8 +126,7 @@ impl<C: Consumer> Consumer for FaultyConsumer<C> {
     }
 }
 
-/// A timer store whose reads fail now and then. (Writes do not fail here:
-/// see TESTING.md for why.)
+/// A timer store whose every call fails now and then.
 #[derive(Clone)]
 pub struct FaultyTimers<T> {
     pub inner: T,
@@ -150,6 +149,7 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         kind: TimerKind,
         time: Timestamp,
     ) -> Result<(), StoreError> {
+        self.faults.store("unscheduling a timer")?;
         self.inner.unschedule(partition, key, kind, time).await
     }
 
