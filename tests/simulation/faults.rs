@@ -2,6 +2,7 @@
 //! some calls transiently, drawn from the scenario's seed. The production
 //! backends stay free of test hooks.
 
+use crate::handler::Probe;
 use crate::scenario::Rng;
 use prosody::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Record, TopicPartition,
@@ -126,11 +127,14 @@ impl<C: Consumer> Consumer for FaultyConsumer<C> {
     }
 }
 
-/// A timer store whose every call fails now and then.
+/// A timer store whose every call fails now and then. It tells the probe
+/// which application timers were written: a handler cannot know whether its
+/// timers' commit, after it returned, succeeded.
 #[derive(Clone)]
 pub struct FaultyTimers<T> {
     pub inner: T,
     pub faults: Faults,
+    pub probe: Probe,
 }
 
 impl<T: TimerStore> TimerStore for FaultyTimers<T> {
@@ -139,7 +143,12 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         partition: &TopicPartition,
         entry: TimerEntry,
     ) -> Result<(), StoreError> {
-        self.inner.schedule(partition, entry).await
+        self.faults.store("scheduling a timer")?;
+        let written = (entry.kind == TimerKind::Application)
+            .then(|| (entry.key.to_string(), entry.time.as_millis()));
+        self.inner.schedule(partition, entry).await?;
+        self.probe.lock().timers_written.extend(written);
+        Ok(())
     }
 
     async fn unschedule(
@@ -159,6 +168,7 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         key: &Key,
         kind: TimerKind,
     ) -> Result<(), StoreError> {
+        self.faults.store("clearing timers")?;
         self.inner.clear(partition, key, kind).await
     }
 

@@ -23,6 +23,8 @@ pub struct Observed {
     pub timers_kept: BTreeSet<(String, i64)>,
     /// Timers scheduled by a failed attempt.
     pub timers_dropped: BTreeSet<(String, i64)>,
+    /// Application timers the store accepted (`FaultyTimers`).
+    pub timers_written: BTreeSet<(String, i64)>,
     /// (key, millis, fired at millis) of each timer call.
     pub fired: Vec<(String, i64, i64)>,
     pub violations: Vec<String>,

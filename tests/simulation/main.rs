@@ -132,6 +132,7 @@ impl World {
         let timers = FaultyTimers {
             inner: self.timers.clone(),
             faults: self.faults.clone(),
+            probe: self.probe.clone(),
         };
         Runtime::spawn(consumer, stack, codec, timers, config)
     }
@@ -155,7 +156,8 @@ fn settled(records: &[Script], observed: &Observed) -> usize {
         .count()
 }
 
-/// The timers that must fire: kept by a successful attempt.
+/// The timers that must fire: kept by a successful attempt whose commit
+/// reached the store.
 fn all_fired(observed: &Observed) -> bool {
     let fired: HashSet<(&str, i64)> = observed
         .fired
@@ -164,7 +166,7 @@ fn all_fired(observed: &Observed) -> bool {
         .collect();
     observed
         .timers_kept
-        .iter()
+        .intersection(&observed.timers_written)
         .all(|(key, at)| fired.contains(&(key.as_str(), *at)))
 }
 
