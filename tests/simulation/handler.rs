@@ -23,6 +23,8 @@ pub struct Observed {
     pub timers_kept: BTreeSet<(String, i64)>,
     /// Timers scheduled by a failed attempt.
     pub timers_dropped: BTreeSet<(String, i64)>,
+    /// Timers cleared by a successful attempt before they fired.
+    pub timers_cleared: BTreeSet<(String, i64)>,
     /// Application timers the store accepted (`FaultyTimers`).
     pub timers_written: BTreeSet<(String, i64)>,
     /// (key, millis, fired at millis) of each timer call.
@@ -104,7 +106,14 @@ impl EventHandler for SimHandler {
             *attempt += 1;
             *attempt
         };
+        if script.slow_first && attempt == 1 {
+            // Past the attempt timeout: the call is dropped.
+            tokio::time::sleep(crate::TIMEOUT * 2).await;
+        }
         tokio::time::sleep(Duration::from_millis(script.latency_ms)).await;
+        if script.clears {
+            context.clear_scheduled().map_err(HandlerError::transient)?;
+        }
         let timer = script.timer_in.map(|seconds| {
             // Whole seconds, distinct per attempt.
             let now = clock::now().as_millis() / 1000;
@@ -131,6 +140,22 @@ impl EventHandler for SimHandler {
         let mut observed = self.probe.lock();
         match &outcome {
             Ok(()) => {
+                if script.clears {
+                    // Its key's timers that have not fired need not fire.
+                    let fired: BTreeSet<(String, i64)> = observed
+                        .fired
+                        .iter()
+                        .map(|(key, at, _)| (key.clone(), *at))
+                        .collect();
+                    let cleared: Vec<(String, i64)> = observed
+                        .timers_kept
+                        .iter()
+                        .filter(|(k, _)| *k == key)
+                        .filter(|timer| !fired.contains(*timer))
+                        .cloned()
+                        .collect();
+                    observed.timers_cleared.extend(cleared);
+                }
                 observed.succeeded.insert(script.n);
                 observed
                     .successes

@@ -41,7 +41,13 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 use tower::ServiceBuilder;
 
-const TOPIC: &str = "events";
+/// The topic of index `n`.
+fn topic(n: u8) -> String {
+    format!("events-{n}")
+}
+
+/// The attempt timeout; some first attempts outlast it.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
 const GROUP: &str = "group";
 /// Virtual time a scenario may take: its timers are at most a minute out
 /// and its retries back off for minutes at most.
@@ -51,12 +57,21 @@ const DEADLINE: Duration = Duration::from_secs(3600);
 const COMMIT_INTERVALS: usize = 60;
 
 fn committed_to_the_end(world: &World, partitions: i32) -> bool {
-    (0..partitions).all(|partition| {
-        let tp = TopicPartition::new(TOPIC, partition);
+    all_partitions(world.topics, partitions).all(|tp| {
         world.broker.committed_offset(GROUP, &tp).unwrap_or(0)
             == world.broker.end_offset(&tp).expect("partition")
     })
 }
+
+fn all_partitions(topics: u8, partitions: i32) -> impl Iterator<Item = TopicPartition> {
+    (0..topics).flat_map(move |t| (0..partitions).map(move |p| TopicPartition::new(topic(t), p)))
+}
+
+/// Seeds that once failed, run in every default run: 156 (a duplicate
+/// handled again by a member that did not share the dedup store, then
+/// judged out of order) and 9970 (commits failing twice in a row outlasted
+/// a fixed wait for the last commit).
+const REGRESSIONS: &[u64] = &[156, 9970];
 
 /// Failing scenarios reported before the run stops.
 const REPORTED: usize = 5;
@@ -71,6 +86,7 @@ struct World {
     faults: Faults,
     probe: Probe,
     max_concurrency: usize,
+    topics: u8,
 }
 
 impl World {
@@ -115,7 +131,7 @@ impl World {
             .layer(MonopolizationLayer::new(&MonopolizationConfig::default()))
             .layer(ShutdownLayer::new())
             .layer(SchedulerLayer::new(scheduler))
-            .layer(TimeoutLayer::new(TimeoutConfig::default()))
+            .layer(TimeoutLayer::new(TimeoutConfig { timeout: TIMEOUT }))
             .layer(TelemetryLayer::new(NoTelemetry))
             .service(HandlerService::new(SimHandler {
                 probe: self.probe.clone(),
@@ -123,7 +139,7 @@ impl World {
         let consumer = broker
             .consumer(&ConsumerConfig {
                 group_id: GROUP.to_owned(),
-                topics: vec![TOPIC.into()],
+                topics: (0..self.topics).map(|t| topic(t).into()).collect(),
             })
             .await
             .expect("consumer");
@@ -167,6 +183,7 @@ fn all_fired(observed: &Observed) -> bool {
     observed
         .timers_kept
         .intersection(&observed.timers_written)
+        .filter(|timer| !observed.timers_cleared.contains(*timer))
         .all(|(key, at)| fired.contains(&(key.as_str(), *at)))
 }
 
@@ -180,17 +197,20 @@ async fn simulate(seed: u64) -> Result<(), String> {
         faults: Faults::new(seed, scenario.fault_percent),
         probe: Probe::default(),
         max_concurrency: scenario.max_concurrency,
+        topics: scenario.topics,
     };
-    world
-        .broker
-        .create_topic(TOPIC, scenario.partitions)
-        .expect("topic");
+    for t in 0..scenario.topics {
+        world
+            .broker
+            .create_topic(&topic(t), scenario.partitions)
+            .expect("topic");
+    }
     let producer = world.broker.producer().expect("producer");
     for script in &scenario.records {
         let payload = serde_json::to_vec(script).expect("encode");
         producer
             .send(
-                OutgoingRecord::new(TOPIC, script.key.clone(), payload),
+                OutgoingRecord::new(topic(script.topic), script.key.clone(), payload),
                 Duration::from_secs(1),
             )
             .await
@@ -300,8 +320,8 @@ fn check(scenario: &Scenario, world: &World, finished: bool) -> Result<(), Strin
         }
     }
     // Every partition is committed to its end.
-    for partition in 0..scenario.partitions {
-        let tp = TopicPartition::new(TOPIC, partition);
+    for tp in all_partitions(scenario.topics, scenario.partitions) {
+        let partition = &tp;
         let end = world.broker.end_offset(&tp).expect("partition");
         let committed = world.broker.committed_offset(GROUP, &tp).unwrap_or(0);
         if committed != end {
@@ -328,9 +348,12 @@ fn setting(name: &str) -> Option<u64> {
 
 #[test]
 fn scenarios_keep_every_promise() {
-    let seeds: Vec<u64> = match setting("SIM_SEED") {
-        Some(seed) => vec![seed],
-        None => (0..setting("SIM_SCENARIOS").unwrap_or(1_000)).collect(),
+    let seeds: Vec<u64> = if let Some(seed) = setting("SIM_SEED") {
+        vec![seed]
+    } else {
+        let count = setting("SIM_SCENARIOS").unwrap_or(1_000);
+        let extra = REGRESSIONS.iter().filter(|seed| **seed >= count);
+        (0..count).chain(extra.copied()).collect()
     };
     // Scripted panics are expected: keep them out of the output.
     let hook = std::panic::take_hook();

@@ -32,7 +32,13 @@ impl Rng {
 
 /// What the handler does with one record, carried in its payload.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each flag is one scripted behaviour"
+)]
 pub struct Script {
+    /// The topic: `events-0` or `events-1`.
+    pub topic: u8,
     pub key: String,
     /// The record's number in the workload, to tell records apart.
     pub n: u64,
@@ -41,6 +47,10 @@ pub struct Script {
     pub failures: u32,
     /// The first attempt panics (caught as a transient failure).
     pub panics: bool,
+    /// The first attempt outlasts the attempt timeout.
+    pub slow_first: bool,
+    /// Clears the key's timers (before scheduling its own, if any).
+    pub clears: bool,
     /// The record fails for good: logged and settled, never retried.
     pub permanent: bool,
     /// Schedules a timer this many seconds ahead (each attempt schedules
@@ -64,6 +74,7 @@ pub enum Change {
 
 #[derive(Debug)]
 pub struct Scenario {
+    pub topics: u8,
     pub partitions: i32,
     pub max_concurrency: usize,
     pub records: Vec<Script>,
@@ -76,6 +87,7 @@ pub struct Scenario {
 impl Scenario {
     pub fn generate(seed: u64) -> Self {
         let mut rng = Rng::new(seed);
+        let topics = u8::try_from(rng.range(1, 2)).unwrap_or(1);
         let partitions = i32::try_from(rng.range(1, 4)).unwrap_or(1);
         let max_concurrency = usize::try_from(rng.range(1, 8)).unwrap_or(1);
         let keys = rng.range(1, 10);
@@ -88,6 +100,7 @@ impl Scenario {
             } else {
                 rng.range(0, keys - 1)
             };
+            let topic = u8::try_from(rng.range(0, u64::from(topics) - 1)).unwrap_or(0);
             let duplicate = !records.is_empty() && rng.chance(5);
             let script = if duplicate {
                 let copied = usize::try_from(rng.range(0, records.len() as u64 - 1)).unwrap_or(0);
@@ -96,7 +109,9 @@ impl Scenario {
                 copy
             } else {
                 Script {
-                    key: format!("key-{key}"),
+                    topic,
+                    // Keys are per topic.
+                    key: format!("t{topic}-key-{key}"),
                     n,
                     latency_ms: rng.range(0, 50),
                     failures: if rng.chance(25) {
@@ -105,6 +120,8 @@ impl Scenario {
                         0
                     },
                     panics: rng.chance(5),
+                    slow_first: rng.chance(5),
+                    clears: rng.chance(10),
                     permanent: rng.chance(5),
                     timer_in: rng.chance(20).then(|| rng.range(1, 30)),
                     id: rng.chance(30).then(|| format!("id-{n}")),
@@ -125,6 +142,7 @@ impl Scenario {
         changes.sort_by_key(|(after, _)| *after);
         let fault_percent = if rng.chance(33) { 0 } else { rng.range(1, 10) };
         Self {
+            topics,
             partitions,
             max_concurrency,
             records,
