@@ -2,10 +2,12 @@
 //! some calls transiently, drawn from the scenario's seed. The production
 //! backends stay free of test hooks.
 
-use crate::handler::Probe;
+use crate::handler::{Entry, Probe, What};
 use crate::scenario::Rng;
+use crate::scenario::Script;
 use prosody::broker::{
-    Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Record, TopicPartition,
+    Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Delivery, OutgoingRecord,
+    Producer, Record, TopicPartition,
 };
 use prosody_core::Key;
 use prosody_core::clock::Timestamp;
@@ -64,11 +66,57 @@ impl Faults {
 pub struct FaultyBroker<B> {
     pub inner: B,
     pub faults: Faults,
+    pub probe: Probe,
+}
+
+/// A producer whose sends fail now and then; it tells the probe which
+/// records (by their script's number) reached the failure topic.
+#[derive(Clone)]
+pub struct FaultyProducer<P> {
+    inner: P,
+    faults: Faults,
+    probe: Probe,
+}
+
+impl<P: Producer> Producer for FaultyProducer<P> {
+    async fn send(
+        &self,
+        record: OutgoingRecord,
+        timeout: Duration,
+    ) -> Result<Delivery, BrokerError> {
+        self.faults.broker("a send")?;
+        let n = record
+            .payload
+            .as_deref()
+            .and_then(|payload| serde_json::from_slice::<Script>(payload).ok())
+            .map(|script| script.n);
+        let delivery = self.inner.send(record, timeout).await?;
+        let mut observed = self.probe.lock();
+        if let Some(n) = n {
+            observed.routed.insert(n);
+            // Where the record was consumed: its last call's entry.
+            let last = observed
+                .log
+                .iter()
+                .rev()
+                .find(|entry| entry.n == n)
+                .cloned();
+            if let Some(last) = last {
+                observed.log.push(Entry {
+                    what: What::Routed,
+                    ..last
+                });
+            }
+        }
+        drop(observed);
+        self.probe.progress.notify_waiters();
+        Ok(delivery)
+    }
 }
 
 impl<B: Broker> Broker for FaultyBroker<B> {
     type Consumer = FaultyConsumer<B::Consumer>;
-    type Producer = B::Producer;
+    type Producer = FaultyProducer<B::Producer>;
 
     async fn consumer(&self, config: &ConsumerConfig) -> Result<Self::Consumer, BrokerError> {
         Ok(FaultyConsumer {
@@ -78,7 +126,11 @@ impl<B: Broker> Broker for FaultyBroker<B> {
     }
 
     fn producer(&self) -> Result<Self::Producer, BrokerError> {
-        self.inner.producer()
+        Ok(FaultyProducer {
+            inner: self.inner.producer()?,
+            faults: self.faults.clone(),
+            probe: self.probe.clone(),
+        })
     }
 
     async fn read(

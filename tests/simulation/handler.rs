@@ -9,6 +9,28 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// How one handler call of a record ended, or the record's routing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum What {
+    Success,
+    Transient,
+    Permanent,
+    /// The call was dropped: past its timeout, or by a crash.
+    Abandoned,
+    /// Sent to the failure topic (low-latency).
+    Routed,
+}
+
+/// One entry of the log: what happened to which record.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub key: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub n: u64,
+    pub what: What,
+}
+
 /// Everything the members did, across crashes and restarts.
 #[derive(Default, Debug)]
 pub struct Observed {
@@ -23,6 +45,8 @@ pub struct Observed {
     pub timers_kept: BTreeSet<(String, i64)>,
     /// Timers scheduled by a failed attempt.
     pub timers_dropped: BTreeSet<(String, i64)>,
+    /// Records sent to the failure topic (low-latency mode).
+    pub routed: HashSet<u64>,
     /// Timers cleared by a successful attempt before they fired.
     pub timers_cleared: BTreeSet<(String, i64)>,
     /// Application timers the store accepted (`FaultyTimers`).
@@ -30,6 +54,8 @@ pub struct Observed {
     /// (key, millis, fired at millis) of each timer call.
     pub fired: Vec<(String, i64, i64)>,
     pub violations: Vec<String>,
+    /// Every call's end, and every routing, in order.
+    pub log: Vec<Entry>,
 }
 
 #[derive(Clone, Default)]
@@ -56,14 +82,17 @@ impl Probe {
 }
 
 /// Takes a key's slot for one call; gives it back however the call ends,
-/// a crash that drops the call included.
+/// a crash that drops the call included. A message call that is dropped
+/// before it ends is logged as abandoned.
 struct Running {
     probe: Probe,
     key: String,
+    /// The record (partition, offset, number), until its call ends.
+    record: Option<(i32, i64, u64)>,
 }
 
 impl Running {
-    fn start(probe: &Probe, key: &str) -> Self {
+    fn start(probe: &Probe, key: &str, record: Option<(i32, i64, u64)>) -> Self {
         let mut observed = probe.lock();
         if !observed.in_flight.insert(key.to_owned()) {
             observed
@@ -73,14 +102,32 @@ impl Running {
         Self {
             probe: probe.clone(),
             key: key.to_owned(),
+            record,
+        }
+    }
+
+    /// Logs how the call ended.
+    fn end(&mut self, observed: &mut Observed, what: What) {
+        if let Some((partition, offset, n)) = self.record.take() {
+            observed.log.push(Entry {
+                key: self.key.clone(),
+                partition,
+                offset,
+                n,
+                what,
+            });
         }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.probe.lock().in_flight.remove(&self.key);
-        self.probe.progress.notify_waiters();
+        let probe = self.probe.clone();
+        let mut observed = probe.lock();
+        self.end(&mut observed, What::Abandoned);
+        observed.in_flight.remove(&self.key);
+        drop(observed);
+        probe.progress.notify_waiters();
     }
 }
 
@@ -99,7 +146,8 @@ impl EventHandler for SimHandler {
     ) -> Result<(), HandlerError> {
         let script = message.payload;
         let key = context.key().to_string();
-        let running = Running::start(&self.probe, &key);
+        let record = (message.partition, message.offset, script.n);
+        let mut running = Running::start(&self.probe, &key, Some(record));
         let attempt = {
             let mut observed = self.probe.lock();
             let attempt = observed.attempts.entry(script.n).or_default();
@@ -126,7 +174,10 @@ impl EventHandler for SimHandler {
                 .map_err(HandlerError::transient)?;
         }
         if script.panics && attempt == 1 {
-            self.probe.lock().timers_dropped.extend(timer);
+            let mut observed = self.probe.lock();
+            observed.timers_dropped.extend(timer);
+            running.end(&mut observed, What::Transient);
+            drop(observed);
             drop(running);
             panic!("scripted panic");
         }
@@ -161,10 +212,14 @@ impl EventHandler for SimHandler {
                     .successes
                     .push((key, message.partition, message.offset, script.n));
                 observed.timers_kept.extend(timer);
+                running.end(&mut observed, What::Success);
             }
             Err(error) => {
                 if error.category() == prosody_core::Category::Permanent {
                     observed.failed_for_good.insert(script.n);
+                    running.end(&mut observed, What::Permanent);
+                } else {
+                    running.end(&mut observed, What::Transient);
                 }
                 observed.timers_dropped.extend(timer);
             }
@@ -176,7 +231,7 @@ impl EventHandler for SimHandler {
 
     async fn on_timer(&self, context: Context, timer: Timer) -> Result<(), HandlerError> {
         let key = context.key().to_string();
-        let _running = Running::start(&self.probe, &key);
+        let _running = Running::start(&self.probe, &key, None);
         let mut observed = self.probe.lock();
         observed
             .fired

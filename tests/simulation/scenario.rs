@@ -74,6 +74,7 @@ pub enum Change {
 
 #[derive(Debug)]
 pub struct Scenario {
+    pub mode: prosody::Mode,
     pub topics: u8,
     pub partitions: i32,
     pub max_concurrency: usize,
@@ -141,7 +142,13 @@ impl Scenario {
         }
         changes.sort_by_key(|(after, _)| *after);
         let fault_percent = if rng.chance(33) { 0 } else { rng.range(1, 10) };
+        let mode = match rng.range(0, 4) {
+            0 => prosody::Mode::LowLatency,
+            1 => prosody::Mode::BestEffort,
+            _ => prosody::Mode::Pipeline,
+        };
         Self {
+            mode,
             topics,
             partitions,
             max_concurrency,

@@ -65,13 +65,18 @@ where
                 StateProjection::Calling(attempt) => {
                     let error = match ready!(attempt.poll(cx)) {
                         Ok(response) => return Poll::Ready(Ok(response)),
-                        Err(error)
-                            if error.category() == Category::Terminal
-                                || this.context.is_shutting_down() =>
-                        {
-                            // Terminal stops the partition; during a shutdown
-                            // the event stays unsettled for the next owner.
+                        // Terminal stops the partition.
+                        Err(error) if error.category() == Category::Terminal => {
                             return Poll::Ready(Err(error));
+                        }
+                        Err(error) if this.context.is_shutting_down() => {
+                            // During a shutdown the event stays unsettled for
+                            // the next owner, which routes it: so the error is
+                            // transient whatever its category (a permanent one
+                            // would settle it, unrouted).
+                            return Poll::Ready(Err(HandlerError::transient(format!(
+                                "the partition shut down before the failure was routed: {error}"
+                            ))));
                         }
                         Err(error) => error,
                     };

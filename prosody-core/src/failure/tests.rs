@@ -123,3 +123,16 @@ async fn terminal_errors_pass_through_unrouted() {
     );
     assert!(producer.sent.lock().expect("sent").is_empty());
 }
+
+/// A permanent failure while the partition shuts down is not routed and not
+/// settled: the error turns transient, so the next owner routes it.
+#[tokio::test]
+async fn a_permanent_failure_during_shutdown_stays_unsettled_for_the_next_owner() {
+    let producer = Recording::default();
+    let service = FailureLayer::new(producer.clone(), config()).layer(failing(Category::Permanent));
+    let (request, shutdown, _) = testkit::message("k", 0u8, None);
+    shutdown.cancel();
+    let error = service.oneshot(request).await.err().map(|e| e.category());
+    assert_eq!(error, Some(Category::Transient));
+    assert!(producer.sent.lock().expect("sent").is_empty());
+}
