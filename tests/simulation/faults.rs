@@ -200,6 +200,7 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
             .then(|| (entry.key.to_string(), entry.time.as_millis()));
         self.inner.schedule(partition, entry).await?;
         self.probe.lock().timers_written.extend(written);
+        self.probe.progress.notify_waiters();
         Ok(())
     }
 

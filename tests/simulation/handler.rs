@@ -69,14 +69,19 @@ impl Probe {
         self.observed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Waits until `done` holds of what was observed.
+    /// Waits until `done` holds of what was observed, looking again at each
+    /// handler call's end and at least every (virtual) second, for changes
+    /// the stores make after the call.
     pub async fn until(&self, done: impl Fn(&Observed) -> bool) {
         loop {
             let notified = self.progress.notified();
             if done(&self.lock()) {
                 return;
             }
-            notified.await;
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
         }
     }
 }

@@ -59,6 +59,9 @@ const GROUP: &str = "group";
 /// and its retries back off for minutes at most.
 const DEADLINE: Duration = Duration::from_secs(3600);
 
+/// Further than any timer a record schedules (30 s, plus its attempt).
+const TIMER_HORIZON: Duration = Duration::from_secs(60);
+
 /// Commit intervals to wait, at most, for the last commits.
 const COMMIT_INTERVALS: usize = 60;
 
@@ -268,6 +271,10 @@ async fn simulate(seed: u64) -> Result<(), String> {
             .expect("send");
     }
 
+    // Start at a whole hour of the (paused) clock, so timers fall in the
+    // same seconds and timer slabs whatever the wall clock said at start.
+    let now = u64::try_from(prosody_core::clock::now().as_millis()).unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(3_600_000 - now % 3_600_000)).await;
     let records = &scenario.records;
     let mut live = vec![world.member().await];
     for &(after, change) in &scenario.changes {
@@ -293,9 +300,11 @@ async fn simulate(seed: u64) -> Result<(), String> {
     }
     let done = tokio::time::timeout(
         DEADLINE,
-        world
-            .probe
-            .until(|o| settled(world.mode, records, o) == records.len() && all_fired(o)),
+        world.probe.until(|o| {
+            settled(world.mode, records, o) == records.len()
+                && all_fired(o)
+                && world.deferred.stored_keys() == 0
+        }),
     )
     .await;
     // Commit intervals pass until every partition is committed to its end
@@ -306,6 +315,8 @@ async fn simulate(seed: u64) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    // Past the farthest timer a settled record could have scheduled.
+    tokio::time::sleep(TIMER_HORIZON).await;
     let result = check(&scenario, &world, done.is_ok());
     for member in live {
         member.shutdown().await;
@@ -401,6 +412,12 @@ fn check(scenario: &Scenario, world: &World, finished: bool) -> Result<(), Strin
         if !kept && observed.timers_dropped.contains(&(key.clone(), *at)) {
             return Err(format!("timer {key}@{at} of a failed attempt fired"));
         }
+    }
+    if !all_fired(&observed) {
+        return Err(format!(
+            "a timer the store took never fired: kept {:?}, fired {:?}",
+            observed.timers_kept, observed.fired
+        ));
     }
     // Every partition is committed to its end.
     for tp in all_partitions(scenario.topics, scenario.partitions) {

@@ -39,13 +39,14 @@ where
         let this = self.project();
         match ready!(this.attempt.poll(cx)) {
             Ok(response) => Poll::Ready(Ok(response)),
-            Err(error)
-                if error.category() == Category::Terminal || this.context.is_shutting_down() =>
-            {
-                // Terminal stops the partition; during a shutdown the event
-                // stays unsettled for the next owner, whatever failed.
-                Poll::Ready(Err(error))
-            }
+            // Terminal stops the partition.
+            Err(error) if error.category() == Category::Terminal => Poll::Ready(Err(error)),
+            // During a shutdown the event stays unsettled for the next owner,
+            // whatever failed: the error turns transient (a permanent one
+            // would settle it here).
+            Err(error) if this.context.is_shutting_down() => Poll::Ready(Err(
+                HandlerError::transient(format!("the partition shut down first: {error}")),
+            )),
             Err(error) => {
                 error!(
                     key = %this.context.key(), kind = *this.kind, category = %error.category(),

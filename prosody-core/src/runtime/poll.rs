@@ -116,7 +116,9 @@ where
                 },
             }
         }
-        let all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
+        // In order, so a run is the same from one process to the next.
+        let mut all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
+        all.sort_unstable();
         self.revoke(all).await;
         self.consumer.close().await;
         info!("consumer stopped");
