@@ -24,3 +24,16 @@ async fn transient_and_permanent_failures_settle_and_terminal_passes() {
         Err(Category::Terminal)
     );
 }
+
+/// While the partition shuts down, any failure stays unsettled (transient)
+/// for the next owner, which logs it.
+#[tokio::test]
+async fn a_failure_during_shutdown_stays_unsettled() {
+    let handler = service_fn(|_: EventRequest<u8>| {
+        std::future::ready(Err::<Option<u8>, _>(HandlerError::permanent("p")))
+    });
+    let (request, shutdown, _) = testkit::message("k", 0u8, None);
+    shutdown.cancel();
+    let result = LogLayer::new().layer(handler).oneshot(request).await;
+    assert_eq!(result.map_err(|e| e.category()), Err(Category::Transient));
+}
