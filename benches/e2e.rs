@@ -17,6 +17,9 @@
     reason = "bench code fails loudly and prints approximate figures"
 )]
 
+#[path = "support/memory.rs"]
+mod memory;
+
 use futures_util::StreamExt;
 use prosody::broker::{Broker, OutgoingRecord, Producer};
 use prosody::{
@@ -38,22 +41,6 @@ fn setting(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The peak resident set size of this process so far, in MiB.
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 /// CPU seconds (user and system) this process has used so far.
@@ -242,7 +229,7 @@ fn main() {
                 "{name:<34} {:>9.0} records/s  {:>5.2} of raw  peak RSS {:.0} MiB",
                 rate,
                 rate / raw,
-                peak_rss_mib()
+                memory::status_mib("VmHWM")
             );
         };
         report("raw rdkafka StreamConsumer", raw);

@@ -17,6 +17,9 @@
     reason = "bench code fails loudly and prints approximate figures"
 )]
 
+#[path = "support/memory.rs"]
+mod memory;
+
 use prosody::broker::TopicPartition;
 use prosody::{
     Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryTimerStore, Message,
@@ -29,26 +32,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// The resident set size of this process, in MiB.
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
-
 async fn schedule_rate_and_memory() {
     const TIMERS: u64 = 1_000_000;
     const KEYS: u64 = 100_000;
-    let before = rss_mib();
+    let before = memory::status_mib("VmRSS");
     let store = MemoryTimerStore::new();
     let partitions: Vec<TopicPartition> = (0..8).map(|p| TopicPartition::new("bench", p)).collect();
     let keys: Vec<prosody::Key> = (0..KEYS).map(|k| format!("key-{k}").into()).collect();
@@ -75,8 +62,8 @@ async fn schedule_rate_and_memory() {
     println!(
         "memory: {} timers stored; RSS {:.0} MiB (store about {:.0} MiB)",
         store.stored_timers(),
-        rss_mib(),
-        rss_mib() - before
+        memory::status_mib("VmRSS"),
+        memory::status_mib("VmRSS") - before
     );
 }
 
