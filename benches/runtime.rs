@@ -14,8 +14,8 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer};
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, HandlerService, JsonCodec, MemoryBroker,
-    MemoryTimerStore, Message, Timer,
+    Context, EventHandler, Excise, HandlerError, HandlerService, MemoryBroker, MemoryTimerStore,
+    Message, Timer,
 };
 use prosody_core::{Runtime, RuntimeConfig};
 use serde_json::Value;
@@ -89,7 +89,6 @@ async fn consume_all(broker: MemoryBroker) -> Duration {
     let runtime = Runtime::spawn(
         consumer,
         HandlerService::new(counter),
-        JsonCodec::<Value>::new(),
         MemoryTimerStore::new(),
         RuntimeConfig::new("bench"),
     );

@@ -14,8 +14,8 @@
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prosody::{
-    BoxError, Context, Event, EventHandler, EventRequest, EventService, Excise, HandlerError,
-    HandlerService, Headers, MemoryBroker, Message, ProsodyClient, Timer, Timestamp,
+    BoxError, Context, Encoded, Event, EventHandler, EventRequest, EventService, Excise,
+    HandlerError, HandlerService, Headers, MemoryBroker, Message, ProsodyClient, Timer, Timestamp,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -46,7 +46,7 @@ impl EventHandler for Noop {
 
 /// A message on one of 10,000 keys; with a fresh id (so dedup looks it up
 /// in its store and records it) or without one (dedup passes it).
-fn request(n: u64, with_id: bool, token: &CancellationToken) -> EventRequest<Value> {
+fn request(n: u64, with_id: bool, token: &CancellationToken) -> EventRequest<Encoded> {
     let key = format!("key-{}", n % 10_000);
     let id: Arc<str> = Arc::from(n.to_string());
     EventRequest {
@@ -62,9 +62,10 @@ fn request(n: u64, with_id: bool, token: &CancellationToken) -> EventRequest<Val
             partition: 0,
             offset: i64::try_from(n).unwrap_or(i64::MAX),
             timestamp: Timestamp::default(),
+            raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
             key: key.into(),
-            payload: json!({"id": n, "type": "bench.event"}),
-            raw: Bytes::new(),
+            payload: Encoded,
+            raw: Bytes::from(json!({"id": n, "type": "bench.event"}).to_string()),
             id: with_id.then_some(id),
             headers: Headers::new(),
         }),
@@ -73,7 +74,7 @@ fn request(n: u64, with_id: bool, token: &CancellationToken) -> EventRequest<Val
 
 async fn run<S>(service: S, iterations: u64, with_id: bool) -> Duration
 where
-    S: EventService<Value>,
+    S: EventService<Encoded>,
 {
     let token = CancellationToken::new();
     let mut total = Duration::ZERO;
@@ -97,7 +98,7 @@ where
 
 /// A fresh pipeline (fresh dedup cache and store) for each sample, so the
 /// figures do not depend on how many samples ran before.
-fn pipeline(rt: &tokio::runtime::Runtime) -> impl EventService<Value> {
+fn pipeline(rt: &tokio::runtime::Runtime) -> impl EventService<Encoded> {
     let client = rt
         .block_on(
             ProsodyClient::builder()

@@ -4,9 +4,7 @@
 //!
 //! Run with `cargo run --example custom_stack`.
 
-use prosody::{
-    Context, EventHandler, Excise, HandlerError, HandlerService, Message, ProsodyClient, Timer,
-};
+use prosody::{Context, EventHandler, Excise, HandlerError, Message, ProsodyClient, Timer};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,7 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(layers.scheduler())
         .layer(layers.timeout())
         .layer(layers.telemetry())
-        .service(HandlerService::new(worker));
+        .service(layers.handler(worker));
     client.subscribe_with(stack).await?;
 
     let keys: Vec<String> = (0..10).map(|n| format!("job-{n}")).collect();

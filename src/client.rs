@@ -10,7 +10,7 @@ use prosody_core::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition,
 };
 use prosody_core::{
-    Codec, CodecError, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
+    Codec, CodecError, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
     SOURCE_SYSTEM_HEADER,
 };
 use prosody_memory::MemoryTimerStore;
@@ -80,6 +80,12 @@ pub(crate) struct Inner<C> {
 }
 
 /// Produces records and consumes topics with one handler.
+///
+/// Clones share one client. Call [`ProsodyClient::shutdown`] before the
+/// last clone is dropped: dropping it without shutting down is a crash, in
+/// which nothing is drained or committed (the partitions' next owners
+/// handle again what was not committed, and the telemetry still queued is
+/// lost).
 ///
 /// Invariant: after [`ProsodyClient::shutdown`] starts, every operation fails
 /// with [`ClientError::ShutDown`], and at most one subscription runs at a time.
@@ -168,7 +174,6 @@ impl<C: Codec> ProsodyClient<C> {
     pub async fn subscribe<H>(&self, handler: H) -> Result<(), ClientError>
     where
         H: EventHandler<Payload = C::Value>,
-        C::Value: Clone,
     {
         let layers = &self.inner.layers;
         match layers.mode() {
@@ -188,10 +193,13 @@ impl<C: Codec> ProsodyClient<C> {
         &self.inner.layers
     }
 
-    /// Starts consuming with a complete stack: a handler wrapped in any
-    /// layers. Include [`Layers::scheduler`]: it is what bounds
+    /// Starts consuming with a complete stack: a handler service
+    /// ([`Layers::handler`], which decodes with this client's codec)
+    /// wrapped in any layers. The stack carries events
+    /// as they came off the broker ([`Encoded`]); the handler service
+    /// decodes them. Include [`Layers::scheduler`]: it is what bounds
     /// `max_concurrency`.
-    pub async fn subscribe_with<S: EventService<C::Value>>(
+    pub async fn subscribe_with<S: EventService<Encoded>>(
         &self,
         stack: S,
     ) -> Result<(), ClientError> {
@@ -223,7 +231,6 @@ impl<C: Codec> ProsodyClient<C> {
         claim.install(Runtime::spawn(
             consumer,
             stack,
-            self.inner.codec.clone(),
             self.inner.timers.clone(),
             settings.runtime.clone(),
         ));
@@ -302,6 +309,11 @@ impl<C: Codec> ProsodyClient<C> {
             problems.push("the consumer stopped unexpectedly".to_owned());
         }
         problems.extend(
+            self.halted_partitions()
+                .iter()
+                .map(|partition| format!("partition {partition} halted on a terminal error")),
+        );
+        problems.extend(
             self.stalled_partitions()
                 .iter()
                 .map(|partition| format!("partition {partition} is stalled")),
@@ -318,6 +330,18 @@ impl<C: Codec> ProsodyClient<C> {
             .subscription
             .running()
             .map(|runtime| runtime.stalled_partitions(threshold))
+            .unwrap_or_default()
+    }
+
+    /// The partitions a terminal error stopped, in order: nothing more is
+    /// handled or committed on them until they move to another member (or
+    /// this one subscribes again).
+    #[must_use]
+    pub fn halted_partitions(&self) -> Vec<TopicPartition> {
+        self.inner
+            .subscription
+            .running()
+            .map(|runtime| runtime.halted_partitions())
             .unwrap_or_default()
     }
 

@@ -16,10 +16,10 @@ pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
 pub use config::{Mode, ProbePort, Secret, SpanLink};
 pub use prosody_core::{
-    BoxError, Category, Codec, CodecError, Context, Demand, Event, EventHandler, EventRequest,
-    EventService, Excise, HandlerError, HandlerService, Headers, JsonCodec, Key, Message,
-    ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure, loader, log, monopolization,
-    retry, scheduler, shutdown, telemetry, timeout, timers, trace,
+    BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
+    EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
+    JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
+    loader, log, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers, trace,
 };
 pub use prosody_kafka::{KafkaBroker, KafkaConfig};
 pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};

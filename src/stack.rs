@@ -13,13 +13,13 @@ use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
 use prosody_core::telemetry::{Links, ProducerSink, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
-use prosody_core::{Codec, EventHandler, EventService, HandlerService, JsonCodec};
+use prosody_core::{Codec, Encoded, EventHandler, EventService, HandlerService, JsonCodec};
 use prosody_memory::{MemoryDedupStore, MemoryDeferStore};
 use tower::ServiceBuilder;
 
 /// The stages every preset ends with, around a handler.
-type Common<H> = ShutdownService<
-    SchedulerService<TimeoutService<TelemetryService<HandlerService<H>, ClientTelemetry>>>,
+type Common<H, C> = ShutdownService<
+    SchedulerService<TimeoutService<TelemetryService<HandlerService<H, C>, ClientTelemetry>>>,
 >;
 
 /// A client's lifecycle-event sink: records on the telemetry topic, or none
@@ -29,8 +29,8 @@ pub type ClientTelemetry = Option<ProducerSink>;
 /// A client's defer stage: offsets in the in-memory defer store, records
 /// read back from the client's broker; the records its backlogs retry pass
 /// through the client's dedup layer.
-pub type ClientDeferLayer<C> =
-    DeferLayer<MemoryDeferStore, BrokerLoader<Backend>, C, DedupLayer<MemoryDedupStore>>;
+pub type ClientDeferLayer =
+    DeferLayer<MemoryDeferStore, BrokerLoader<Backend>, DedupLayer<MemoryDedupStore>>;
 
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
@@ -49,9 +49,10 @@ pub struct Layers<C = JsonCodec> {
     scheduler: SchedulerLayer,
     timeout: TimeoutLayer,
     failure: Option<FailureLayer<BackendProducer>>,
-    defer: ClientDeferLayer<C>,
+    defer: ClientDeferLayer,
     telemetry: ClientTelemetry,
     links: Links,
+    codec: C,
 }
 
 impl<C: Codec> Layers<C> {
@@ -66,8 +67,9 @@ impl<C: Codec> Layers<C> {
     ) -> Self {
         let dedup = DedupLayer::new(qos.dedup.clone(), store);
         Self {
-            defer: DeferLayer::new(qos.defer.clone(), deferred, loader, codec)
+            defer: DeferLayer::new(qos.defer.clone(), deferred, loader)
                 .drain_through(dedup.clone()),
+            codec,
             mode: qos.mode,
             telemetry,
             links,
@@ -114,7 +116,7 @@ impl<C: Codec> Layers<C> {
     /// Deferred retry: a transient failure is set aside and retried by a
     /// timer, so the partition moves on.
     #[must_use]
-    pub fn defer(&self) -> ClientDeferLayer<C> {
+    pub fn defer(&self) -> ClientDeferLayer {
         self.defer.clone()
     }
 
@@ -165,23 +167,29 @@ impl<C: Codec> Layers<C> {
         LogLayer::new()
     }
 
+    /// The innermost service of a stack: `handler`, with the client's codec
+    /// to decode what it is given.
+    #[must_use]
+    pub fn handler<H: EventHandler<Payload = C::Value>>(&self, handler: H) -> HandlerService<H, C> {
+        HandlerService::with_codec(handler, self.codec.clone())
+    }
+
     /// The stages every preset ends with: shutdown, scheduler, timeout,
     /// telemetry, around the handler.
-    fn common<H: EventHandler<Payload = C::Value>>(&self, handler: H) -> Common<H> {
+    fn common<H: EventHandler<Payload = C::Value>>(&self, handler: H) -> Common<H, C> {
         ServiceBuilder::new()
             .layer(self.shutdown())
             .layer(self.scheduler())
             .layer(self.timeout())
             .layer(self.telemetry())
-            .service(HandlerService::new(handler))
+            .service(self.handler(handler))
     }
 
     /// Pipeline: dedup, retry (forever), defer, monopolization, shutdown,
     /// scheduler, timeout, telemetry, handler.
-    pub fn pipeline<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H, C>
+    pub fn pipeline<H>(&self, handler: H) -> impl EventService<Encoded> + use<H, C>
     where
         H: EventHandler<Payload = C::Value>,
-        H::Payload: Clone,
     {
         ServiceBuilder::new()
             .layer(self.dedup())
@@ -194,10 +202,9 @@ impl<C: Codec> Layers<C> {
     /// Low-latency: dedup, retry (forever, for the failure-topic send),
     /// failure topic, retry (`max_retries`), shutdown, scheduler, timeout,
     /// telemetry, handler. `None` without a failure topic.
-    pub fn low_latency<H>(&self, handler: H) -> Option<impl EventService<H::Payload> + use<H, C>>
+    pub fn low_latency<H>(&self, handler: H) -> Option<impl EventService<Encoded> + use<H, C>>
     where
         H: EventHandler<Payload = C::Value>,
-        H::Payload: Clone,
     {
         let failure = self.failure()?;
         Some(
@@ -212,10 +219,9 @@ impl<C: Codec> Layers<C> {
 
     /// Best-effort: dedup, log, shutdown, scheduler, timeout, telemetry,
     /// handler.
-    pub fn best_effort<H>(&self, handler: H) -> impl EventService<H::Payload> + use<H, C>
+    pub fn best_effort<H>(&self, handler: H) -> impl EventService<Encoded> + use<H, C>
     where
         H: EventHandler<Payload = C::Value>,
-        H::Payload: Clone,
     {
         ServiceBuilder::new()
             .layer(self.dedup())

@@ -317,6 +317,14 @@ async fn a_terminal_error_stops_its_partition_short_of_the_failed_record() {
         .await
         .expect("send");
     tokio::time::sleep(Duration::from_secs(10)).await;
+    // Liveness names the partition as halted, not as stalled.
+    let t0 = TopicPartition::new("t", 0);
+    assert_eq!(client.halted_partitions(), [t0]);
+    assert!(client.stalled_partitions().is_empty());
+    assert_eq!(
+        client.liveness_problems(),
+        ["partition t/0 halted on a terminal error"]
+    );
     client.shutdown().await;
     assert!(
         seen.try_recv().is_err(),

@@ -387,3 +387,110 @@ async fn a_backlog_outlives_a_switch_to_a_mode_without_deferral() {
     assert_eq!(backends.timers.stored_timers(), 0);
     again.shutdown().await;
 }
+
+/// One call: offset, attempt, demand, second of the clock.
+type Call = (i64, u32, prosody::Demand, i64);
+
+/// Records each call and fails the first attempt of every record.
+#[derive(Clone, Default)]
+struct FirstAttemptFails {
+    calls: std::sync::Arc<std::sync::Mutex<Vec<Call>>>,
+}
+
+impl prosody::EventHandler for FirstAttemptFails {
+    type Payload = serde_json::Value;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        context: prosody::Context,
+        message: prosody::Message<serde_json::Value>,
+    ) -> Result<(), prosody::HandlerError> {
+        let now = prosody_core::clock::now().as_millis() / 1000;
+        let call = (message.offset, context.attempt(), context.demand(), now);
+        self.calls.lock().expect("calls").push(call);
+        if context.attempt() == 1 {
+            return Err(prosody::HandlerError::transient("first attempts fail"));
+        }
+        Ok(())
+    }
+
+    async fn on_timer(
+        &self,
+        _: prosody::Context,
+        _: prosody::Timer,
+    ) -> Result<(), prosody::HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(
+        &self,
+        _: prosody::Context,
+        _: prosody::Excise,
+    ) -> Result<(), prosody::HandlerError> {
+        Ok(())
+    }
+}
+
+/// A record set aside behind a deferred record of its key is fresh work
+/// when its turn comes: attempt 1, normal demand, and if it fails, its
+/// retry waits `defer_base`, as any first deferral does.
+#[tokio::test(start_paused = true)]
+async fn a_record_behind_a_deferral_starts_fresh() {
+    use prosody::Demand::{Failure, Normal};
+    let backends = Backends::new(1);
+    let client = ProsodyClient::builder()
+        .memory_broker(backends.broker.clone())
+        .group_id(GROUP)
+        .source_system("upstream")
+        .subscribed_topics([TOPIC])
+        .defer_base(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("client");
+    let handler = FirstAttemptFails::default();
+    client.subscribe(handler.clone()).await.expect("subscribe");
+    // Start on a whole second, so the second of each call is exact.
+    let now = u64::try_from(prosody_core::clock::now().as_millis()).unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(1000 - now % 1000)).await;
+    let start = prosody_core::clock::now().as_millis() / 1000;
+    for n in 0..2 {
+        client
+            .send(TOPIC, "k", &serde_json::json!({ "n": n }))
+            .await
+            .expect("send");
+    }
+    // Until the second record succeeded (an attempt after its first).
+    let done = async {
+        while !handler
+            .calls
+            .lock()
+            .expect("calls")
+            .iter()
+            .any(|c| c.0 == 1 && c.1 > 1)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(DEADLINE, done)
+        .await
+        .expect("the second record succeeded");
+    client.shutdown().await;
+    let calls: Vec<_> = handler
+        .calls
+        .lock()
+        .expect("calls")
+        .iter()
+        .map(|&(offset, attempt, demand, at)| (offset, attempt, demand, at - start))
+        .collect();
+    // Each retry comes 3 s after its failure, rounded up to the second.
+    assert_eq!(
+        calls,
+        [
+            (0, 1, Normal, 0),
+            (0, 2, Failure, 3),
+            (1, 1, Normal, 3),
+            (1, 2, Failure, 6)
+        ]
+    );
+}

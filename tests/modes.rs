@@ -8,7 +8,7 @@
     reason = "test code fails loudly"
 )]
 
-use prosody::broker::{Broker, TopicPartition};
+use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
 use prosody::failure::{
     CATEGORY_HEADER, ERROR_HEADER, SOURCE_OFFSET_HEADER, SOURCE_PARTITION_HEADER,
     SOURCE_TOPIC_HEADER,
@@ -69,19 +69,6 @@ async fn wait_committed(broker: &MemoryBroker, group: &str, tp: &TopicPartition)
         .expect("committed to the end");
 }
 
-async fn failure_records(broker: &MemoryBroker) -> Vec<prosody::broker::Record> {
-    let mut records = Vec::new();
-    for partition in 0..broker.partition_count("failures").unwrap_or(0) {
-        let tp = TopicPartition::new("failures", partition);
-        let mut offset = 0;
-        while let Some(record) = broker.read(&tp, offset).await.expect("read") {
-            records.push(record);
-            offset += 1;
-        }
-    }
-    records
-}
-
 #[tokio::test(start_paused = true)]
 async fn low_latency_routes_a_failed_record_once_and_moves_on() {
     let broker = MemoryBroker::new();
@@ -123,7 +110,7 @@ async fn low_latency_routes_a_failed_record_once_and_moves_on() {
     );
     assert_eq!(calls.iter().filter(|k| *k == "good").count(), 1);
 
-    let routed = failure_records(&broker).await;
+    let routed = broker.records("failures");
     assert_eq!(routed.len(), 2, "each failed record routed exactly once");
     let by_key = |key: &str| {
         routed
@@ -287,8 +274,123 @@ async fn calls_turned_away_by_a_shutdown_are_neither_dropped_nor_routed() {
         let committed = broker.committed_offset("svc", &other).unwrap_or(0);
         assert_eq!(committed, 0, "{mode:?}: committed calls that never ran");
         assert!(
-            failure_records(&broker).await.is_empty(),
+            broker.records("failures").is_empty(),
             "{mode:?}: routed calls that never ran"
         );
     }
+}
+
+/// A record that does not decode (a payload that is not JSON, a key that is
+/// not UTF-8) never reaches the handler and takes the mode's path for a
+/// permanent failure: low-latency routes it to the failure topic once, as
+/// it arrived, with the error headers; pipeline and best-effort log it.
+/// Either way the partition moves on to the next record of the key.
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_record_takes_the_failure_path_of_its_mode() {
+    for mode in [Mode::LowLatency, Mode::Pipeline, Mode::BestEffort] {
+        let broker = MemoryBroker::new();
+        broker.create_topic("t", 1).expect("topic");
+        let client = client(&broker, mode).await;
+        let handler = Scripted::default();
+        client.subscribe(handler.clone()).await.expect("subscribe");
+        let producer = broker.producer().expect("producer");
+        let mut not_json = OutgoingRecord::new("t", "k", "this is not json");
+        not_json.headers.push("origin", "test");
+        let bad_key = OutgoingRecord::new("t", vec![0xFF, b'k'], "{}");
+        for record in [not_json.clone(), bad_key.clone()] {
+            producer
+                .send(record, Duration::from_secs(1))
+                .await
+                .expect("send");
+        }
+        client.send("t", "k", &json!({})).await.expect("send");
+        wait_committed(&broker, "svc", &TopicPartition::new("t", 0)).await;
+        client.shutdown().await;
+        assert_eq!(
+            *handler.calls.lock().expect("calls"),
+            ["k"],
+            "{mode:?}: only the good record reaches the handler"
+        );
+        let routed = broker.records("failures");
+        if mode != Mode::LowLatency {
+            assert!(routed.is_empty(), "{mode:?} routed {routed:?}");
+            continue;
+        }
+        assert_eq!(routed.len(), 2, "each routed exactly once: {routed:?}");
+        for (record, sent, offset, error) in [
+            (&routed[0], &not_json, "0", "the payload does not decode"),
+            (&routed[1], &bad_key, "1", "the record key is not UTF-8"),
+        ] {
+            assert_eq!(record.key, sent.key, "the original key bytes");
+            assert_eq!(record.payload, sent.payload, "the original payload bytes");
+            let headers = &record.headers;
+            for (name, value) in sent.headers.iter() {
+                assert_eq!(headers.get(name), Some(value), "the original headers");
+            }
+            assert_eq!(headers.get_str(CATEGORY_HEADER), Some("permanent"));
+            assert!(
+                headers
+                    .get_str(ERROR_HEADER)
+                    .is_some_and(|e| e.contains(error)),
+                "{headers:?}"
+            );
+            assert_eq!(headers.get_str(SOURCE_TOPIC_HEADER), Some("t"));
+            assert_eq!(headers.get_str(SOURCE_OFFSET_HEADER), Some(offset));
+        }
+    }
+}
+
+/// A codec that panics on a payload fails the record permanently, as one
+/// that does not decode, rather than unwinding through the stack.
+#[tokio::test(start_paused = true)]
+async fn a_codec_that_panics_fails_the_record_as_undecodable() {
+    #[derive(Clone)]
+    struct Fragile;
+
+    impl prosody::Codec for Fragile {
+        type Value = Value;
+
+        fn decode(&self, bytes: &[u8]) -> Result<Value, prosody::CodecError> {
+            assert!(bytes != b"boom", "the codec broke");
+            serde_json::from_slice(bytes).map_err(prosody::CodecError::new)
+        }
+
+        fn encode(&self, value: &Value) -> Result<Vec<u8>, prosody::CodecError> {
+            serde_json::to_vec(value).map_err(prosody::CodecError::new)
+        }
+    }
+
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).expect("topic");
+    let client = ProsodyClient::builder()
+        .codec(Fragile)
+        .memory_broker(broker.clone())
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .mode(Mode::LowLatency)
+        .failure_topic("failures")
+        .build()
+        .await
+        .expect("client");
+    let handler = Scripted::default();
+    client.subscribe(handler.clone()).await.expect("subscribe");
+    let producer = broker.producer().expect("producer");
+    let boom = OutgoingRecord::new("t", "k", "boom");
+    producer
+        .send(boom, Duration::from_secs(1))
+        .await
+        .expect("send");
+    client.send("t", "k", &json!({})).await.expect("send");
+    wait_committed(&broker, "svc", &TopicPartition::new("t", 0)).await;
+    client.shutdown().await;
+    assert_eq!(*handler.calls.lock().expect("calls"), ["k"]);
+    let routed = broker.records("failures");
+    assert_eq!(routed.len(), 1, "{routed:?}");
+    assert_eq!(routed[0].payload.as_deref(), Some(&b"boom"[..]));
+    let error = routed[0].headers.get_str(ERROR_HEADER);
+    assert!(
+        error.is_some_and(|e| e.contains("codec panicked")),
+        "{error:?}"
+    );
 }

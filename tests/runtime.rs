@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
 use prosody::{MemoryBroker, MemoryTimerStore};
 use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
-use prosody_core::{HandlerService, JsonCodec, Runtime, RuntimeConfig};
+use prosody_core::{HandlerService, Runtime, RuntimeConfig};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 use support::{Probe, ProbedConsumer, Script, TestHandler};
@@ -162,13 +162,7 @@ async fn member(broker: &MemoryBroker, probe: &Probe, workload: &Workload, id: u
         ..SchedulerConfig::default()
     });
     let stack = scheduler.layer(HandlerService::new(handler));
-    Runtime::spawn(
-        consumer,
-        stack,
-        JsonCodec::new(),
-        MemoryTimerStore::new(),
-        config,
-    )
+    Runtime::spawn(consumer, stack, MemoryTimerStore::new(), config)
 }
 
 proptest! {

@@ -1,9 +1,9 @@
 //! Payload encoding and decoding.
 
 use crate::broker::Record;
-use crate::error::HandlerError;
-use crate::event::{Event, Excise, Message};
+use crate::event::{Encoded, Event, Excise, Message};
 use crate::key::Key;
+use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -80,37 +80,101 @@ where
     }
 }
 
-/// The event a record carries for `key`: an excise for a tombstone, else
-/// a message with its decoded payload and `id`. A payload the codec
-/// rejects is a permanent error.
-pub(crate) fn decode_record<K: Codec>(
-    codec: &K,
-    key: &Key,
-    record: &Record,
-) -> Result<Event<K::Value>, HandlerError> {
-    let Some(payload) = record.payload.as_deref() else {
-        return Ok(Event::Excise(Excise {
+/// A record whose key or payload does not decode: a permanent failure of
+/// its handler call.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The record's key is not UTF-8.
+    #[error("the record key is not UTF-8: {0}")]
+    Key(#[source] std::str::Utf8Error),
+    /// The codec rejected the payload.
+    #[error("the payload does not decode: {0}")]
+    Payload(#[source] CodecError),
+    /// The codec panicked on the payload.
+    #[error("the codec panicked decoding the payload")]
+    Panicked,
+}
+
+/// The key a record is queued under: its key as text, the empty key when
+/// it has none, and a lossy rendering when it is not UTF-8 (the handler
+/// service then refuses the record, see [`decode`]).
+pub(crate) fn record_key(record: &Record) -> Key {
+    match record.key.as_deref().map(std::str::from_utf8) {
+        None => Key::from(""),
+        Some(Ok(key)) => Key::from(key),
+        Some(Err(_)) => Key::from(
+            String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned(),
+        ),
+    }
+}
+
+/// The event a record carries for `key`, not decoded: an excise for a
+/// tombstone, else a message with its `id`.
+pub(crate) fn encoded(key: &Key, record: &Record) -> Event<Encoded> {
+    let Some(payload) = &record.payload else {
+        return Event::Excise(Excise {
             topic: record.topic.clone(),
             partition: record.partition,
             offset: record.offset,
             timestamp: record.timestamp,
             key: key.clone(),
+            raw_key: record.key.clone(),
             headers: record.headers.clone(),
-        }));
+        });
     };
-    let id = crate::envelope::id(payload);
-    let decoded = codec.decode(payload).map_err(HandlerError::permanent)?;
-    Ok(Event::Message(Message {
-        id,
-        raw: record.payload.clone().unwrap_or_default(),
+    Event::Message(Message {
+        id: crate::envelope::id(payload),
+        raw: payload.clone(),
         topic: record.topic.clone(),
         partition: record.partition,
         offset: record.offset,
         timestamp: record.timestamp,
         key: key.clone(),
-        payload: decoded,
+        raw_key: record.key.clone(),
+        payload: Encoded,
         headers: record.headers.clone(),
-    }))
+    })
+}
+
+/// Checks that a raw key is UTF-8.
+fn check_key(raw_key: Option<&Bytes>) -> Result<(), DecodeError> {
+    match raw_key {
+        Some(raw) => std::str::from_utf8(raw)
+            .map(|_| ())
+            .map_err(DecodeError::Key),
+        None => Ok(()),
+    }
+}
+
+/// Decodes an event of the stack for the handler: its key must be UTF-8
+/// and its payload must decode with `codec`. Timers carry neither.
+pub(crate) fn decode<K: Codec>(
+    codec: &K,
+    event: Event<Encoded>,
+) -> Result<Event<K::Value>, DecodeError> {
+    match event {
+        Event::Message(message) => {
+            check_key(message.raw_key.as_ref())?;
+            let payload = codec.decode(&message.raw).map_err(DecodeError::Payload)?;
+            Ok(Event::Message(Message {
+                topic: message.topic,
+                partition: message.partition,
+                offset: message.offset,
+                timestamp: message.timestamp,
+                key: message.key,
+                raw_key: message.raw_key,
+                payload,
+                raw: message.raw,
+                id: message.id,
+                headers: message.headers,
+            }))
+        }
+        Event::Excise(excise) => {
+            check_key(excise.raw_key.as_ref())?;
+            Ok(Event::Excise(excise))
+        }
+        Event::Timer(timer) => Ok(Event::Timer(timer)),
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +191,46 @@ mod tests {
             let bytes = codec.encode(&value).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let back = codec.decode(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(back, value);
+        }
+    }
+
+    /// The handler service's decode: a message needs a UTF-8 key and a
+    /// payload the codec takes; an excise needs a UTF-8 key; the record's
+    /// bytes stay as they came.
+    #[test]
+    fn decoding_checks_the_key_and_the_payload() {
+        use super::{DecodeError, decode, encoded, record_key};
+        use crate::broker::Record;
+        use crate::event::{Event, Headers};
+        use bytes::Bytes;
+        let record = |key: &[u8], payload: Option<&'static [u8]>| Record {
+            topic: "t".into(),
+            partition: 0,
+            offset: 7,
+            timestamp: crate::clock::Timestamp::default(),
+            key: Some(Bytes::copy_from_slice(key)),
+            payload: payload.map(Bytes::from_static),
+            headers: Headers::new(),
+        };
+        let codec = JsonCodec::<Value>::new();
+        let event = |record: &Record| encoded(&record_key(record), record);
+        let good = record(b"k", Some(br#"{"id":"a"}"#));
+        match decode(&codec, event(&good)) {
+            Ok(Event::Message(m)) => {
+                assert_eq!((m.key.as_str(), m.id.as_deref()), ("k", Some("a")));
+                assert_eq!(m.payload, json!({"id": "a"}));
+                assert_eq!(m.raw_key.as_deref(), Some(&b"k"[..]));
+            }
+            other => panic!("a message, got {other:?}"),
+        }
+        let bad_payload = record(b"k", Some(b"not json"));
+        let error = decode(&codec, event(&bad_payload)).err();
+        assert!(matches!(error, Some(DecodeError::Payload(_))), "{error:?}");
+        for payload in [Some(&b"{}"[..]), None] {
+            let bad_key = record(&[0xFF, b'k'], payload);
+            assert_eq!(record_key(&bad_key).as_str(), "\u{FFFD}k");
+            let error = decode(&codec, event(&bad_key)).err();
+            assert!(matches!(error, Some(DecodeError::Key(_))), "{error:?}");
         }
     }
 

@@ -47,7 +47,9 @@ impl WaitMeter {
 ///
 /// Invariant: once [`Context::should_cancel`] returns `true` it stays `true`,
 /// and every [`Context::on_cancel`] future of this context has completed or
-/// completes at once.
+/// completes at once. Cancellation comes from the partition (near the end
+/// of a drain) or from the attempt's deadline; [`Context::is_expired`]
+/// tells the second apart.
 #[derive(Clone, Debug)]
 pub struct Context {
     key: Key,
@@ -57,6 +59,8 @@ pub struct Context {
     attempt: u32,
     shutdown: CancellationToken,
     cancel: CancellationToken,
+    /// Fires when the attempt's deadline passes (set by the timeout stage).
+    deadline: Option<CancellationToken>,
     wait: Option<WaitMeter>,
     timers: Option<Timers>,
 }
@@ -81,6 +85,7 @@ impl Context {
             attempt: 1,
             shutdown,
             cancel,
+            deadline: None,
             wait: None,
             timers: None,
         }
@@ -202,14 +207,33 @@ impl Context {
         self
     }
 
-    /// A context whose cancellation fires when this one's does, or earlier
-    /// through the returned token (a deadline, for example).
+    /// The same context with a deadline: cancelling the returned token
+    /// cancels the context, and marks it [expired](Context::is_expired).
+    /// A deadline the context already had still applies: the new one is
+    /// its child.
     #[must_use]
-    pub fn child(&self) -> (Self, CancellationToken) {
-        let token = self.cancel.child_token();
-        let mut child = self.clone();
-        child.cancel = token.clone();
-        (child, token)
+    pub fn with_deadline(&self) -> (Self, CancellationToken) {
+        let token = self
+            .deadline
+            .as_ref()
+            .map_or_else(CancellationToken::new, CancellationToken::child_token);
+        let mut context = self.clone();
+        context.deadline = Some(token.clone());
+        (context, token)
+    }
+
+    /// The attempt's deadline token, if it has a deadline.
+    pub(crate) fn deadline(&self) -> Option<&CancellationToken> {
+        self.deadline.as_ref()
+    }
+
+    /// Whether the attempt's deadline has passed: what it does from now on
+    /// does not count, and the handler service discards its changes.
+    #[must_use]
+    pub fn is_expired(&self) -> bool {
+        self.deadline
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
     }
 
     /// Whether the partition is being revoked or the client is shutting down.
@@ -234,12 +258,22 @@ impl Context {
     /// or the attempt timed out.
     #[must_use]
     pub fn should_cancel(&self) -> bool {
-        self.cancel.is_cancelled()
+        self.cancel.is_cancelled() || self.is_expired()
     }
 
     /// Completes when the handler should stop.
     pub fn on_cancel(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.cancel.clone().cancelled_owned()
+        let cancel = self.cancel.clone();
+        let deadline = self.deadline.clone();
+        async move {
+            match deadline {
+                Some(deadline) => tokio::select! {
+                    () = cancel.cancelled() => {}
+                    () = deadline.cancelled() => {}
+                },
+                None => cancel.cancelled().await,
+            }
+        }
     }
 }
 
@@ -254,7 +288,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     #[tokio::test(start_paused = true)]
-    async fn cancellation_reaches_children_and_stays() {
+    async fn cancellation_from_the_partition_or_the_deadline_stays() {
         let root = CancellationToken::new();
         let context = Context::new(
             "k".into(),
@@ -263,14 +297,24 @@ mod tests {
             CancellationToken::new(),
             root.clone(),
         );
-        let (child, deadline) = context.child();
+        let (timed, deadline) = context.with_deadline();
+        let expiring = timed.on_cancel();
         deadline.cancel();
-        assert!(child.should_cancel());
-        assert!(!context.should_cancel());
+        expiring.await;
+        assert!(timed.should_cancel() && timed.is_expired());
+        assert!(!context.should_cancel() && !context.is_expired());
         let waiting = context.on_cancel();
         root.cancel();
         waiting.await;
-        assert!(context.should_cancel());
+        assert!(context.should_cancel() && !context.is_expired());
         context.on_cancel().await;
+        let (late, _) = context.with_deadline();
+        assert!(late.should_cancel() && !late.is_expired());
+        late.on_cancel().await;
+        // An outer deadline reaches a context with an inner one too.
+        let (outer, outer_deadline) = late.with_deadline();
+        let (inner, _inner_deadline) = outer.with_deadline();
+        outer_deadline.cancel();
+        assert!(inner.is_expired());
     }
 }

@@ -70,7 +70,18 @@ impl<N: Into<String>, V: Into<Bytes>> FromIterator<(N, V)> for Headers {
     }
 }
 
-/// A consumed message with its decoded payload.
+/// The payload type of the events a stack carries: a message whose payload
+/// is not decoded yet. Its bytes are in [`Message::raw`].
+///
+/// The handler service decodes the key and the payload just before the
+/// handler runs, so a record that does not decode is a permanent failure of
+/// that call, and every stage above sees it as one: it takes the failure
+/// path of its mode like any other permanent error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Encoded;
+
+/// A consumed message with its payload: decoded for the handler
+/// (`Message<P>`), still encoded in the stack (`Message<Encoded>`).
 #[derive(Clone, Debug)]
 pub struct Message<P> {
     /// The topic it was read from.
@@ -81,9 +92,12 @@ pub struct Message<P> {
     pub offset: i64,
     /// The record's timestamp.
     pub timestamp: Timestamp,
-    /// The record's key.
+    /// The record's key as text (the empty key when it had none).
     pub key: Key,
-    /// The decoded payload.
+    /// The record's key exactly as it was on the wire; `None` when it had
+    /// none.
+    pub raw_key: Option<Bytes>,
+    /// The payload: decoded for the handler, [`Encoded`] in the stack.
     pub payload: P,
     /// The payload exactly as it was on the wire.
     pub raw: Bytes,
@@ -139,6 +153,9 @@ pub struct Excise {
     pub timestamp: Timestamp,
     /// The key to excise.
     pub key: Key,
+    /// The record's key exactly as it was on the wire; `None` when it had
+    /// none.
+    pub raw_key: Option<Bytes>,
     /// The record's headers.
     pub headers: Headers,
 }

@@ -1,11 +1,15 @@
 //! The handler a service writes, and its adapter into a `tower::Service`.
 
+use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
 use crate::error::HandlerError;
-use crate::event::{Event, Excise, Message, Timer};
+use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::store::timer::TimerKind;
+use crate::timeout::ReturnedLate;
 use crate::timers::TimerOp;
 use futures_util::FutureExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -81,33 +85,48 @@ impl<T> Settlement for Option<T> {
     }
 }
 
-/// A handler as the innermost `tower::Service` of a stack.
+/// A handler as the innermost `tower::Service` of a stack: it decodes each
+/// event of the stack with its codec and calls the handler.
 ///
-/// Its response is the handler's output, or `None` for a timer.
-pub struct HandlerService<H> {
+/// Invariant: the handler only ever sees events that decoded; a key that is
+/// not UTF-8 or a payload the codec rejects fails the call with a permanent
+/// [`DecodeError`] before the handler runs. Its
+/// response is the handler's output, or `None` for a timer. A handler that
+/// returns after its attempt's deadline passed fails with a transient
+/// [`ReturnedLate`], whatever it returned (unless it was an error), and its
+/// changes are discarded.
+pub struct HandlerService<H, C> {
     handler: Arc<H>,
+    codec: C,
 }
 
-impl<H> HandlerService<H> {
-    /// Wraps a handler.
+impl<H: EventHandler> HandlerService<H, JsonCodec<H::Payload>>
+where
+    H::Payload: Serialize + DeserializeOwned,
+{
+    /// Wraps a handler whose payloads are JSON.
     #[must_use]
     pub fn new(handler: H) -> Self {
-        Self {
-            handler: Arc::new(handler),
-        }
-    }
-
-    /// Wraps a shared handler.
-    #[must_use]
-    pub fn from_arc(handler: Arc<H>) -> Self {
-        Self { handler }
+        Self::with_codec(handler, JsonCodec::new())
     }
 }
 
-impl<H> Clone for HandlerService<H> {
+impl<H, C> HandlerService<H, C> {
+    /// Wraps a handler whose payloads `codec` decodes.
+    #[must_use]
+    pub fn with_codec(handler: H, codec: C) -> Self {
+        Self {
+            handler: Arc::new(handler),
+            codec,
+        }
+    }
+}
+
+impl<H, C: Clone> Clone for HandlerService<H, C> {
     fn clone(&self) -> Self {
         Self {
             handler: Arc::clone(&self.handler),
+            codec: self.codec.clone(),
         }
     }
 }
@@ -130,7 +149,11 @@ pub struct ForeignTimer(pub TimerKind);
 /// layer above it has a named, unboxed future.
 pub type HandlerFuture<O> = Pin<Box<dyn Future<Output = Result<Option<O>, HandlerError>> + Send>>;
 
-impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
+impl<H, C> Service<EventRequest<Encoded>> for HandlerService<H, C>
+where
+    H: EventHandler,
+    C: Codec<Value = H::Payload>,
+{
     type Response = Option<H::Output>;
     type Error = HandlerError;
     type Future = HandlerFuture<H::Output>;
@@ -139,9 +162,16 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: EventRequest<H::Payload>) -> Self::Future {
+    fn call(&mut self, request: EventRequest<Encoded>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
         let EventRequest { event, context } = request;
+        // A codec that panics fails the record as one that does not decode.
+        let decoded =
+            std::panic::catch_unwind(AssertUnwindSafe(|| codec::decode(&self.codec, event)));
+        let event = match decoded.unwrap_or(Err(DecodeError::Panicked)) {
+            Ok(event) => event,
+            Err(error) => return Box::pin(std::future::ready(Err(HandlerError::permanent(error)))),
+        };
         // Each attempt stages its own timer changes; they are written only
         // if the handler succeeds.
         let context = context.with_fresh_timers();
@@ -164,11 +194,17 @@ impl<H: EventHandler> Service<EventRequest<H::Payload>> for HandlerService<H> {
         let call = async move {
             let timers = context.timers().cloned();
             let key = context.key().clone();
+            let deadline = context.deadline().cloned();
             let output = match event {
                 Event::Message(message) => handler.on_message(context, message).await.map(Some),
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
             }?;
+            if deadline.is_some_and(|deadline| deadline.is_cancelled()) {
+                // A success after the deadline does not count: nothing of
+                // it is written.
+                return Err(HandlerError::transient(ReturnedLate));
+            }
             if let Some(timers) = timers {
                 timers.commit(&key).await.map_err(HandlerError::transient)?;
             }

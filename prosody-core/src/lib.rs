@@ -37,10 +37,10 @@ mod lru;
 pub mod monopolization;
 
 pub use clock::Timestamp;
-pub use codec::{Codec, CodecError, JsonCodec};
+pub use codec::{Codec, CodecError, DecodeError, JsonCodec};
 pub use context::{Context, Demand, WaitMeter};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
-pub use event::{Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
+pub use event::{Encoded, Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
 pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};
 pub use key::Key;
 pub mod retry;

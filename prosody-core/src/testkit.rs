@@ -32,6 +32,7 @@ pub(crate) fn message<P>(
         offset: 0,
         timestamp: Timestamp::default(),
         key: Key::from(key),
+        raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
         payload,
         id: id.map(Arc::from),
         raw: Bytes::new(),

@@ -4,20 +4,20 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::hash::FastMap;
 use prosody_core::key::Key;
 use prosody_core::store::StoreError;
-use prosody_core::store::defer::{DeferStore, Deferred};
+use prosody_core::store::defer::{DeferStore, Deferral, Deferred};
 use std::collections::BTreeSet;
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// The deferred offsets of one key and the retry count of the first.
+/// The deferred offsets of one key and the failure count of the first.
 ///
 /// Invariant: `offsets` is not empty (an emptied queue is removed at once,
-/// see [`Queues`]); `retries` counts the failed retries of its first offset
-/// since that offset became the first.
+/// see [`Queues`]); `failures` counts the failed attempts of its first
+/// offset.
 #[derive(Debug, Default)]
 struct Queue {
     offsets: BTreeSet<i64>,
-    retries: u32,
+    failures: u32,
 }
 
 impl Queue {
@@ -28,7 +28,7 @@ impl Queue {
     fn to_deferred(&self) -> Deferred {
         Deferred {
             offsets: self.offsets.iter().copied().collect(),
-            retries: self.retries,
+            failures: self.failures,
         }
     }
 }
@@ -55,16 +55,16 @@ impl Queues {
         self.by_partition.get(partition)?.get(key)
     }
 
-    fn defer(&mut self, partition: &TopicPartition, key: &Key, offset: i64) {
+    fn defer(&mut self, partition: &TopicPartition, key: &Key, offset: i64, deferral: Deferral) {
         let queue = self
             .by_partition
             .entry(partition.clone())
             .or_default()
             .entry(key.clone())
             .or_default();
-        // A new head (a smaller offset) starts its own retry count.
+        // A new head starts with the count of how it was deferred.
         if queue.offsets.insert(offset) && queue.head() == Some(offset) {
-            queue.retries = 0;
+            queue.failures = deferral.failures();
         }
     }
 
@@ -75,7 +75,7 @@ impl Queues {
             return queue.head();
         }
         queue.offsets.pop_first();
-        queue.retries = 0;
+        queue.failures = 0;
         let next = queue.head();
         if next.is_none() {
             keys.remove(key);
@@ -86,13 +86,13 @@ impl Queues {
         next
     }
 
-    fn retried(&mut self, partition: &TopicPartition, key: &Key) -> u32 {
+    fn failed(&mut self, partition: &TopicPartition, key: &Key) -> u32 {
         self.by_partition
             .get_mut(partition)
             .and_then(|keys| keys.get_mut(key))
             .map_or(0, |queue| {
-                queue.retries = queue.retries.saturating_add(1);
-                queue.retries
+                queue.failures = queue.failures.saturating_add(1);
+                queue.failures
             })
     }
 }
@@ -141,8 +141,9 @@ impl DeferStore for MemoryDeferStore {
         partition: &TopicPartition,
         key: &Key,
         offset: i64,
+        deferral: Deferral,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.lock().defer(partition, key, offset);
+        self.lock().defer(partition, key, offset, deferral);
         ready(Ok(()))
     }
 
@@ -166,12 +167,12 @@ impl DeferStore for MemoryDeferStore {
         ready(Ok(self.lock().complete(partition, key, offset)))
     }
 
-    fn retried(
+    fn failed(
         &self,
         partition: &TopicPartition,
         key: &Key,
     ) -> impl Future<Output = Result<u32, StoreError>> + Send {
-        ready(Ok(self.lock().retried(partition, key)))
+        ready(Ok(self.lock().failed(partition, key)))
     }
 
     fn keys(
@@ -193,6 +194,7 @@ mod tests {
     use super::{MemoryDeferStore, Queues};
     use prosody_core::broker::TopicPartition;
     use prosody_core::key::Key;
+    use prosody_core::store::Deferral::AfterFailure;
 
     /// Draining every key of a partition removes the partition's map too,
     /// so partitions once used leave nothing behind.
@@ -200,14 +202,14 @@ mod tests {
     fn drained_partitions_leave_nothing_behind() {
         let mut queues = Queues::default();
         let (tp, a, b) = (TopicPartition::new("t", 0), Key::from("a"), Key::from("b"));
-        queues.defer(&tp, &a, 1);
-        queues.defer(&tp, &b, 2);
+        queues.defer(&tp, &a, 1, AfterFailure);
+        queues.defer(&tp, &b, 2, AfterFailure);
         assert_eq!(queues.complete(&tp, &a, 1), None);
         assert_eq!(queues.by_partition.len(), 1);
         assert_eq!(queues.complete(&tp, &b, 2), None);
         assert!(queues.by_partition.is_empty());
-        assert_eq!(queues.retried(&tp, &a), 0);
-        assert!(queues.by_partition.is_empty(), "retried created an entry");
+        assert_eq!(queues.failed(&tp, &a), 0);
+        assert!(queues.by_partition.is_empty(), "failed created an entry");
     }
 
     /// Clones share the same queues.
@@ -215,9 +217,12 @@ mod tests {
     fn clones_share_state() {
         let store = MemoryDeferStore::new();
         let clone = store.clone();
-        clone
-            .lock()
-            .defer(&TopicPartition::new("t", 0), &Key::from("k"), 3);
+        clone.lock().defer(
+            &TopicPartition::new("t", 0),
+            &Key::from("k"),
+            3,
+            AfterFailure,
+        );
         assert_eq!(store.stored_keys(), 1);
     }
 }

@@ -133,6 +133,23 @@ impl MemoryBroker {
     pub fn partition_count(&self, topic: &str) -> Option<i32> {
         self.shared.lock().logs().partition_count(topic)
     }
+
+    /// Every record of a topic, partition by partition, each in offset
+    /// order: what a test reads back (a failure topic, say). Empty if the
+    /// topic does not exist.
+    #[must_use]
+    pub fn records(&self, topic: &str) -> Vec<Record> {
+        let state = self.shared.lock();
+        let logs = state.logs();
+        let partitions = logs.partition_count(topic).unwrap_or(0);
+        (0..partitions)
+            .flat_map(|partition| {
+                let tp = TopicPartition::new(topic, partition);
+                let end = logs.end_offset(&tp).unwrap_or(0);
+                (0..end).filter_map(move |offset| logs.get(&tp, offset).cloned())
+            })
+            .collect()
+    }
 }
 
 impl Broker for MemoryBroker {

@@ -8,7 +8,7 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::broker::conformance::Failure;
 use prosody_core::key::Key;
 use prosody_core::store::conformance::defer::{self as conformance, Call, KEYS, Op, PARTITIONS};
-use prosody_core::store::defer::DeferStore;
+use prosody_core::store::defer::{DeferStore, Deferral};
 use prosody_memory::MemoryDeferStore;
 
 macro_rules! checks {
@@ -24,7 +24,7 @@ checks!(
     offsets_are_ascending_and_unique,
     complete_removes_the_head_and_returns_the_next,
     complete_of_another_offset_changes_nothing,
-    retry_count_follows_the_head,
+    failure_count_follows_the_head,
     drained_keys_disappear,
     partitions_and_keys_are_independent,
     random_interleaving_matches_the_model,
@@ -39,10 +39,11 @@ async fn run_all_on_one_shared_store() -> Result<(), Failure> {
 /// duplicates, out-of-order defers and drained keys are common.
 fn op() -> impl Strategy<Value = Op> {
     let call = prop_oneof![
-        3 => (0..6_i64).prop_map(Call::Defer),
+        3 => (0..6_i64, prop_oneof![Just(Deferral::AfterFailure), Just(Deferral::Behind)])
+            .prop_map(|(offset, deferral)| Call::Defer(offset, deferral)),
         2 => Just(Call::CompleteHead),
         1 => (0..6_i64).prop_map(Call::Complete),
-        2 => Just(Call::Retried),
+        2 => Just(Call::Failed),
     ];
     (0..PARTITIONS, 0..KEYS, call).prop_map(|(partition, key, call)| Op {
         partition,
@@ -81,9 +82,12 @@ async fn drained_keys_leave_nothing_behind() {
         .collect();
     for (tp, key) in &places {
         for offset in 0..3 {
-            store.defer(tp, key, offset).await.unwrap();
+            store
+                .defer(tp, key, offset, Deferral::AfterFailure)
+                .await
+                .unwrap();
         }
-        store.retried(tp, key).await.unwrap();
+        store.failed(tp, key).await.unwrap();
     }
     assert_eq!(store.stored_keys(), 1000);
     for (tp, key) in &places {
@@ -93,11 +97,11 @@ async fn drained_keys_leave_nothing_behind() {
     }
     assert_eq!(store.stored_keys(), 0, "drained keys stayed");
     for (tp, key) in &places {
-        assert_eq!(store.retried(tp, key).await.unwrap(), 0);
+        assert_eq!(store.failed(tp, key).await.unwrap(), 0);
     }
     assert_eq!(
         store.stored_keys(),
         0,
-        "retried of drained keys created entries"
+        "failed of drained keys created entries"
     );
 }

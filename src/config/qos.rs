@@ -140,18 +140,23 @@ impl QosOptions {
         };
         let timeout = match timeout {
             Some(timeout) => {
-                let timeout = positive_duration("timeout", timeout)?;
-                if timeout >= stall_threshold {
+                let timeout = TimeoutConfig {
+                    timeout: positive_duration("timeout", timeout)?,
+                };
+                // A handler may run for its grace past the deadline; that
+                // must not already count as a stall.
+                if timeout.timeout + timeout.grace() >= stall_threshold {
                     return Err(ConfigError::Invalid {
                         option: "timeout",
                         reason: format!(
-                            "{} is not below stall_threshold {}",
-                            super::shown(timeout),
+                            "{} plus its grace of {} is not below stall_threshold {}",
+                            super::shown(timeout.timeout),
+                            super::shown(timeout.grace()),
                             super::shown(stall_threshold)
                         ),
                     });
                 }
-                TimeoutConfig { timeout }
+                timeout
             }
             None => TimeoutConfig::from_stall_threshold(stall_threshold),
         };

@@ -197,6 +197,15 @@ fn each_bad_value_names_its_option() {
             "idempotence_ttl",
         ),
         (base(), &[("PROSODY_TIMEOUT", "5m")], "timeout"),
+        // Below the threshold, but not with its grace of 5 s.
+        (
+            base(),
+            &[
+                ("PROSODY_TIMEOUT", "50s"),
+                ("PROSODY_STALL_THRESHOLD", "55s"),
+            ],
+            "timeout",
+        ),
         (base(), &[("PROSODY_DEFER_BASE", "0s")], "defer_base"),
         (
             base(),

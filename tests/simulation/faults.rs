@@ -13,7 +13,7 @@ use prosody_core::Key;
 use prosody_core::clock::Timestamp;
 use prosody_core::store::StoreError;
 use prosody_core::store::dedup::{DedupKey, DedupStore};
-use prosody_core::store::defer::{DeferStore, Deferred};
+use prosody_core::store::defer::{DeferStore, Deferral, Deferred};
 use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -85,11 +85,7 @@ impl<P: Producer> Producer for FaultyProducer<P> {
         timeout: Duration,
     ) -> Result<Delivery, BrokerError> {
         self.faults.broker("a send")?;
-        let n = record
-            .payload
-            .as_deref()
-            .and_then(|payload| serde_json::from_slice::<Script>(payload).ok())
-            .map(|script| script.n);
+        let n = record.payload.as_deref().and_then(Script::number);
         let delivery = self.inner.send(record, timeout).await?;
         let mut observed = self.probe.lock();
         if let Some(n) = n {
@@ -263,9 +259,10 @@ impl<D: DeferStore> DeferStore for FaultyDefer<D> {
         partition: &TopicPartition,
         key: &Key,
         offset: i64,
+        deferral: Deferral,
     ) -> Result<(), StoreError> {
         self.faults.store("deferring")?;
-        self.inner.defer(partition, key, offset).await
+        self.inner.defer(partition, key, offset, deferral).await
     }
 
     async fn deferred(
@@ -287,9 +284,9 @@ impl<D: DeferStore> DeferStore for FaultyDefer<D> {
         self.inner.complete(partition, key, offset).await
     }
 
-    async fn retried(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.faults.store("counting a retry")?;
-        self.inner.retried(partition, key).await
+    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        self.faults.store("counting a failure")?;
+        self.inner.failed(partition, key).await
     }
 
     async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {

@@ -3,7 +3,10 @@
 
 use crate::scenario::Script;
 use prosody_core::clock;
-use prosody_core::{Context, EventHandler, Excise, HandlerError, Message, Timer, Timestamp};
+use prosody_core::telemetry::{Lifecycle, TelemetryEvent, TelemetrySink};
+use prosody_core::{
+    Category, Context, Demand, EventHandler, Excise, HandlerError, Message, Timer, Timestamp,
+};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -21,7 +24,8 @@ pub enum What {
     Routed,
 }
 
-/// One entry of the log: what happened to which record.
+/// One entry of the log: what happened to which record, in which attempt
+/// and when (milliseconds of the clock).
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub key: String,
@@ -29,6 +33,10 @@ pub struct Entry {
     pub offset: i64,
     pub n: u64,
     pub what: What,
+    pub attempt: u32,
+    pub demand: Demand,
+    pub started: i64,
+    pub ended: i64,
 }
 
 /// Everything the members did, across crashes and restarts.
@@ -56,6 +64,11 @@ pub struct Observed {
     pub violations: Vec<String>,
     /// Every call's end, and every routing, in order.
     pub log: Vec<Entry>,
+    /// The records that do not decode, by number.
+    pub poison: HashSet<u64>,
+    /// Where each record was produced: (topic, partition, offset) to its
+    /// number.
+    pub places: HashMap<(String, i32, i64), u64>,
 }
 
 #[derive(Clone, Default)]
@@ -94,10 +107,13 @@ struct Running {
     key: String,
     /// The record (partition, offset, number), until its call ends.
     record: Option<(i32, i64, u64)>,
+    attempt: u32,
+    demand: Demand,
+    started: i64,
 }
 
 impl Running {
-    fn start(probe: &Probe, key: &str, record: Option<(i32, i64, u64)>) -> Self {
+    fn start(probe: &Probe, context: &Context, key: &str, record: Option<(i32, i64, u64)>) -> Self {
         let mut observed = probe.lock();
         if !observed.in_flight.insert(key.to_owned()) {
             observed
@@ -108,6 +124,9 @@ impl Running {
             probe: probe.clone(),
             key: key.to_owned(),
             record,
+            attempt: context.attempt(),
+            demand: context.demand(),
+            started: clock::now().as_millis(),
         }
     }
 
@@ -120,6 +139,10 @@ impl Running {
                 offset,
                 n,
                 what,
+                attempt: self.attempt,
+                demand: self.demand,
+                started: self.started,
+                ended: clock::now().as_millis(),
             });
         }
     }
@@ -152,7 +175,7 @@ impl EventHandler for SimHandler {
         let script = message.payload;
         let key = context.key().to_string();
         let record = (message.partition, message.offset, script.n);
-        let mut running = Running::start(&self.probe, &key, Some(record));
+        let mut running = Running::start(&self.probe, &context, &key, Some(record));
         let attempt = {
             let mut observed = self.probe.lock();
             let attempt = observed.attempts.entry(script.n).or_default();
@@ -236,7 +259,7 @@ impl EventHandler for SimHandler {
 
     async fn on_timer(&self, context: Context, timer: Timer) -> Result<(), HandlerError> {
         let key = context.key().to_string();
-        let _running = Running::start(&self.probe, &key, None);
+        let _running = Running::start(&self.probe, &context, &key, None);
         let mut observed = self.probe.lock();
         observed
             .fired
@@ -246,5 +269,51 @@ impl EventHandler for SimHandler {
 
     async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
         Ok(())
+    }
+}
+
+/// Lifecycle events of the records that do not decode: they never reach
+/// the handler, so their permanent failure is seen here.
+#[derive(Clone)]
+pub struct PoisonSink {
+    pub probe: Probe,
+}
+
+impl TelemetrySink for PoisonSink {
+    fn emit(&self, event: TelemetryEvent) {
+        let Lifecycle::Failed { category, .. } = event.lifecycle else {
+            return;
+        };
+        let Some(offset) = event.offset else {
+            return;
+        };
+        let mut observed = self.probe.lock();
+        let place = (event.topic.to_string(), event.partition, offset);
+        let Some(&n) = observed.places.get(&place) else {
+            return;
+        };
+        if !observed.poison.contains(&n) {
+            return;
+        }
+        if category != Category::Permanent {
+            observed.violations.push(format!(
+                "record {n}, which does not decode, failed as {category}"
+            ));
+        }
+        observed.failed_for_good.insert(n);
+        let at = event.at.as_millis();
+        observed.log.push(Entry {
+            key: event.key.to_string(),
+            partition: event.partition,
+            offset,
+            n,
+            what: What::Permanent,
+            attempt: event.attempt,
+            demand: event.demand,
+            started: at,
+            ended: at,
+        });
+        drop(observed);
+        self.probe.progress.notify_waiters();
     }
 }

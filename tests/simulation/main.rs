@@ -17,12 +17,14 @@
     reason = "test code fails loudly"
 )]
 
+mod check;
 mod faults;
 mod handler;
 mod scenario;
 
+use check::{all_fired, check, settled};
 use faults::{Faults, FaultyBroker, FaultyDedup, FaultyDefer, FaultyTimers};
-use handler::{Observed, Probe, SimHandler, What};
+use handler::{PoisonSink, Probe, SimHandler};
 use prosody::Mode;
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
 use prosody::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
@@ -35,11 +37,10 @@ use prosody_core::monopolization::{MonopolizationConfig, MonopolizationLayer};
 use prosody_core::retry::{RetryConfig, RetryLayer};
 use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
 use prosody_core::shutdown::ShutdownLayer;
-use prosody_core::telemetry::{NoTelemetry, TelemetryLayer};
+use prosody_core::telemetry::TelemetryLayer;
 use prosody_core::timeout::{TimeoutConfig, TimeoutLayer};
-use prosody_core::{HandlerService, JsonCodec, Runtime, RuntimeConfig};
-use scenario::{Change, Scenario, Script};
-use std::collections::{HashMap, HashSet};
+use prosody_core::{HandlerService, Runtime, RuntimeConfig};
+use scenario::{Change, Scenario};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 use tower::ServiceBuilder;
@@ -50,11 +51,14 @@ fn topic(n: u8) -> String {
 }
 
 /// Where low-latency mode sends what fails.
-const FAILURES: &str = "failures";
+pub const FAILURES: &str = "failures";
 
 /// The attempt timeout; some first attempts outlast it.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
-const GROUP: &str = "group";
+/// The first defer delay: long against what other calls can hold a retry
+/// up, so the checker tells a delay from its double.
+pub const DEFER_BASE: Duration = Duration::from_secs(10);
+pub(crate) const GROUP: &str = "group";
 /// Virtual time a scenario may take: its timers are at most a minute out
 /// and its retries back off for minutes at most.
 const DEADLINE: Duration = Duration::from_secs(3600);
@@ -72,7 +76,7 @@ fn committed_to_the_end(world: &World, partitions: i32) -> bool {
     })
 }
 
-fn all_partitions(topics: u8, partitions: i32) -> impl Iterator<Item = TopicPartition> {
+pub(crate) fn all_partitions(topics: u8, partitions: i32) -> impl Iterator<Item = TopicPartition> {
     (0..topics).flat_map(move |t| (0..partitions).map(move |p| TopicPartition::new(topic(t), p)))
 }
 
@@ -89,13 +93,13 @@ const REPORTED: usize = 5;
 
 /// What the members share: the broker and the stores, each behind its
 /// fault injector.
-struct World {
-    broker: MemoryBroker,
+pub(crate) struct World {
+    pub(crate) broker: MemoryBroker,
     timers: MemoryTimerStore,
     deferred: MemoryDeferStore,
     dedup: MemoryDedupStore,
     faults: Faults,
-    probe: Probe,
+    pub(crate) probe: Probe,
     max_concurrency: usize,
     topics: u8,
     mode: Mode,
@@ -113,7 +117,6 @@ impl World {
     /// A member: the mode's stack on a runtime of its own. Dropping it is a
     /// crash; `shutdown` drains.
     async fn member(&self) -> Runtime {
-        let codec = JsonCodec::<Script>::new();
         let broker = self.faulty_broker();
         let dedup = DedupLayer::new(
             DedupConfig::default(),
@@ -123,13 +126,15 @@ impl World {
             },
         );
         let defer = DeferLayer::new(
-            DeferConfig::default(),
+            DeferConfig {
+                base: DEFER_BASE,
+                ..DeferConfig::default()
+            },
             FaultyDefer {
                 inner: self.deferred.clone(),
                 faults: self.faults.clone(),
             },
             BrokerLoader::new(broker.clone(), &LoaderConfig::default()),
-            codec.clone(),
         )
         .drain_through(dedup.clone());
         let scheduler = SchedulerConfig {
@@ -141,7 +146,9 @@ impl World {
             .layer(ShutdownLayer::new())
             .layer(SchedulerLayer::new(scheduler))
             .layer(TimeoutLayer::new(TimeoutConfig { timeout: TIMEOUT }))
-            .layer(TelemetryLayer::new(NoTelemetry))
+            .layer(TelemetryLayer::new(PoisonSink {
+                probe: self.probe.clone(),
+            }))
             .service(HandlerService::new(SimHandler {
                 probe: self.probe.clone(),
             }));
@@ -167,7 +174,7 @@ impl World {
                     .layer(defer)
                     .layer(MonopolizationLayer::new(&MonopolizationConfig::default()))
                     .service(common);
-                Runtime::spawn(consumer, stack, codec, timers, config)
+                Runtime::spawn(consumer, stack, timers, config)
             }
             Mode::LowLatency => {
                 let failure = FailureConfig {
@@ -185,58 +192,17 @@ impl World {
                     .layer(FailureLayer::new(producer, failure))
                     .layer(RetryLayer::new(bounded))
                     .service(common);
-                Runtime::spawn(consumer, stack, codec, timers, config)
+                Runtime::spawn(consumer, stack, timers, config)
             }
             Mode::BestEffort => {
                 let stack = ServiceBuilder::new()
                     .layer(dedup)
                     .layer(LogLayer::new())
                     .service(common);
-                Runtime::spawn(consumer, stack, codec, timers, config)
+                Runtime::spawn(consumer, stack, timers, config)
             }
         }
     }
-}
-
-/// How many records have reached their end: succeeded, or skipped as the
-/// duplicate (by id) of one that succeeded, or settled by the mode's path
-/// for failures: pipeline logs permanent failures, low-latency routes
-/// every failure to the failure topic, best-effort logs any failure.
-fn settled(mode: Mode, records: &[Script], observed: &Observed) -> usize {
-    let succeeded_ids: HashSet<&str> = records
-        .iter()
-        .filter(|r| observed.succeeded.contains(&r.n))
-        .filter_map(|r| r.id.as_deref())
-        .collect();
-    records
-        .iter()
-        .filter(|r| {
-            let failed = match mode {
-                Mode::Pipeline => observed.failed_for_good.contains(&r.n),
-                Mode::LowLatency => observed.routed.contains(&r.n),
-                // Tried once at least (a timed-out try fails unseen).
-                Mode::BestEffort => observed.attempts.contains_key(&r.n),
-            };
-            observed.succeeded.contains(&r.n)
-                || failed
-                || r.id.as_deref().is_some_and(|id| succeeded_ids.contains(id))
-        })
-        .count()
-}
-
-/// The timers that must fire: kept by a successful attempt whose commit
-/// reached the store.
-fn all_fired(observed: &Observed) -> bool {
-    let fired: HashSet<(&str, i64)> = observed
-        .fired
-        .iter()
-        .map(|(key, at, _)| (key.as_str(), *at))
-        .collect();
-    observed
-        .timers_kept
-        .intersection(&observed.timers_written)
-        .filter(|timer| !observed.timers_cleared.contains(*timer))
-        .all(|(key, at)| fired.contains(&(key.as_str(), *at)))
 }
 
 async fn simulate(seed: u64) -> Result<(), String> {
@@ -261,14 +227,19 @@ async fn simulate(seed: u64) -> Result<(), String> {
     }
     let producer = world.broker.producer().expect("producer");
     for script in &scenario.records {
-        let payload = serde_json::to_vec(script).expect("encode");
-        producer
-            .send(
-                OutgoingRecord::new(topic(script.topic), script.key.clone(), payload),
-                Duration::from_secs(1),
-            )
+        let topic = topic(script.topic);
+        let record = OutgoingRecord::new(topic.clone(), script.key_bytes(), script.payload_bytes());
+        let delivery = producer
+            .send(record, Duration::from_secs(1))
             .await
             .expect("send");
+        let mut observed = world.probe.lock();
+        observed
+            .places
+            .insert((topic, delivery.partition, delivery.offset), script.n);
+        if script.poison.is_some() {
+            observed.poison.insert(script.n);
+        }
     }
 
     // Start at a whole hour of the (paused) clock, so timers fall in the
@@ -324,115 +295,6 @@ async fn simulate(seed: u64) -> Result<(), String> {
     result
 }
 
-/// The promises, against what was observed.
-fn check(scenario: &Scenario, world: &World, finished: bool) -> Result<(), String> {
-    let observed = world.probe.lock();
-    let records = &scenario.records;
-    if !observed.violations.is_empty() {
-        return Err(format!("violations: {:?}", observed.violations));
-    }
-    if !finished {
-        let left: Vec<u64> = records
-            .iter()
-            .filter(|r| settled(scenario.mode, std::slice::from_ref(*r), &observed) == 0)
-            .map(|r| r.n)
-            .collect();
-        let fired: HashSet<(&str, i64)> = observed
-            .fired
-            .iter()
-            .map(|(key, at, _)| (key.as_str(), *at))
-            .collect();
-        let unfired: Vec<_> = observed
-            .timers_kept
-            .intersection(&observed.timers_written)
-            .filter(|timer| !observed.timers_cleared.contains(*timer))
-            .filter(|(key, at)| !fired.contains(&(key.as_str(), *at)))
-            .collect();
-        let logged: Vec<_> = observed
-            .log
-            .iter()
-            .filter(|entry| left.contains(&entry.n))
-            .map(|entry| (entry.n, entry.offset, entry.what))
-            .collect();
-        let commits: Vec<_> = all_partitions(scenario.topics, scenario.partitions)
-            .map(|tp| {
-                let committed = world.broker.committed_offset(GROUP, &tp);
-                (tp.partition, committed, world.broker.end_offset(&tp))
-            })
-            .collect();
-        return Err(format!(
-            "not everything settled: records {left:?} (log {logged:?}), timers that must fire and did not {unfired:?}, commits (partition, committed, end) {commits:?}"
-        ));
-    }
-    // Per key, each distinct event reaches its end in offset order: its
-    // first success, or its first failure that the mode settles (pipeline:
-    // permanent; low-latency: routed; best-effort: any). A duplicate (by
-    // id) of a record that already ended is the same event again: handling
-    // it later is at-least-once, not disorder; so is a replay after an end.
-    let ends = |what: What| match scenario.mode {
-        Mode::Pipeline => matches!(what, What::Success | What::Permanent),
-        Mode::LowLatency => matches!(what, What::Success | What::Routed),
-        Mode::BestEffort => what != What::Routed,
-    };
-    let mut ended = HashSet::new();
-    let mut ids = HashSet::new();
-    let mut last: HashMap<&str, (i32, i64)> = HashMap::new();
-    for entry in observed.log.iter().filter(|entry| ends(entry.what)) {
-        if !ended.insert(entry.n) {
-            continue;
-        }
-        let id = usize::try_from(entry.n)
-            .ok()
-            .and_then(|n| records[n].id.as_deref());
-        if id.is_some_and(|id| !ids.insert(id)) {
-            continue;
-        }
-        let (key, partition, offset) = (entry.key.as_str(), entry.partition, entry.offset);
-        if let Some(&(p, o)) = last.get(key) {
-            if p != partition || o >= offset {
-                let history: Vec<_> = observed
-                    .log
-                    .iter()
-                    .filter(|e| e.key == key)
-                    .map(|e| (e.offset, e.what))
-                    .collect();
-                return Err(format!(
-                    "key {key}: offset {offset} ended first after {o}; its log (offset, what) {history:?}"
-                ));
-            }
-        }
-        last.insert(key, (partition, offset));
-    }
-    // Timers fire at or after their time, and a failed attempt's never.
-    for (key, at, fired_at) in &observed.fired {
-        if fired_at < at {
-            return Err(format!("timer {key}@{at} fired early, at {fired_at}"));
-        }
-        let kept = observed.timers_kept.contains(&(key.clone(), *at));
-        if !kept && observed.timers_dropped.contains(&(key.clone(), *at)) {
-            return Err(format!("timer {key}@{at} of a failed attempt fired"));
-        }
-    }
-    if !all_fired(&observed) {
-        return Err(format!(
-            "a timer the store took never fired: kept {:?}, fired {:?}",
-            observed.timers_kept, observed.fired
-        ));
-    }
-    // Every partition is committed to its end.
-    for tp in all_partitions(scenario.topics, scenario.partitions) {
-        let partition = &tp;
-        let end = world.broker.end_offset(&tp).expect("partition");
-        let committed = world.broker.committed_offset(GROUP, &tp).unwrap_or(0);
-        if committed != end {
-            return Err(format!(
-                "partition {partition} committed to {committed} of {end}"
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn run(seed: u64) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -450,7 +312,7 @@ fn setting(name: &str) -> Option<u64> {
 fn scenarios_keep_every_promise() {
     let seeds: Vec<u64> = if let Some(seed) = setting("SIM_SEED") {
         let _ = tracing_subscriber::fmt()
-            .with_env_filter("warn")
+            .with_env_filter(std::env::var("SIM_LOG").unwrap_or_else(|_| "warn".to_owned()))
             .with_test_writer()
             .try_init();
         vec![seed]

@@ -59,6 +59,52 @@ pub struct Script {
     /// The dedup id; duplicates share one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The record does not decode: it never reaches the handler, and takes
+    /// its mode's path for permanent failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poison: Option<Poison>,
+}
+
+/// How a record fails to decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Poison {
+    /// Its payload is not JSON.
+    Payload,
+    /// Its key is not UTF-8 (its payload is a script).
+    Key,
+}
+
+/// The payload of a record whose payload does not decode.
+const NOT_JSON: &str = "not json, record ";
+
+impl Script {
+    /// The record's key as produced.
+    pub fn key_bytes(&self) -> Vec<u8> {
+        match self.poison {
+            Some(Poison::Key) => [&[0xFF, 0xFE][..], self.key.as_bytes()].concat(),
+            _ => self.key.clone().into_bytes(),
+        }
+    }
+
+    /// The record's payload as produced.
+    pub fn payload_bytes(&self) -> Vec<u8> {
+        match self.poison {
+            Some(Poison::Payload) => format!("{NOT_JSON}{}", self.n).into_bytes(),
+            _ => serde_json::to_vec(self).expect("encode"),
+        }
+    }
+
+    /// The number of the record a payload was produced for.
+    pub fn number(payload: &[u8]) -> Option<u64> {
+        if let Ok(script) = serde_json::from_slice::<Self>(payload) {
+            return Some(script.n);
+        }
+        std::str::from_utf8(payload)
+            .ok()?
+            .strip_prefix(NOT_JSON)?
+            .parse()
+            .ok()
+    }
 }
 
 /// A change of membership, once some records have been handled.
@@ -88,6 +134,9 @@ pub struct Scenario {
 impl Scenario {
     pub fn generate(seed: u64) -> Self {
         let mut rng = Rng::new(seed);
+        // A stream of its own for what later versions added, so the draws
+        // above stay those of older scenarios.
+        let mut extra = Rng::new(seed ^ 0x005E_ED0F_BADB_17E5);
         let topics = u8::try_from(rng.range(1, 2)).unwrap_or(1);
         let partitions = i32::try_from(rng.range(1, 4)).unwrap_or(1);
         let max_concurrency = usize::try_from(rng.range(1, 8)).unwrap_or(1);
@@ -126,6 +175,13 @@ impl Scenario {
                     permanent: rng.chance(5),
                     timer_in: rng.chance(20).then(|| rng.range(1, 30)),
                     id: rng.chance(30).then(|| format!("id-{n}")),
+                    poison: extra.chance(5).then(|| {
+                        if extra.chance(50) {
+                            Poison::Payload
+                        } else {
+                            Poison::Key
+                        }
+                    }),
                 }
             };
             records.push(script);

@@ -5,14 +5,14 @@ use super::future::{Boxed, Failed, failed};
 use super::{Origin, Shared};
 use crate::broker::TopicPartition;
 use crate::clock::{self, Timestamp};
-use crate::codec::{Codec, decode_record};
+use crate::codec;
 use crate::context::Demand;
 use crate::error::{Category, HandlerError};
-use crate::event::Event;
+use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
-use crate::store::defer::DeferStore;
+use crate::store::defer::{DeferStore, Deferral};
 use crate::store::timer::{TimerKind, from_seconds};
 use crate::timers::TimerOp;
 use std::sync::Arc;
@@ -50,8 +50,8 @@ pub(super) fn after(delay: Duration, not_before: Option<Timestamp>) -> Timestamp
 /// Sets a failed record aside: its key's defer timer first, then its
 /// offset, so a stored offset always has a timer. Either write failing
 /// fails the event with `error`, for the retry stage.
-pub(super) fn defer<R, D, L, K>(
-    shared: Arc<Shared<D, L, K>>,
+pub(super) fn defer<R, D, L>(
+    shared: Arc<Shared<D, L>>,
     origin: Origin,
     error: HandlerError,
 ) -> Boxed<R>
@@ -59,7 +59,6 @@ where
     R: Settlement + Send + 'static,
     D: DeferStore,
     L: Send + Sync + 'static,
-    K: Send + Sync + 'static,
 {
     Box::pin(async move {
         let Origin::Record {
@@ -81,7 +80,10 @@ where
             timers
                 .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at, None)])
                 .await?;
-            shared.store.defer(&partition, &key, offset).await
+            shared
+                .store
+                .defer(&partition, &key, offset, Deferral::AfterFailure)
+                .await
         };
         if let Err(store) = written.await {
             warn!(%key, offset, %store, "deferring failed; the retry stage tries again");
@@ -94,15 +96,14 @@ where
 
 /// A record of a key the store could not peek: stored behind the key's
 /// backlog if it has one, else handled by the ready service `ready`.
-pub(super) fn lookup<S, D, L, K>(
-    shared: Arc<Shared<D, L, K>>,
+pub(super) fn lookup<S, D, L>(
+    shared: Arc<Shared<D, L>>,
     mut ready: S,
-    request: EventRequest<K::Value>,
+    request: EventRequest<Encoded>,
     origin: Origin,
 ) -> Boxed<S::Response>
 where
-    K: Codec,
-    S: Service<EventRequest<K::Value>, Error = HandlerError> + Send + 'static,
+    S: Service<EventRequest<Encoded>, Error = HandlerError> + Send + 'static,
     S::Response: Settlement + Send + 'static,
     S::Future: Send,
     D: DeferStore,
@@ -136,15 +137,15 @@ where
 
 /// Stores a record behind its key's backlog, unhandled, to keep the key's
 /// order.
-async fn behind<R: Settlement, D: DeferStore, L, K>(
-    shared: &Shared<D, L, K>,
+async fn behind<R: Settlement, D: DeferStore, L>(
+    shared: &Shared<D, L>,
     partition: &TopicPartition,
     key: &Key,
     offset: i64,
 ) -> Result<R, HandlerError> {
     shared
         .store
-        .defer(partition, key, offset)
+        .defer(partition, key, offset, Deferral::Behind)
         .await
         .map_err(HandlerError::transient)?;
     debug!(%partition, %key, offset, "message deferred behind its key's backlog");
@@ -153,12 +154,11 @@ async fn behind<R: Settlement, D: DeferStore, L, K>(
 
 /// Stores a record behind its key's backlog, boxed, for a key the store
 /// peeked as deferred.
-pub(super) fn defer_behind<R, D, L, K>(shared: Arc<Shared<D, L, K>>, origin: Origin) -> Boxed<R>
+pub(super) fn defer_behind<R, D, L>(shared: Arc<Shared<D, L>>, origin: Origin) -> Boxed<R>
 where
     R: Settlement + Send + 'static,
     D: DeferStore,
     L: Send + Sync + 'static,
-    K: Send + Sync + 'static,
 {
     Box::pin(async move {
         match &origin {
@@ -178,14 +178,13 @@ where
 /// firing timer is removed here, after any timer that replaces it was set
 /// (the runtime never removes defer timers: a stack without this stage
 /// leaves them, and their backlog, for one that has it).
-pub(super) fn drain<S, D, L, K>(
-    shared: Arc<Shared<D, L, K>>,
+pub(super) fn drain<S, D, L>(
+    shared: Arc<Shared<D, L>>,
     inner: S,
-    request: EventRequest<K::Value>,
+    request: EventRequest<Encoded>,
 ) -> Boxed<S::Response>
 where
-    K: Codec,
-    S: Service<EventRequest<K::Value>, Error = HandlerError> + Clone + Send + 'static,
+    S: Service<EventRequest<Encoded>, Error = HandlerError> + Clone + Send + 'static,
     S::Response: Settlement + Send + 'static,
     S::Future: Send,
     D: DeferStore,
@@ -207,12 +206,12 @@ where
             .deferred(&partition, &key)
             .await
             .map_err(HandlerError::transient)?
-            .and_then(|d| Some((d.head()?, d.retries)));
+            .and_then(|d| Some((d.head()?, d.failures)));
         loop {
             if context.is_shutting_down() {
                 return Err(HandlerError::transient(ShuttingDown));
             }
-            let Some((head, retries)) = next else {
+            let Some((head, failures)) = next else {
                 timers
                     .write(&key, TimerKind::Defer, vec![fired])
                     .await
@@ -221,11 +220,18 @@ where
             };
             let result = match load(&shared, &partition, &key, head).await {
                 Loaded::Event(event) => {
+                    // A head that never ran is fresh work; one that failed
+                    // before is a retry.
+                    let demand = if failures == 0 {
+                        Demand::Normal
+                    } else {
+                        Demand::Failure
+                    };
                     let attempt = context
                         .clone()
                         .with_timers(timers.detached())
-                        .with_demand(Demand::Failure)
-                        .with_attempt(retries.saturating_add(2));
+                        .with_demand(demand)
+                        .with_attempt(failures.saturating_add(1));
                     let request = EventRequest {
                         event,
                         context: attempt,
@@ -249,11 +255,11 @@ where
                         if context.is_shutting_down() || !shared.record(true) {
                             return Err(error);
                         }
-                        let retries = store
-                            .retried(&partition, &key)
+                        let failures = store
+                            .failed(&partition, &key)
                             .await
                             .map_err(HandlerError::transient)?;
-                        let delay = shared.config.delay(retries.saturating_add(1));
+                        let delay = shared.config.delay(failures);
                         let at = after(delay, Some(timer.time));
                         // The next timer first: the backlog is never
                         // without one.
@@ -265,13 +271,13 @@ where
                             )
                             .await
                             .map_err(HandlerError::transient)?;
-                        warn!(%error, %partition, %key, offset = head, retries, ?delay,
-                            "deferred message failed again; retrying later");
+                        warn!(%error, %partition, %key, offset = head, failures, ?delay,
+                            "deferred message failed; retrying later");
                         return Ok(S::Response::unhandled());
                     }
                 },
             }
-            // A new head starts with no failed retries.
+            // The next head has not run yet: it is tried at once.
             next = store
                 .complete(&partition, &key, head)
                 .await
@@ -296,31 +302,29 @@ struct OtherKey {
     found: String,
 }
 
-enum Loaded<P> {
-    Event(Event<P>),
+enum Loaded {
+    Event(Event<Encoded>),
     Gone,
     Failed(HandlerError),
 }
 
-/// Reads the deferred record at `offset` back and decodes it for `key`.
-async fn load<D, L: Loader, K: Codec>(
-    shared: &Shared<D, L, K>,
+/// Reads the deferred record at `offset` back as an event of `key`.
+async fn load<D, L: Loader>(
+    shared: &Shared<D, L>,
     partition: &TopicPartition,
     key: &Key,
     offset: i64,
-) -> Loaded<K::Value> {
+) -> Loaded {
     let record = match shared.loader.load(partition, offset).await {
         Ok(Some(record)) => record,
         Ok(None) => return Loaded::Gone,
         Err(error) => return Loaded::Failed(HandlerError::transient(error)),
     };
-    let found = record.key.as_deref().unwrap_or_default();
-    if found != key.as_str().as_bytes() {
-        let found = String::from_utf8_lossy(found).into_owned();
+    // The key it queued under when it was deferred.
+    let found = codec::record_key(&record);
+    if found != *key {
+        let found = found.as_str().to_owned();
         return Loaded::Failed(HandlerError::permanent(OtherKey { found }));
     }
-    match decode_record(&shared.codec, key, &record) {
-        Ok(event) => Loaded::Event(event),
-        Err(error) => Loaded::Failed(error),
-    }
+    Loaded::Event(codec::encoded(key, &record))
 }

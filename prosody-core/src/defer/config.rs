@@ -75,12 +75,12 @@ impl DeferConfig {
         Ok(())
     }
 
-    /// The delay before retry number `retry` (from 1): `base * 2^(retry-1)`,
-    /// capped at `max_delay`.
+    /// The delay after failure number `failures` (from 1) of an event:
+    /// `base * 2^(failures-1)`, capped at `max_delay`.
     #[must_use]
-    pub fn delay(&self, retry: u32) -> Duration {
+    pub fn delay(&self, failures: u32) -> Duration {
         let factor = 1u32
-            .checked_shl(retry.saturating_sub(1))
+            .checked_shl(failures.saturating_sub(1))
             .unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.max_delay)
     }

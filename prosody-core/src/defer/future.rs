@@ -31,15 +31,15 @@ enum State<F, R> {
 
 /// One request through the defer service.
 #[pin_project]
-pub struct ResponseFuture<F, R, D, L, K> {
+pub struct ResponseFuture<F, R, D, L> {
     #[pin]
     state: State<F, R>,
-    shared: Option<Arc<Shared<D, L, K>>>,
+    shared: Option<Arc<Shared<D, L>>>,
 }
 
-impl<F, R, D, L, K> ResponseFuture<F, R, D, L, K> {
+impl<F, R, D, L> ResponseFuture<F, R, D, L> {
     /// The inner call of an event from `origin`, deferred if it fails.
-    pub(super) fn calling(future: F, shared: Arc<Shared<D, L, K>>, origin: Origin) -> Self {
+    pub(super) fn calling(future: F, shared: Arc<Shared<D, L>>, origin: Origin) -> Self {
         Self {
             state: State::Calling {
                 future,
@@ -58,13 +58,12 @@ impl<F, R, D, L, K> ResponseFuture<F, R, D, L, K> {
     }
 }
 
-impl<F, R, D, L, K> Future for ResponseFuture<F, R, D, L, K>
+impl<F, R, D, L> Future for ResponseFuture<F, R, D, L>
 where
     F: Future<Output = Result<R, HandlerError>>,
     R: Settlement + Send + 'static,
     D: DeferStore,
     L: Send + Sync + 'static,
-    K: Send + Sync + 'static,
 {
     type Output = Result<R, HandlerError>;
 
@@ -119,8 +118,8 @@ pub(super) enum Failed<R> {
 /// error returns as is; a transient failure the gate lets through is
 /// deferred (a record) or put off (an application timer); any other
 /// returns to the retry stage.
-pub(super) fn failed<R: Settlement, D, L, K>(
-    shared: &Shared<D, L, K>,
+pub(super) fn failed<R: Settlement, D, L>(
+    shared: &Shared<D, L>,
     origin: &Origin,
     result: Result<R, HandlerError>,
 ) -> Failed<R> {

@@ -8,8 +8,9 @@
 //! the key has deferred offsets, its later messages are stored behind them
 //! without being handled. When the timer fires, the stage reads the head
 //! offset back through its [`Loader`], handles it, and on success moves on
-//! to the next; on failure it counts the retry and schedules the timer
-//! again, `defer_base` doubling up to `defer_max_delay`. A failing
+//! to the next, which has not run yet and is tried at once as fresh work;
+//! on failure it counts the failure and schedules the timer again,
+//! `defer_base` doubling with each failure up to `defer_max_delay`. A failing
 //! application timer is put off the same way: it stays stored and runs again
 //! after the delay.
 //!
@@ -47,10 +48,9 @@ pub use future::ResponseFuture;
 pub use layer::DeferLayer;
 
 use crate::broker::TopicPartition;
-use crate::codec::Codec;
 use crate::context::Context;
 use crate::error::HandlerError;
-use crate::event::Event;
+use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
@@ -63,22 +63,20 @@ use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 
 /// What every service of one layer shares.
-pub(crate) struct Shared<D, L, K> {
+pub(crate) struct Shared<D, L> {
     config: DeferConfig,
     store: D,
     loader: L,
-    codec: K,
     gate: Gate,
 }
 
-impl<D, L, K> Shared<D, L, K> {
-    fn new(config: DeferConfig, store: D, loader: L, codec: K) -> Self {
+impl<D, L> Shared<D, L> {
+    fn new(config: DeferConfig, store: D, loader: L) -> Self {
         let gate = Gate::new(config.failure_window, config.failure_threshold);
         Self {
             config,
             store,
             loader,
-            codec,
             gate,
         }
     }
@@ -115,13 +113,13 @@ impl Origin {
 /// The defer service; see the module documentation. `inner` handles new
 /// events; `drain` (the inner service behind the layer's drain layer)
 /// handles the records a backlog retries.
-pub struct DeferService<S, R, D, L, K> {
+pub struct DeferService<S, R, D, L> {
     inner: S,
     drain: R,
-    shared: Arc<Shared<D, L, K>>,
+    shared: Arc<Shared<D, L>>,
 }
 
-impl<S: Clone, R: Clone, D, L, K> Clone for DeferService<S, R, D, L, K> {
+impl<S: Clone, R: Clone, D, L> Clone for DeferService<S, R, D, L> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -131,7 +129,7 @@ impl<S: Clone, R: Clone, D, L, K> Clone for DeferService<S, R, D, L, K> {
     }
 }
 
-impl<S: fmt::Debug, R, D, L, K> fmt::Debug for DeferService<S, R, D, L, K> {
+impl<S: fmt::Debug, R, D, L> fmt::Debug for DeferService<S, R, D, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeferService")
             .field("inner", &self.inner)
@@ -140,13 +138,12 @@ impl<S: fmt::Debug, R, D, L, K> fmt::Debug for DeferService<S, R, D, L, K> {
     }
 }
 
-impl<S, R, D, L, K> Service<EventRequest<K::Value>> for DeferService<S, R, D, L, K>
+impl<S, R, D, L> Service<EventRequest<Encoded>> for DeferService<S, R, D, L>
 where
-    K: Codec,
-    S: Service<EventRequest<K::Value>, Error = HandlerError> + Clone + Send + 'static,
+    S: Service<EventRequest<Encoded>, Error = HandlerError> + Clone + Send + 'static,
     S::Response: Settlement + Send,
     S::Future: Send,
-    R: Service<EventRequest<K::Value>, Response = S::Response, Error = HandlerError>
+    R: Service<EventRequest<Encoded>, Response = S::Response, Error = HandlerError>
         + Clone
         + Send
         + 'static,
@@ -156,13 +153,13 @@ where
 {
     type Response = S::Response;
     type Error = HandlerError;
-    type Future = ResponseFuture<S::Future, S::Response, D, L, K>;
+    type Future = ResponseFuture<S::Future, S::Response, D, L>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: EventRequest<K::Value>) -> Self::Future {
+    fn call(&mut self, request: EventRequest<Encoded>) -> Self::Future {
         let shared = Arc::clone(&self.shared);
         let context = request.context.clone();
         let (key, offset) = match &request.event {

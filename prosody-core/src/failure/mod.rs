@@ -3,9 +3,10 @@
 //! failure topic and the event settles.
 //!
 //! Invariant: a failed message is settled only after the failure topic
-//! acknowledged a copy of it (same key, payload and headers, plus headers
-//! naming the error, its category and the source topic, partition and
-//! offset); if that send fails the result is a transient error, which the
+//! acknowledged a copy of it (the same key and payload bytes and headers,
+//! plus headers naming the error, its category and the source topic,
+//! partition and offset); a record that did not decode is routed the same
+//! way, as it arrived. If that send fails the result is a transient error, which the
 //! outer retry retries, so nothing is dropped. Once the partition is
 //! shutting down nothing is routed: the failure passes through and the
 //! event stays unsettled for its next owner. A failed excise is routed as
@@ -55,7 +56,8 @@ pub(crate) struct Routing {
     topic: Topic,
     partition: i32,
     offset: i64,
-    key: Bytes,
+    /// The key exactly as it arrived.
+    key: Option<Bytes>,
     payload: Option<Bytes>,
     headers: Headers,
 }
@@ -74,7 +76,7 @@ impl Routing {
         OutgoingRecord {
             topic: Arc::clone(failure_topic),
             partition: None,
-            key: Some(self.key),
+            key: self.key,
             payload: self.payload,
             headers,
             timestamp: None,
@@ -110,7 +112,7 @@ where
                 topic: Arc::clone(&m.topic),
                 partition: m.partition,
                 offset: m.offset,
-                key: Bytes::copy_from_slice(m.key.as_bytes()),
+                key: m.raw_key.clone(),
                 payload: Some(m.raw.clone()),
                 headers: m.headers.clone(),
             }),
@@ -118,7 +120,7 @@ where
                 topic: Arc::clone(&e.topic),
                 partition: e.partition,
                 offset: e.offset,
-                key: Bytes::copy_from_slice(e.key.as_bytes()),
+                key: e.raw_key.clone(),
                 payload: None,
                 headers: e.headers.clone(),
             }),

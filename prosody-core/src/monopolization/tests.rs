@@ -55,6 +55,7 @@ fn request(topic: &str, key: &str, work: Duration) -> EventRequest<Duration> {
             offset: 0,
             timestamp: Timestamp::from_millis(0),
             key: key.into(),
+            raw_key: None,
             payload: work,
             raw: bytes::Bytes::new(),
             id: None,

@@ -1,12 +1,12 @@
-//! One event's way through the stack: decode, call, and try again on a
-//! transient failure until it settles or the partition stops.
+//! One event's way through the stack: call, and try again on a transient
+//! failure until it settles or the partition stops.
 
 use super::alarm::Fire;
 use crate::broker::Record;
-use crate::codec::{Codec, decode_record};
+use crate::codec;
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
-use crate::event::{Event, Timer, Topic};
+use crate::event::{Encoded, Event, Timer, Topic};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
 use crate::store::timer::{TimerKind, from_seconds, to_seconds};
@@ -22,7 +22,7 @@ use tracing::{Instrument, debug, debug_span, error, warn};
 /// How an event left the runtime's hands.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Handled, or failed in a way that settles it (permanent, undecodable).
+    /// Handled, or failed in a way that settles it (permanent).
     Settled,
     /// Stopped before it settled (revocation or shutdown); a later owner
     /// handles it again.
@@ -61,9 +61,8 @@ impl Backoff {
 }
 
 /// What one partition shares with each of its attempts.
-pub(crate) struct Shared<S, K> {
+pub(crate) struct Shared<S> {
     pub(crate) service: S,
-    pub(crate) codec: K,
     /// Fires when the partition starts draining.
     pub(crate) shutdown: CancellationToken,
     /// Fires near the end of the drain: handlers should stop.
@@ -75,11 +74,10 @@ pub(crate) struct Shared<S, K> {
     pub(crate) partition: i32,
 }
 
-impl<S: Clone, K: Clone> Clone for Shared<S, K> {
+impl<S: Clone> Clone for Shared<S> {
     fn clone(&self) -> Self {
         Self {
             service: self.service.clone(),
-            codec: self.codec.clone(),
             shutdown: self.shutdown.clone(),
             cancel: self.cancel.clone(),
             backoff: self.backoff,
@@ -96,10 +94,9 @@ impl<S: Clone, K: Clone> Clone for Shared<S, K> {
 /// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
 /// failed permanently (logged), so the caller may commit past the record;
 /// a settled timer has been removed from the store (or its removal logged).
-pub(crate) async fn run<S, K>(shared: Shared<S, K>, key: Key, work: &Work) -> Outcome
+pub(crate) async fn run<S>(shared: Shared<S>, key: Key, work: &Work) -> Outcome
 where
-    K: Codec,
-    S: EventService<K::Value>,
+    S: EventService<Encoded>,
 {
     match work {
         Work::Record(record) => {
@@ -111,11 +108,9 @@ where
                 key = %key,
             );
             let timers = Timers::new(Arc::clone(&shared.timers));
-            attempt_loop(shared, &key, &timers, |codec| {
-                decode_record(codec, &key, record)
-            })
-            .instrument(span)
-            .await
+            attempt_loop(shared, &key, &timers, || codec::encoded(&key, record))
+                .instrument(span)
+                .await
         }
         Work::Timer(fire) => {
             let (time, kind) = (from_seconds(fire.due.second), fire.due.kind);
@@ -128,7 +123,7 @@ where
             };
             let access = Arc::clone(&shared.timers);
             let timers = Timers::new(Arc::clone(&access)).with_deferrals(fire.deferrals);
-            let outcome = attempt_loop(shared, &key, &timers, |_| Ok(Event::Timer(timer.clone())))
+            let outcome = attempt_loop(shared, &key, &timers, || Event::Timer(timer.clone()))
                 .instrument(span)
                 .await;
             if outcome != Outcome::Settled {
@@ -152,29 +147,19 @@ where
     }
 }
 
-async fn attempt_loop<S, K>(
-    shared: Shared<S, K>,
+async fn attempt_loop<S>(
+    shared: Shared<S>,
     key: &Key,
     timers: &Timers,
-    event_of: impl Fn(&K) -> Result<Event<K::Value>, HandlerError>,
+    event_of: impl Fn() -> Event<Encoded>,
 ) -> Outcome
 where
-    K: Codec,
-    S: EventService<K::Value>,
+    S: EventService<Encoded>,
 {
     let mut demand = Demand::Normal;
     let mut attempt = 0u32;
     loop {
-        let event = match event_of(&shared.codec) {
-            Ok(event) => event,
-            Err(error) => {
-                error!(
-                    error = %error.source(),
-                    "payload does not decode; the record is settled without handling"
-                );
-                return Outcome::Settled;
-            }
-        };
+        let event = event_of();
         let context = Context::new(
             key.clone(),
             Arc::clone(&shared.topic),

@@ -16,7 +16,7 @@ mod queues;
 
 use crate::broker::Consumer;
 use crate::broker::TopicPartition;
-use crate::codec::Codec;
+use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::store::timer::TimerStore;
@@ -112,21 +112,14 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts consuming: each record is decoded with `codec` and sent through
-    /// `service`; handlers' timers live in `timers`, and due timers go
-    /// through `service` too. Intervals shorter than a millisecond count as
-    /// one.
-    pub fn spawn<C, S, K, T>(
-        consumer: C,
-        service: S,
-        codec: K,
-        timers: T,
-        mut config: RuntimeConfig,
-    ) -> Self
+    /// Starts consuming: each record goes through `service` as it came off
+    /// the broker (the handler service at its end decodes it); handlers'
+    /// timers live in `timers`, and due timers go through `service` too.
+    /// Intervals shorter than a millisecond count as one.
+    pub fn spawn<C, S, T>(consumer: C, service: S, timers: T, mut config: RuntimeConfig) -> Self
     where
         C: Consumer,
-        K: Codec,
-        S: EventService<K::Value>,
+        S: EventService<Encoded>,
         T: TimerStore,
     {
         let floor = Duration::from_millis(1);
@@ -138,7 +131,6 @@ impl Runtime {
         let poll = poll::PollLoop::new(
             consumer,
             service,
-            codec,
             timers,
             config,
             stop.clone(),
@@ -173,20 +165,29 @@ impl Runtime {
         self.done.is_cancelled() && !self.stop.is_cancelled()
     }
 
-    /// The partitions that halted on a terminal error, or have work pending
-    /// and made no progress (no record or timer settled) for `threshold`,
-    /// in order.
+    /// The partitions that have work pending and made no progress (no
+    /// record or timer settled) for `threshold`, in order.
     #[must_use]
     pub fn stalled_partitions(&self, threshold: Duration) -> Vec<TopicPartition> {
-        let mut stalled: Vec<TopicPartition> = self
+        self.partitions_where(|state| state.stalled(threshold))
+    }
+
+    /// The partitions a terminal error stopped, in order.
+    #[must_use]
+    pub fn halted_partitions(&self) -> Vec<TopicPartition> {
+        self.partitions_where(PartitionState::halted)
+    }
+
+    fn partitions_where(&self, pick: impl Fn(&PartitionState) -> bool) -> Vec<TopicPartition> {
+        let mut picked: Vec<TopicPartition> = self
             .status
             .partitions()
             .iter()
-            .filter(|(_, state)| state.stalled(threshold))
+            .filter(|(_, state)| pick(state))
             .map(|(tp, _)| tp.clone())
             .collect();
-        stalled.sort_unstable();
-        stalled
+        picked.sort_unstable();
+        picked
     }
 
     /// Whether the consumer has stopped (after shutdown, or after its

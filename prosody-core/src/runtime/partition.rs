@@ -8,7 +8,8 @@ use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
 use crate::broker::{Record, TopicPartition};
 use crate::clock;
-use crate::codec::Codec;
+use crate::codec;
+use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
 use std::sync::Arc;
@@ -57,11 +58,16 @@ impl Default for PartitionState {
 }
 
 impl PartitionState {
-    /// Whether the partition halted, or work is pending and nothing
-    /// progressed for `threshold`.
+    /// Whether a terminal error stopped the partition.
+    pub(crate) fn halted(&self) -> bool {
+        self.halted.load(Ordering::Acquire)
+    }
+
+    /// Whether work is pending and nothing progressed for `threshold` (a
+    /// halted partition is [halted](Self::halted), not stalled).
     pub(crate) fn stalled(&self, threshold: Duration) -> bool {
-        if self.halted.load(Ordering::Acquire) {
-            return true;
+        if self.halted() {
+            return false;
         }
         let pending =
             self.running.load(Ordering::Acquire) > 0 || self.unsettled.load(Ordering::Acquire) > 0;
@@ -90,14 +96,14 @@ pub(crate) enum Command {
 }
 
 /// The partition task.
-pub(crate) struct PartitionTask<S, K> {
+pub(crate) struct PartitionTask<S> {
     pub(crate) tp: TopicPartition,
     pub(crate) commands: mpsc::UnboundedReceiver<Command>,
     pub(crate) state: Arc<PartitionState>,
     pub(crate) resume: mpsc::UnboundedSender<TopicPartition>,
     pub(crate) resume_at: usize,
     pub(crate) filters: Filters,
-    pub(crate) shared: Shared<S, K>,
+    pub(crate) shared: Shared<S>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Work>,
     pub(crate) running: JoinSet<(Key, Work, Outcome)>,
@@ -106,10 +112,9 @@ pub(crate) struct PartitionTask<S, K> {
     pub(crate) halted: bool,
 }
 
-impl<S, K> PartitionTask<S, K>
+impl<S> PartitionTask<S>
 where
-    K: Codec,
-    S: EventService<K::Value>,
+    S: EventService<Encoded>,
 {
     /// Runs until drained or until the poll loop goes away.
     pub(crate) async fn run(mut self) {
@@ -160,16 +165,9 @@ where
             self.settle(record.offset);
             return;
         }
-        let key = match record.key.as_deref().map(std::str::from_utf8) {
-            None => Key::from(""),
-            Some(Ok(key)) => Key::from(key),
-            Some(Err(e)) => {
-                error!(partition = %self.tp, offset = record.offset, error = %e,
-                    "record key is not UTF-8; the record is settled without handling");
-                self.settle(record.offset);
-                return;
-            }
-        };
+        // A key that is not UTF-8 queues under its lossy rendering; the
+        // handler service refuses it, and the mode's failure path takes it.
+        let key = codec::record_key(&record);
         if let Some(work) = self.queues.arrive(key.clone(), Work::Record(record)) {
             self.start(key, work);
         }
@@ -312,7 +310,7 @@ where
     }
 }
 
-impl<S, K> Drop for PartitionTask<S, K> {
+impl<S> Drop for PartitionTask<S> {
     fn drop(&mut self) {
         self.shared.cancel.cancel();
     }
@@ -327,7 +325,7 @@ mod tests {
     const THRESHOLD: Duration = Duration::from_secs(10);
 
     #[tokio::test(start_paused = true)]
-    async fn only_pending_work_without_progress_or_a_halt_is_a_stall() {
+    async fn only_pending_work_without_progress_is_a_stall() {
         let state = PartitionState::default();
         tokio::time::advance(THRESHOLD * 2).await;
         assert!(!state.stalled(THRESHOLD), "idle is not stalled");
@@ -344,8 +342,8 @@ mod tests {
             state.stalled(THRESHOLD),
             "a running call past the threshold"
         );
-        state.running.store(0, Ordering::Release);
         state.halted.store(true, Ordering::Release);
-        assert!(state.stalled(THRESHOLD), "halted");
+        assert!(state.halted());
+        assert!(!state.stalled(THRESHOLD), "halted is told apart");
     }
 }

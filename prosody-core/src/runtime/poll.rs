@@ -8,7 +8,7 @@ use super::partition::{Command, NO_OFFSET, PartitionState, PartitionTask};
 use super::queues::KeyQueues;
 use super::{RuntimeConfig, Status};
 use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
-use crate::codec::Codec;
+use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::store::timer::TimerStore;
@@ -35,10 +35,9 @@ struct Assigned {
 ///
 /// Invariant: an offset is stored for a partition only as reported by its
 /// task's tracker, so a commit never passes an unsettled record.
-pub(crate) struct PollLoop<C, S, K, T> {
+pub(crate) struct PollLoop<C, S, T> {
     consumer: C,
     service: S,
-    codec: K,
     timers: T,
     config: RuntimeConfig,
     stop: CancellationToken,
@@ -52,17 +51,15 @@ pub(crate) struct PollLoop<C, S, K, T> {
     uncommitted: bool,
 }
 
-impl<C, S, K, T> PollLoop<C, S, K, T>
+impl<C, S, T> PollLoop<C, S, T>
 where
     C: Consumer,
-    K: Codec,
-    S: EventService<K::Value>,
+    S: EventService<Encoded>,
     T: TimerStore,
 {
     pub(crate) fn new(
         consumer: C,
         service: S,
-        codec: K,
         timers: T,
         config: RuntimeConfig,
         stop: CancellationToken,
@@ -72,7 +69,6 @@ where
         Self {
             consumer,
             service,
-            codec,
             timers,
             filters: Filters::new(
                 Arc::clone(&config.group_id),
@@ -151,7 +147,6 @@ where
                 filters: self.filters.clone(),
                 shared: Shared {
                     service: self.service.clone(),
-                    codec: self.codec.clone(),
                     shutdown,
                     cancel,
                     backoff: Backoff {

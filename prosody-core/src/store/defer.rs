@@ -3,15 +3,18 @@
 //! offset order.
 //!
 //! How the defer stage uses it: on a transient failure of a message it calls
-//! [`DeferStore::defer`] with the message's offset, schedules a retry timer
-//! and settles the event, so the partition advances. While a key has
-//! deferred messages its later messages are deferred behind them (per-key
+//! [`DeferStore::defer`] with the message's offset
+//! ([`Deferral::AfterFailure`]), schedules a retry timer and settles the
+//! event, so the partition advances. While a key has deferred messages its
+//! later messages are deferred behind them ([`Deferral::Behind`], per-key
 //! order). When the timer fires, the loader reads the head offset
-//! ([`DeferStore::deferred`]) back from the broker and retries it: on success
-//! [`DeferStore::complete`] removes it and names the next head; on failure
-//! [`DeferStore::retried`] counts the attempt, from which the stage computes
-//! the next delay. The stage never needs to scan: every key with deferred
-//! offsets has a defer timer in the timer store (written before the first
+//! ([`DeferStore::deferred`]) back from the broker and tries it: on success
+//! [`DeferStore::complete`] removes it and names the next head, tried at
+//! once; on failure (of the handler, or of the read) [`DeferStore::failed`]
+//! counts it, and the stage computes the next delay from the count. The
+//! head's next attempt number and scheduling class follow from the count
+//! too: a head that never ran is fresh work. The stage never needs to scan:
+//! every key with deferred offsets has a defer timer in the timer store (written before the first
 //! offset, replaced before it is removed), and a new owner of the partition
 //! loads those timers. [`DeferStore::keys`] lists a partition's waiting
 //! keys for operators and checks.
@@ -26,14 +29,39 @@ use std::future::Future;
 ///
 /// Invariant (of every value a [`DeferStore`] returns): `offsets` is not
 /// empty and strictly ascending (so without duplicates); its first offset is
-/// the head, the message to retry next, and `retries` counts the failed
-/// retries of that head since it became the head.
+/// the head, the message to try next, and `failures` counts the tries of
+/// that head that failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deferred {
     /// The deferred offsets, ascending, without duplicates.
     pub offsets: Vec<i64>,
-    /// How many times the head (the first offset) was retried and failed.
-    pub retries: u32,
+    /// How many tries of the head (the first offset) failed, its handling or
+    /// the read of its record: at least one for a message deferred because
+    /// it failed, zero for one that waited behind and has not been tried.
+    pub failures: u32,
+}
+
+/// Why an offset is deferred. It matters only when the offset becomes the
+/// head on being deferred (into an empty queue, or in front of the head):
+/// then it starts the head's failure count.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Deferral {
+    /// Its attempt just failed: as a new head it counts one failure.
+    AfterFailure,
+    /// It waits behind its key's backlog and has not run: as a new head it
+    /// counts none.
+    Behind,
+}
+
+impl Deferral {
+    /// The failure count of an offset that becomes the head this way.
+    #[must_use]
+    pub fn failures(self) -> u32 {
+        match self {
+            Self::AfterFailure => 1,
+            Self::Behind => 0,
+        }
+    }
 }
 
 impl Deferred {
@@ -45,7 +73,7 @@ impl Deferred {
 }
 
 /// A persistent queue of deferred offsets per key of a partition, with the
-/// retry count of each queue's head.
+/// failure count of each queue's head.
 ///
 /// Contract (checked by the conformance suite, `store::conformance::defer`):
 ///
@@ -54,10 +82,11 @@ impl Deferred {
 /// - [`complete`](Self::complete) removes an offset only if it is the head;
 ///   any other offset (queued or not) changes nothing. Either way it returns
 ///   the head afterwards.
-/// - The retry count belongs to the head: [`retried`](Self::retried) adds
-///   one; it is zero for a new head, whether the old head completed or a
-///   smaller offset was deferred in front of it. Deferring an offset behind
-///   the head keeps the count.
+/// - The failure count belongs to the head: [`failed`](Self::failed) adds
+///   one. A head that completes leaves the next head at zero; an offset
+///   deferred in front of the head (or into an empty queue) becomes the head
+///   with the count of its [`Deferral`]. Deferring an offset behind the
+///   head, or one already queued, keeps the count.
 /// - A key whose last offset completes is gone: [`deferred`](Self::deferred)
 ///   is `None` and [`keys`](Self::keys) omits it; deferring for it again
 ///   starts a fresh queue.
@@ -78,12 +107,14 @@ pub trait DeferStore: Clone + Send + Sync + 'static {
     }
 
     /// Adds `offset` to the key's queue, keeping it ascending; an offset
-    /// already queued is not added again.
+    /// already queued is not added again. An offset that becomes the head
+    /// starts with the failure count of `deferral`.
     fn defer(
         &self,
         partition: &TopicPartition,
         key: &Key,
         offset: i64,
+        deferral: Deferral,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The key's queue; `None` when the key has nothing deferred.
@@ -94,7 +125,7 @@ pub trait DeferStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send;
 
     /// Removes `offset` if it is the head (the message just handled) and
-    /// starts the next head's retry count at zero; returns the head
+    /// starts the next head's failure count at zero; returns the head
     /// afterwards: the next one, `None` if the queue is now empty, or the
     /// unchanged head if `offset` was not the head.
     fn complete(
@@ -104,10 +135,10 @@ pub trait DeferStore: Clone + Send + Sync + 'static {
         offset: i64,
     ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
 
-    /// Counts one more failed retry of the head and returns the new count
+    /// Counts one more failed attempt of the head and returns the new count
     /// (saturating at `u32::MAX`). A key with nothing deferred has no head:
     /// the call changes nothing and returns zero.
-    fn retried(
+    fn failed(
         &self,
         partition: &TopicPartition,
         key: &Key,

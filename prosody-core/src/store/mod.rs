@@ -13,7 +13,7 @@ pub mod timer;
 pub mod conformance;
 
 pub use dedup::{DedupKey, DedupStore};
-pub use defer::{DeferStore, Deferred};
+pub use defer::{DeferStore, Deferral, Deferred};
 pub use timer::{TimerEntry, TimerKind, TimerStore};
 
 use crate::error::BoxError;

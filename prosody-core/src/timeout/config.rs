@@ -15,7 +15,18 @@ pub struct TimeoutConfig {
     pub timeout: Duration,
 }
 
+/// The longest grace an attempt gets after its deadline.
+pub const MAX_GRACE: Duration = Duration::from_secs(10);
+
 impl TimeoutConfig {
+    /// How long an attempt may still take to return once its deadline has
+    /// passed and it sees cancellation: a tenth of `timeout`, at most
+    /// [`MAX_GRACE`]. After that it is dropped.
+    #[must_use]
+    pub fn grace(&self) -> Duration {
+        (self.timeout / 10).min(MAX_GRACE)
+    }
+
     /// 80% of a stall threshold, the default deadline.
     #[must_use]
     pub fn from_stall_threshold(stall_threshold: Duration) -> Self {

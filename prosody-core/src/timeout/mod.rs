@@ -2,9 +2,14 @@
 //!
 //! Invariant: an attempt that has not finished `timeout` after it started
 //! sees its context's cancellation fire (`should_cancel()` true,
-//! `on_cancel()` completes), is dropped, and ends with a transient error, so
-//! the retry stage tries the event again. Cancellation of the partition
-//! still reaches the attempt, whose context is a child of the call's.
+//! `on_cancel()` completes, [`is_expired`](crate::Context::is_expired)
+//! true) and has a grace ([`TimeoutConfig::grace`]: a tenth of `timeout`,
+//! at most ten seconds) to return. What it returns then counts as a
+//! failure: a success becomes a transient [`ReturnedLate`] (and the handler
+//! service writes nothing it staged); an error keeps its category. An attempt still running at the end of the grace is
+//! dropped (telemetry reports it abandoned) and ends with a transient
+//! [`Elapsed`]. Either way the mode tries the event again. Cancellation of
+//! the partition still reaches the attempt.
 
 mod config;
 mod future;
@@ -12,7 +17,7 @@ mod layer;
 #[cfg(test)]
 mod tests;
 
-pub use config::{DEFAULT_STALL_THRESHOLD, TimeoutConfig};
+pub use config::{DEFAULT_STALL_THRESHOLD, MAX_GRACE, TimeoutConfig};
 pub use future::{Elapsed, ResponseFuture};
 pub use layer::TimeoutLayer;
 
@@ -47,8 +52,20 @@ where
     }
 
     fn call(&mut self, mut request: EventRequest<P>) -> Self::Future {
-        let (context, cancel) = request.context.child();
+        let (context, deadline) = request.context.with_deadline();
         request.context = context;
-        ResponseFuture::new(self.inner.call(request), self.config.timeout, cancel)
+        let config = self.config;
+        ResponseFuture::new(
+            self.inner.call(request),
+            config.timeout,
+            config.grace(),
+            deadline,
+        )
     }
 }
+
+/// A handler returned after its deadline had passed: whatever it did is
+/// discarded and the event is tried again.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the handler returned after its deadline; its result and changes are discarded")]
+pub struct ReturnedLate;

@@ -51,17 +51,103 @@ async fn expiry_cancels_the_attempt_and_the_retry_tries_again() {
     assert!(started.elapsed() >= Duration::from_secs(10));
 }
 
+#[test]
+fn the_grace_is_a_tenth_of_the_timeout_up_to_ten_seconds() {
+    let grace = |secs| {
+        TimeoutConfig {
+            timeout: Duration::from_secs(secs),
+        }
+        .grace()
+    };
+    assert_eq!(grace(3), Duration::from_millis(300));
+    assert_eq!(grace(100), Duration::from_secs(10));
+    assert_eq!(grace(240), Duration::from_secs(10));
+}
+
+/// A handler that never returns, even when cancelled, is dropped at the end
+/// of its grace, and the attempt fails transiently.
 #[tokio::test(start_paused = true)]
-async fn an_expired_attempt_is_a_transient_error() {
-    let handler =
-        service_fn(|_: EventRequest<u8>| std::future::pending::<Result<(), HandlerError>>());
-    let stack = TimeoutLayer::new(TimeoutConfig {
+async fn a_stubborn_attempt_is_dropped_after_its_grace() {
+    let dropped = Arc::new(Mutex::new(None::<Instant>));
+    let saw = Arc::clone(&dropped);
+    let handler = service_fn(move |request: EventRequest<u8>| {
+        let guard = DropClock(Arc::clone(&saw));
+        async move {
+            let _guard = guard;
+            request.context.on_cancel().await;
+            std::future::pending::<Result<(), HandlerError>>().await
+        }
+    });
+    let config = TimeoutConfig {
         timeout: Duration::from_secs(3),
-    })
-    .layer(handler);
+    };
+    let stack = TimeoutLayer::new(config).layer(handler);
+    let (request, _shutdown, _cancel) = testkit::message("k", 0u8, None);
+    let started = Instant::now();
+    let error = stack.oneshot(request).await.err();
+    assert_eq!(
+        error.as_ref().map(HandlerError::category),
+        Some(Category::Transient)
+    );
+    assert!(error.is_some_and(|e| e.to_string().contains("dropped after its grace")));
+    let at = dropped.lock().expect("clock").map(|at| at - started);
+    assert_eq!(
+        at,
+        Some(Duration::from_millis(3300)),
+        "dropped at timeout + grace"
+    );
+}
+
+/// A handler that sees its deadline and returns at once ends the attempt
+/// then, with what it returned: here a permanent error, which stays
+/// permanent.
+#[tokio::test(start_paused = true)]
+async fn a_cooperative_attempt_returns_at_its_deadline_with_its_own_error() {
+    let handler = service_fn(|request: EventRequest<u8>| async move {
+        request.context.on_cancel().await;
+        assert!(request.context.is_expired(), "cancelled by the deadline");
+        Err::<(), _>(HandlerError::permanent("gave up"))
+    });
+    let config = TimeoutConfig {
+        timeout: Duration::from_secs(3),
+    };
+    let stack = TimeoutLayer::new(config).layer(handler);
     let (request, _shutdown, _cancel) = testkit::message("k", 0u8, None);
     let started = Instant::now();
     let error = stack.oneshot(request).await.err().map(|e| e.category());
-    assert_eq!(error, Some(Category::Transient));
+    assert_eq!(error, Some(Category::Permanent));
     assert_eq!(started.elapsed(), Duration::from_secs(3));
+}
+
+/// Records when it is dropped.
+struct DropClock(Arc<Mutex<Option<Instant>>>);
+
+impl Drop for DropClock {
+    fn drop(&mut self) {
+        *self.0.lock().expect("clock") = Some(Instant::now());
+    }
+}
+
+/// A success returned in the grace does not count, whatever the leaf
+/// service: the attempt fails transiently with `ReturnedLate`.
+#[tokio::test(start_paused = true)]
+async fn a_success_in_the_grace_is_a_transient_failure() {
+    let handler = service_fn(|request: EventRequest<u8>| async move {
+        request.context.on_cancel().await;
+        Ok::<(), HandlerError>(())
+    });
+    let config = TimeoutConfig {
+        timeout: Duration::from_secs(3),
+    };
+    let (request, _shutdown, _cancel) = testkit::message("k", 0u8, None);
+    let error = TimeoutLayer::new(config)
+        .layer(handler)
+        .oneshot(request)
+        .await
+        .err();
+    assert_eq!(
+        error.as_ref().map(HandlerError::category),
+        Some(Category::Transient)
+    );
+    assert!(error.is_some_and(|e| e.to_string().contains("after its deadline")));
 }

@@ -3,16 +3,15 @@
 
 use crate::broker::{Record, TopicPartition};
 use crate::clock::Timestamp;
-use crate::codec::JsonCodec;
 use crate::context::Demand;
 use crate::defer::{DeferConfig, DeferLayer, DeferService};
 use crate::error::{Category, HandlerError};
-use crate::event::{Event, Headers, Timer};
+use crate::event::{Encoded, Event, Headers, Timer};
 use crate::handler::EventRequest;
 use crate::key::Key;
 use crate::loader::{LoadError, Loader};
 use crate::store::StoreError;
-use crate::store::defer::{DeferStore, Deferred};
+use crate::store::defer::{DeferStore, Deferral, Deferred};
 use crate::store::timer::{TimerKind, round_to_second};
 use crate::testkit;
 use crate::timers::{Due, TimerAccess, TimerFuture, TimerOp, Timers};
@@ -127,18 +126,22 @@ impl FakeStore {
         }
     }
 
-    /// Queues `offsets` for `key`, as earlier deferrals would have.
+    /// Queues `offsets` for `key`, as earlier deferrals would have: a fresh
+    /// queue's head failed once, the others wait behind it.
     pub(super) fn put(&self, key: &str, offsets: &[i64]) {
         let mut queues = self.queues.lock().unwrap();
         let queue = queues.entry((partition(), Key::from(key))).or_default();
+        if queue.0.is_empty() {
+            queue.1 = 1;
+        }
         queue.0.extend(offsets);
     }
 
-    /// The key's offsets and head retry count, `None` if it has none.
+    /// The key's offsets and head failure count, `None` if it has none.
     pub(super) fn queue(&self, key: &str) -> Option<(Vec<i64>, u32)> {
         let queues = self.queues.lock().unwrap();
-        let (offsets, retries) = queues.get(&(partition(), Key::from(key)))?;
-        Some((offsets.iter().copied().collect(), *retries))
+        let (offsets, failures) = queues.get(&(partition(), Key::from(key)))?;
+        Some((offsets.iter().copied().collect(), *failures))
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -169,15 +172,16 @@ impl DeferStore for FakeStore {
         partition: &TopicPartition,
         key: &Key,
         offset: i64,
+        deferral: Deferral,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         ready(self.down().and_then(|()| {
             if self.fail_defer.load(Ordering::Relaxed) {
                 return Err(StoreError::unavailable("defer down"));
             }
             let mut queues = self.queues.lock().unwrap();
-            let (offsets, retries) = queues.entry((partition.clone(), key.clone())).or_default();
+            let (offsets, failures) = queues.entry((partition.clone(), key.clone())).or_default();
             if offsets.insert(offset) && offsets.first() == Some(&offset) {
-                *retries = 0;
+                *failures = deferral.failures();
             }
             Ok(())
         }))
@@ -190,10 +194,10 @@ impl DeferStore for FakeStore {
     ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
         ready(self.down().map(|()| {
             let queues = self.queues.lock().unwrap();
-            let (offsets, retries) = queues.get(&(partition.clone(), key.clone()))?;
+            let (offsets, failures) = queues.get(&(partition.clone(), key.clone()))?;
             Some(Deferred {
                 offsets: offsets.iter().copied().collect(),
-                retries: *retries,
+                failures: *failures,
             })
         }))
     }
@@ -207,12 +211,12 @@ impl DeferStore for FakeStore {
         ready(self.down().map(|()| {
             let mut queues = self.queues.lock().unwrap();
             let at = (partition.clone(), key.clone());
-            let (offsets, retries) = queues.get_mut(&at)?;
+            let (offsets, failures) = queues.get_mut(&at)?;
             if offsets.first() != Some(&offset) {
                 return offsets.first().copied();
             }
             offsets.pop_first();
-            *retries = 0;
+            *failures = 0;
             let next = offsets.first().copied();
             if next.is_none() {
                 queues.remove(&at);
@@ -221,7 +225,7 @@ impl DeferStore for FakeStore {
         }))
     }
 
-    fn retried(
+    fn failed(
         &self,
         partition: &TopicPartition,
         key: &Key,
@@ -230,9 +234,9 @@ impl DeferStore for FakeStore {
             let mut queues = self.queues.lock().unwrap();
             queues
                 .get_mut(&(partition.clone(), key.clone()))
-                .map_or(0, |(_, retries)| {
-                    *retries = retries.saturating_add(1);
-                    *retries
+                .map_or(0, |(_, failures)| {
+                    *failures = failures.saturating_add(1);
+                    *failures
                 })
         }))
     }
@@ -355,7 +359,7 @@ impl Handler {
     }
 }
 
-impl Service<EventRequest<Value>> for Handler {
+impl Service<EventRequest<Encoded>> for Handler {
     type Response = Option<()>;
     type Error = HandlerError;
     type Future = Ready<Result<Option<()>, HandlerError>>;
@@ -364,9 +368,9 @@ impl Service<EventRequest<Value>> for Handler {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: EventRequest<Value>) -> Self::Future {
+    fn call(&mut self, request: EventRequest<Encoded>) -> Self::Future {
         let (offset, timer, payload) = match &request.event {
-            Event::Message(m) => (Some(m.offset), None, Some(m.payload.clone())),
+            Event::Message(m) => (Some(m.offset), None, serde_json::from_slice(&m.raw).ok()),
             Event::Excise(e) => (Some(e.offset), None, None),
             Event::Timer(t) => (None, Some(t.kind), None),
         };
@@ -403,7 +407,7 @@ pub(super) struct Harness {
     pub(super) loader: FakeLoader,
     pub(super) handler: Handler,
     pub(super) timers: Arc<FakeTimers>,
-    pub(super) service: DeferService<Handler, Handler, FakeStore, FakeLoader, JsonCodec>,
+    pub(super) service: DeferService<Handler, Handler, FakeStore, FakeLoader>,
 }
 
 impl Harness {
@@ -411,7 +415,7 @@ impl Harness {
         let store = FakeStore::new(peeks);
         let loader = FakeLoader::default();
         let handler = Handler::default();
-        let layer = DeferLayer::new(config, store.clone(), loader.clone(), JsonCodec::new());
+        let layer = DeferLayer::new(config, store.clone(), loader.clone());
         Self {
             store,
             loader,
@@ -431,11 +435,11 @@ impl Harness {
         &self,
         key: &str,
         offset: i64,
-    ) -> (EventRequest<Value>, CancellationToken) {
-        let (mut request, shutdown, _cancel) =
-            testkit::message(key, json!({ "offset": offset }), None);
+    ) -> (EventRequest<Encoded>, CancellationToken) {
+        let (mut request, shutdown, _cancel) = testkit::message(key, Encoded, None);
         if let Event::Message(message) = &mut request.event {
             message.offset = offset;
+            message.raw = Bytes::from(serde_json::to_vec(&json!({ "offset": offset })).unwrap());
         }
         request.context = request.context.with_timers(self.access());
         (request, shutdown)
@@ -444,7 +448,7 @@ impl Harness {
     /// Sends one request through the service.
     pub(super) async fn send(
         &mut self,
-        request: EventRequest<Value>,
+        request: EventRequest<Encoded>,
     ) -> Result<Option<()>, HandlerError> {
         self.service.ready().await?.call(request).await
     }
@@ -467,8 +471,8 @@ pub(super) fn timer(
     kind: TimerKind,
     time: Timestamp,
     timers: Timers,
-) -> (EventRequest<Value>, CancellationToken) {
-    let (mut request, shutdown, _cancel) = testkit::message(key, Value::Null, None);
+) -> (EventRequest<Encoded>, CancellationToken) {
+    let (mut request, shutdown, _cancel) = testkit::message(key, Encoded, None);
     request.event = Event::Timer(Timer {
         key: Key::from(key),
         time,

@@ -16,6 +16,7 @@ use super::{Checked, call, ensure_eq};
 use crate::broker::TopicPartition;
 use crate::broker::conformance::Failure;
 use crate::key::Key;
+use crate::store::defer::Deferral::{self, AfterFailure, Behind};
 use crate::store::defer::{DeferStore, Deferred};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -72,11 +73,11 @@ impl<'a, S: DeferStore> Queue<'a, S> {
         Self { store, tp, key }
     }
 
-    async fn defer(&self, offsets: &[i64]) -> Checked {
+    async fn defer(&self, offsets: &[i64], deferral: Deferral) -> Checked {
         let Self { store, tp, key } = self;
         for &offset in offsets {
-            let what = format!("defer({tp}, {key:?}, {offset})");
-            call(&what, store.defer(tp, key, offset)).await?;
+            let what = format!("defer({tp}, {key:?}, {offset}, {deferral:?})");
+            call(&what, store.defer(tp, key, offset, deferral)).await?;
         }
         Ok(())
     }
@@ -93,11 +94,11 @@ impl<'a, S: DeferStore> Queue<'a, S> {
     }
 
     /// Checks the queue: `None` for nothing deferred, else the offsets and
-    /// the retry count.
+    /// the head's failure count.
     async fn holds(&self, what: &str, expected: Option<(&[i64], u32)>) -> Checked {
-        let expected = expected.map(|(offsets, retries)| Deferred {
+        let expected = expected.map(|(offsets, failures)| Deferred {
             offsets: offsets.to_vec(),
-            retries,
+            failures,
         });
         let what = format!("{what}: deferred({}, {:?})", self.tp, self.key);
         ensure_eq(&what, &expected, &self.deferred().await?)
@@ -111,29 +112,30 @@ impl<'a, S: DeferStore> Queue<'a, S> {
         ensure_eq(&what, &head, &got)
     }
 
-    /// Counts a retry and checks the count it returns.
-    async fn retried(&self, count: u32) -> Checked {
+    /// Counts a failure and checks the count it returns.
+    async fn failed(&self, count: u32) -> Checked {
         let Self { store, tp, key } = self;
-        let what = format!("retried({tp}, {key:?})");
-        ensure_eq(&what, &count, &call(&what, store.retried(tp, key)).await?)
+        let what = format!("failed({tp}, {key:?})");
+        ensure_eq(&what, &count, &call(&what, store.failed(tp, key)).await?)
     }
 }
 
 /// Offsets deferred out of order and more than once read back ascending,
-/// each once; deferring a queued offset again keeps the retry count; a key
-/// never deferred has nothing deferred.
+/// each once; deferring a queued offset again keeps the failure count; a
+/// key never deferred has nothing deferred.
 pub async fn offsets_are_ascending_and_unique(store: &impl DeferStore) -> Checked {
     let tp = Topics::new("ascending").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
     queue.holds("never deferred", None).await?;
     expect_keys(store, &tp, &[]).await?;
-    queue.defer(&[30, 10, 20, 10, 30, 20]).await?;
+    queue.defer(&[30, 10, 20, 10, 30, 20], Behind).await?;
     let what = "deferred as 30, 10, 20, 10, 30, 20";
     queue.holds(what, Some((&[10, 20, 30], 0))).await?;
     expect_keys(store, &tp, &["k"]).await?;
-    queue.retried(1).await?;
-    queue.defer(&[10, 20]).await?;
-    let what = "10 and 20 deferred again after a retry";
+    queue.failed(1).await?;
+    queue.defer(&[10], AfterFailure).await?;
+    queue.defer(&[20], Behind).await?;
+    let what = "10 and 20 deferred again after a failure";
     queue.holds(what, Some((&[10, 20, 30], 1))).await
 }
 
@@ -142,7 +144,8 @@ pub async fn offsets_are_ascending_and_unique(store: &impl DeferStore) -> Checke
 pub async fn complete_removes_the_head_and_returns_the_next(store: &impl DeferStore) -> Checked {
     let tp = Topics::new("complete").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
-    queue.defer(&[5, 7, 9]).await?;
+    queue.defer(&[5], AfterFailure).await?;
+    queue.defer(&[7, 9], Behind).await?;
     queue.complete(5, Some(7)).await?;
     queue.holds("5 completed", Some((&[7, 9], 0))).await?;
     queue.complete(7, Some(9)).await?;
@@ -151,46 +154,60 @@ pub async fn complete_removes_the_head_and_returns_the_next(store: &impl DeferSt
 }
 
 /// Completing an offset that is not the head, queued or not, changes
-/// nothing (not even the retry count) and returns the head; completing for
-/// a key with nothing deferred returns `None` and leaves no trace.
+/// nothing (not even the failure count) and returns the head; completing
+/// for a key with nothing deferred returns `None` and leaves no trace.
 pub async fn complete_of_another_offset_changes_nothing(store: &impl DeferStore) -> Checked {
     let tp = Topics::new("non-head").partition("t", 0);
     let (queue, other) = (Queue::new(store, &tp, "k"), Queue::new(store, &tp, "o"));
-    queue.defer(&[1, 2, 3]).await?;
-    queue.retried(1).await?;
+    queue.defer(&[1], AfterFailure).await?;
+    queue.defer(&[2, 3], Behind).await?;
+    queue.failed(2).await?;
     for offset in [2, 3, 0, 4] {
         queue.complete(offset, Some(1)).await?;
         let what = format!("{offset}, not the head, completed");
-        queue.holds(&what, Some((&[1, 2, 3], 1))).await?;
+        queue.holds(&what, Some((&[1, 2, 3], 2))).await?;
     }
     other.complete(1, None).await?;
     other.holds("completed, never deferred", None).await?;
     expect_keys(store, &tp, &["k"]).await
 }
 
-/// The retry count grows by one per `retried` and belongs to the head: it
-/// survives deferring behind the head and restarts at zero for a new head;
-/// `retried` for a key with nothing deferred returns zero and leaves no
-/// trace.
-pub async fn retry_count_follows_the_head(store: &impl DeferStore) -> Checked {
-    let tp = Topics::new("retries").partition("t", 0);
+/// The failure count grows by one per `failed` and belongs to the head: a
+/// failed deferral into an empty queue starts at one, a deferral behind
+/// the head keeps it, the next head after a completion starts at zero (it
+/// has not run), and an offset deferred in front starts with its
+/// deferral's count; `failed` for a key with nothing deferred returns zero
+/// and leaves no trace.
+pub async fn failure_count_follows_the_head(store: &impl DeferStore) -> Checked {
+    let tp = Topics::new("failures").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
-    queue.retried(0).await?;
-    queue.holds("retried, never deferred", None).await?;
+    queue.failed(0).await?;
+    queue.holds("failed, never deferred", None).await?;
     expect_keys(store, &tp, &[]).await?;
-    queue.defer(&[10]).await?;
-    for count in 1..=3 {
-        queue.retried(count).await?;
+    queue.defer(&[10], AfterFailure).await?;
+    queue
+        .holds("10 deferred as failed", Some((&[10], 1)))
+        .await?;
+    for count in 2..=3 {
+        queue.failed(count).await?;
     }
-    queue.defer(&[20]).await?;
-    let what = "20 deferred behind a head retried 3 times";
+    queue.defer(&[20], Behind).await?;
+    let what = "20 deferred behind a head that failed 3 times";
     queue.holds(what, Some((&[10, 20], 3))).await?;
+    queue.defer(&[30], AfterFailure).await?;
+    let what = "30 deferred as failed behind the head";
+    queue.holds(what, Some((&[10, 20, 30], 3))).await?;
     queue.complete(10, Some(20)).await?;
-    queue.holds("the head completed", Some((&[20], 0))).await?;
-    queue.retried(1).await?;
-    queue.defer(&[15]).await?;
-    let what = "15 deferred in front of a head retried once";
-    queue.holds(what, Some((&[15, 20], 0))).await
+    queue
+        .holds("the head completed", Some((&[20, 30], 0)))
+        .await?;
+    queue.failed(1).await?;
+    queue.defer(&[15], Behind).await?;
+    let what = "15 deferred behind, in front of a head that failed once";
+    queue.holds(what, Some((&[15, 20, 30], 0))).await?;
+    queue.defer(&[5], AfterFailure).await?;
+    let what = "5 deferred as failed in front of the head";
+    queue.holds(what, Some((&[5, 15, 20, 30], 1))).await
 }
 
 /// A key whose last offset completes is gone from `deferred` and `keys`;
@@ -198,14 +215,14 @@ pub async fn retry_count_follows_the_head(store: &impl DeferStore) -> Checked {
 pub async fn drained_keys_disappear(store: &impl DeferStore) -> Checked {
     let tp = Topics::new("drained").partition("t", 0);
     let (a, b) = (Queue::new(store, &tp, "a"), Queue::new(store, &tp, "b"));
-    a.defer(&[1]).await?;
-    b.defer(&[2]).await?;
-    a.retried(1).await?;
+    a.defer(&[1], AfterFailure).await?;
+    b.defer(&[2], AfterFailure).await?;
+    a.failed(2).await?;
     expect_keys(store, &tp, &["a", "b"]).await?;
     a.complete(1, None).await?;
     a.holds("drained", None).await?;
     expect_keys(store, &tp, &["b"]).await?;
-    a.defer(&[3]).await?;
+    a.defer(&[3], Behind).await?;
     a.holds("drained, then deferred again", Some((&[3], 0)))
         .await?;
     a.complete(3, None).await?;
@@ -215,19 +232,19 @@ pub async fn drained_keys_disappear(store: &impl DeferStore) -> Checked {
 
 /// The same key in another partition of the topic or the same partition of
 /// another topic, and another key (the empty key among them), are separate
-/// queues with separate retry counts.
+/// queues with separate failure counts.
 pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Checked {
     let topics = Topics::new("independent");
     let [a0, a1, b0, b1] = [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
         .map(|(topic, number)| topics.partition(topic, number));
     let queues =
         [(&a0, ""), (&a0, "k"), (&a1, ""), (&b0, "")].map(|(tp, key)| Queue::new(store, tp, key));
-    // Queue i holds i + 1 offsets from 100 i, retried i times.
+    // Queue i holds i + 1 offsets from 100 i, whose head failed i times.
     let offsets = |i: u32| (0..=i).map(|j| i64::from(100 * i + j)).collect::<Vec<_>>();
     for (queue, i) in queues.iter().zip(0..) {
-        queue.defer(&offsets(i)).await?;
+        queue.defer(&offsets(i), Behind).await?;
         for count in 1..=i {
-            queue.retried(count).await?;
+            queue.failed(count).await?;
         }
     }
     let check = |what: &'static str, skip: usize| {
@@ -281,18 +298,18 @@ pub struct Op {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     /// [`DeferStore::defer`] of an offset.
-    Defer(i64),
+    Defer(i64, Deferral),
     /// [`DeferStore::complete`] of the queue's head (of offset 0 if the
     /// queue is empty).
     CompleteHead,
     /// [`DeferStore::complete`] of an offset.
     Complete(i64),
-    /// [`DeferStore::retried`].
-    Retried,
+    /// [`DeferStore::failed`].
+    Failed,
 }
 
 /// The contract, executed: queues by (partition index, key index), with
-/// their retry counts; never an empty queue.
+/// their heads' failure counts; never an empty queue.
 #[derive(Debug, Default)]
 struct Model {
     queues: BTreeMap<(usize, usize), (BTreeSet<i64>, u32)>,
@@ -304,19 +321,19 @@ impl Model {
         offsets.first().copied()
     }
 
-    fn defer(&mut self, at: (usize, usize), offset: i64) {
-        let (offsets, retries) = self.queues.entry(at).or_default();
+    fn defer(&mut self, at: (usize, usize), offset: i64, deferral: Deferral) {
+        let (offsets, failures) = self.queues.entry(at).or_default();
         if offsets.insert(offset) && offsets.first() == Some(&offset) {
-            *retries = 0;
+            *failures = deferral.failures();
         }
     }
 
     fn complete(&mut self, at: (usize, usize), offset: i64) -> Option<i64> {
-        if let Some((offsets, retries)) = self.queues.get_mut(&at)
+        if let Some((offsets, failures)) = self.queues.get_mut(&at)
             && offsets.first() == Some(&offset)
         {
             offsets.pop_first();
-            *retries = 0;
+            *failures = 0;
             if offsets.is_empty() {
                 self.queues.remove(&at);
             }
@@ -324,17 +341,17 @@ impl Model {
         self.head(at)
     }
 
-    fn retried(&mut self, at: (usize, usize)) -> u32 {
-        self.queues.get_mut(&at).map_or(0, |(_, retries)| {
-            *retries = retries.saturating_add(1);
-            *retries
+    fn failed(&mut self, at: (usize, usize)) -> u32 {
+        self.queues.get_mut(&at).map_or(0, |(_, failures)| {
+            *failures = failures.saturating_add(1);
+            *failures
         })
     }
 
     fn deferred(&self, at: (usize, usize)) -> Option<Deferred> {
-        self.queues.get(&at).map(|(offsets, retries)| Deferred {
+        self.queues.get(&at).map(|(offsets, failures)| Deferred {
             offsets: offsets.iter().copied().collect(),
-            retries: *retries,
+            failures: *failures,
         })
     }
 }
@@ -389,16 +406,16 @@ pub async fn replay(store: &impl DeferStore, ops: &[Op]) -> Checked {
         let in_step = |failure: Failure| Failure::new(format!("step {step}, {op:?}: {failure}"));
         // The model first: its results are what the store must return.
         let checked = match op.call {
-            Call::Defer(offset) => {
-                model.defer(at, offset);
-                queue.defer(&[offset]).await
+            Call::Defer(offset, deferral) => {
+                model.defer(at, offset, deferral);
+                queue.defer(&[offset], deferral).await
             }
             Call::CompleteHead => {
                 let offset = model.head(at).unwrap_or(0);
                 queue.complete(offset, model.complete(at, offset)).await
             }
             Call::Complete(offset) => queue.complete(offset, model.complete(at, offset)).await,
-            Call::Retried => queue.retried(model.retried(at)).await,
+            Call::Failed => queue.failed(model.failed(at)).await,
         };
         checked.map_err(in_step)?;
         compare(store, &topics, &model).await.map_err(in_step)?;
@@ -426,10 +443,11 @@ pub async fn random_interleaving_matches_the_model(store: &impl DeferStore) -> C
                 let [partition, key] = [next(3), next(3)].map(|i| usize::try_from(i).unwrap_or(0));
                 let offset = i64::try_from(next(8)).unwrap_or(0);
                 let call = match kind {
-                    0..=3 => Call::Defer(offset),
+                    0 | 1 => Call::Defer(offset, AfterFailure),
+                    2 | 3 => Call::Defer(offset, Behind),
                     4..=6 => Call::CompleteHead,
                     7 => Call::Complete(offset),
-                    _ => Call::Retried,
+                    _ => Call::Failed,
                 };
                 Op {
                     partition,
@@ -459,7 +477,7 @@ pub async fn run_all(store: &impl DeferStore) -> Checked {
         offsets_are_ascending_and_unique,
         complete_removes_the_head_and_returns_the_next,
         complete_of_another_offset_changes_nothing,
-        retry_count_follows_the_head,
+        failure_count_follows_the_head,
         drained_keys_disappear,
         partitions_and_keys_are_independent,
         random_interleaving_matches_the_model,
