@@ -3,7 +3,10 @@
 use crate::backend::Backend;
 use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
-use crate::config::{ConfigError, Mode, Options, ProbePort, Secret, SpanLink};
+use crate::config::{
+    ConfigError, GroupProtocol, Mode, Options, ProbePort, SaslMechanism, Secret, SecurityProtocol,
+    SpanLink,
+};
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::{Broker, BrokerError};
@@ -352,6 +355,58 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// How members join the consumer group (`group_protocol`, default
+    /// classic; `PROSODY_GROUP_PROTOCOL`): the classic protocol with the
+    /// cooperative-sticky assignor, or Kafka 4's consumer protocol
+    /// (KIP-848), where the broker assigns partitions.
+    pub fn group_protocol(mut self, value: GroupProtocol) -> Self {
+        self.options.kafka.group_protocol = Some(value);
+        self
+    }
+
+    /// How long `build()` waits for Kafka to answer (`connect_timeout`,
+    /// default 10s; `PROSODY_CONNECT_TIMEOUT`). A refused login or TLS
+    /// handshake fails at once.
+    pub fn connect_timeout(mut self, value: Duration) -> Self {
+        self.options.kafka.connect_timeout = Some(value);
+        self
+    }
+
+    /// How the Kafka clients talk to the brokers (`security_protocol`,
+    /// default plaintext; `PROSODY_SECURITY_PROTOCOL`).
+    pub fn security_protocol(mut self, value: SecurityProtocol) -> Self {
+        self.options.kafka.security_protocol = Some(value);
+        self
+    }
+
+    /// The SASL mechanism (`sasl_mechanism`; `PROSODY_SASL_MECHANISM`),
+    /// required with a SASL security protocol.
+    pub fn sasl_mechanism(mut self, value: SaslMechanism) -> Self {
+        self.options.kafka.sasl_mechanism = Some(value);
+        self
+    }
+
+    /// The SASL username (`sasl_username`; `PROSODY_SASL_USERNAME`).
+    pub fn sasl_username(mut self, value: impl Into<String>) -> Self {
+        self.options.kafka.sasl_username = Some(value.into());
+        self
+    }
+
+    /// The SASL password (`sasl_password`; `PROSODY_SASL_PASSWORD`); it
+    /// shows in no log line and no `Debug` output.
+    pub fn sasl_password(mut self, value: impl Into<String>) -> Self {
+        self.options.kafka.sasl_password = Some(Secret::new(value));
+        self
+    }
+
+    /// A PEM file of the certificate authorities that sign the brokers'
+    /// certificates (`ssl_ca_location`; `PROSODY_SSL_CA_LOCATION`); without
+    /// it, the system's.
+    pub fn ssl_ca_location(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.options.kafka.ssl_ca_location = Some(path.into());
+        self
+    }
+
     /// Encodes and decodes payloads with another codec.
     pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
         ClientBuilder {
@@ -365,16 +420,18 @@ impl<C: Codec> ClientBuilder<C> {
         }
     }
 
-    /// Validates the options and makes the clients (Kafka's connect when
-    /// first used).
-    #[allow(
-        clippy::unused_async,
-        reason = "kept async so a backend may connect here"
-    )]
+    /// Validates the options and makes the clients. On Kafka it waits,
+    /// for at most `connect_timeout`, until the cluster answers with these
+    /// settings: a wrong password, an unknown certificate authority or an
+    /// unreachable cluster fails here, naming the cause
+    /// ([`ConfigError::Unreachable`]).
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
         let settings = self.options.resolve(&crate::env::process())?;
-        if !settings.cassandra.nodes.is_empty() {
-            // Accepting them would promise stores that outlive the process.
+        // Mock mode keeps every store in memory, whatever cassandra_nodes
+        // says; on Kafka, accepting them would promise stores that outlive
+        // the process.
+        let on_kafka = self.memory.is_none() && settings.cluster != Cluster::Mock;
+        if on_kafka && !settings.cassandra.nodes.is_empty() {
             return Err(ConfigError::Invalid {
                 option: "cassandra_nodes",
                 reason:
@@ -393,11 +450,23 @@ impl<C: Codec> ClientBuilder<C> {
                 let mut config = KafkaConfig::new(servers.iter().cloned())
                     .map_err(invalid)?
                     .discard_threshold(settings.qos.loader.discard_threshold)
-                    .statistics_interval(settings.observe.statistics_interval);
+                    .statistics_interval(settings.observe.statistics_interval)
+                    .group_protocol(settings.kafka.group_protocol);
+                for (key, value) in settings.kafka.properties() {
+                    config = config.with(key, value);
+                }
+                // `kafka_property` comes last, so it wins.
                 for (key, value) in self.kafka {
                     config = config.with(key, value);
                 }
-                Backend::Kafka(KafkaBroker::new(config))
+                let broker = KafkaBroker::new(config);
+                broker
+                    .check(settings.kafka.connect_timeout)
+                    .await
+                    .map_err(|e| ConfigError::Unreachable {
+                        reason: e.to_string(),
+                    })?;
+                Backend::Kafka(broker)
             }
         };
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {

@@ -14,13 +14,17 @@ pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;
 pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
-pub use config::{Mode, ProbePort, Secret, SpanLink};
+pub use config::{
+    GroupProtocol, Mode, ProbePort, SaslMechanism, Secret, SecurityProtocol, SpanLink,
+};
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
     JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
     loader, log, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers, trace,
 };
-pub use prosody_kafka::{KafkaBroker, KafkaConfig};
+pub use prosody_kafka::{
+    AdminClient, AdminError, KafkaBroker, KafkaConfig, TopicDescription, TopicOptions,
+};
 pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
 pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};

@@ -104,6 +104,8 @@ async fn the_pipeline_handles_every_record_in_key_order_and_commits_to_the_end()
 
     let client = ProsodyClient::builder()
         .bootstrap_servers([cluster.bootstrap_servers()])
+        // In memory, whatever PROSODY_CASSANDRA_NODES says.
+        .cassandra_nodes(Vec::<String>::new())
         .kafka_property("session.timeout.ms", "3000")
         .kafka_property("heartbeat.interval.ms", "500")
         .group_id(GROUP)
@@ -169,6 +171,8 @@ async fn lifecycle_events_reach_the_telemetry_topic() {
     }
     let client = ProsodyClient::builder()
         .bootstrap_servers([cluster.bootstrap_servers()])
+        // In memory, whatever PROSODY_CASSANDRA_NODES says.
+        .cassandra_nodes(Vec::<String>::new())
         .group_id(GROUP)
         .subscribed_topics([TOPIC])
         .telemetry_topic(EVENTS)

@@ -46,6 +46,8 @@ pub use key::Key;
 pub mod retry;
 pub mod runtime;
 pub mod scheduler;
+#[cfg(feature = "conformance")]
+pub mod services;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;

@@ -1,14 +1,19 @@
-//! Topic administration: create and delete topics.
+//! Topic administration: create, describe and delete topics.
 //!
 //! Every option comes from its argument, else its `PROSODY_*` environment
 //! variable, else the broker's default. (librdkafka's mock cluster has no
-//! admin handlers, so only the option handling is tested here.)
+//! admin handlers: the option handling is tested here, the requests on a
+//! real broker in `tests/admin.rs`.)
 
 use crate::KafkaConfig;
 use crate::error::backend;
 use prosody_core::broker::BrokerError;
-use rdkafka::admin::{AdminClient as RdAdmin, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{
+    AdminClient as RdAdmin, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication,
+};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::error::RDKafkaErrorCode;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How long an admin request may take.
@@ -38,9 +43,30 @@ pub enum AdminError {
         /// The rule it breaks.
         reason: String,
     },
+    /// A topic to create exists already.
+    #[error("topic {0} already exists")]
+    TopicExists(String),
+    /// A topic to describe or delete does not exist.
+    #[error("topic {0} does not exist")]
+    UnknownTopic(String),
     /// The broker refused or failed the request.
     #[error(transparent)]
     Broker(#[from] BrokerError),
+}
+
+/// A topic as the broker describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicDescription {
+    /// Its name.
+    pub name: String,
+    /// How many partitions it has.
+    pub partitions: i32,
+    /// How many replicas its first partition has.
+    pub replication_factor: i32,
+    /// Its configuration, defaults included (`cleanup.policy`,
+    /// `retention.ms`, ...), by name; values the broker marks sensitive are
+    /// left out.
+    pub configs: BTreeMap<String, String>,
 }
 
 /// Options of a new topic; `None` takes the environment's, else the
@@ -162,7 +188,7 @@ pub fn bootstrap_servers(
 
 /// Creates and deletes topics.
 pub struct AdminClient {
-    admin: RdAdmin<DefaultClientContext>,
+    admin: std::sync::Arc<RdAdmin<DefaultClientContext>>,
 }
 
 impl std::fmt::Debug for AdminClient {
@@ -176,11 +202,19 @@ fn environment(name: &str) -> Option<String> {
 }
 
 impl AdminClient {
-    /// An admin client for `servers`, else `PROSODY_BOOTSTRAP_SERVERS`.
+    /// An admin client for `servers`, else `PROSODY_BOOTSTRAP_SERVERS`, with
+    /// no other settings (a plaintext listener).
     pub fn new(servers: Option<Vec<String>>) -> Result<Self, AdminError> {
-        let config = KafkaConfig::new(bootstrap_servers(servers, environment)?)?;
+        Self::with_config(&KafkaConfig::new(bootstrap_servers(servers, environment)?)?)
+    }
+
+    /// An admin client with a broker's settings (its security properties
+    /// included).
+    pub fn with_config(config: &KafkaConfig) -> Result<Self, AdminError> {
         let admin = config.client(&[]).create().map_err(backend)?;
-        Ok(Self { admin })
+        Ok(Self {
+            admin: std::sync::Arc::new(admin),
+        })
     }
 
     fn options() -> AdminOptions {
@@ -206,11 +240,63 @@ impl AdminClient {
             .await
             .map_err(backend)?;
         for result in results {
-            result.map_err(|(topic, code)| {
-                BrokerError::Invalid(format!("creating topic {topic} failed: {code}"))
+            result.map_err(|(topic, code)| match code {
+                RDKafkaErrorCode::TopicAlreadyExists => AdminError::TopicExists(topic),
+                code => failed("creating", &topic, code),
             })?;
         }
         Ok(())
+    }
+
+    /// The broker's description of topic `name`: partitions, replication
+    /// factor and configuration.
+    pub async fn describe_topic(&self, name: &str) -> Result<TopicDescription, AdminError> {
+        let admin = std::sync::Arc::clone(&self.admin);
+        let topic_name = name.to_owned();
+        let metadata = tokio::task::spawn_blocking(move || {
+            admin
+                .inner()
+                .fetch_metadata(Some(&topic_name), ADMIN_TIMEOUT)
+        })
+        .await
+        .map_err(crate::error::retriable_failure)?
+        .map_err(backend)?;
+        let Some(topic) = metadata.topics().iter().find(|t| t.name() == name) else {
+            return Err(AdminError::UnknownTopic(name.to_owned()));
+        };
+        if let Some(error) = topic.error() {
+            return Err(match RDKafkaErrorCode::from(error) {
+                RDKafkaErrorCode::UnknownTopicOrPartition => {
+                    AdminError::UnknownTopic(name.to_owned())
+                }
+                code => failed("describing", name, code),
+            });
+        }
+        let partitions = i32::try_from(topic.partitions().len()).unwrap_or(i32::MAX);
+        let replication_factor = topic
+            .partitions()
+            .first()
+            .map_or(0, |p| i32::try_from(p.replicas().len()).unwrap_or(i32::MAX));
+        let resources = self
+            .admin
+            .describe_configs([&ResourceSpecifier::Topic(name)], &Self::options())
+            .await
+            .map_err(backend)?;
+        let mut configs = BTreeMap::new();
+        for resource in resources {
+            let resource = resource.map_err(|code| failed("describing", name, code))?;
+            for entry in resource.entries {
+                if let (false, Some(value)) = (entry.is_sensitive, entry.value) {
+                    configs.insert(entry.name, value);
+                }
+            }
+        }
+        Ok(TopicDescription {
+            name: name.to_owned(),
+            partitions,
+            replication_factor,
+            configs,
+        })
     }
 
     /// Deletes topic `name`.
@@ -221,12 +307,20 @@ impl AdminClient {
             .await
             .map_err(backend)?;
         for result in results {
-            result.map_err(|(topic, code)| {
-                BrokerError::Invalid(format!("deleting topic {topic} failed: {code}"))
+            result.map_err(|(topic, code)| match code {
+                RDKafkaErrorCode::UnknownTopicOrPartition => AdminError::UnknownTopic(topic),
+                code => failed("deleting", &topic, code),
             })?;
         }
         Ok(())
     }
+}
+
+/// A request about `topic` that the broker refused.
+fn failed(doing: &str, topic: &str, code: RDKafkaErrorCode) -> AdminError {
+    AdminError::Broker(BrokerError::Invalid(format!(
+        "{doing} topic {topic} failed: {code}"
+    )))
 }
 
 #[cfg(test)]

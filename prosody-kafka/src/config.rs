@@ -6,6 +6,49 @@ use rdkafka::ClientConfig;
 /// The default of [`KafkaConfig::discard_threshold`].
 pub const DEFAULT_DISCARD_THRESHOLD: usize = 100;
 
+/// How a group member joins its consumer group.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GroupProtocol {
+    /// The classic protocol, with the cooperative-sticky assignor: a
+    /// rebalance moves only the partitions that change owner.
+    #[default]
+    Classic,
+    /// Kafka 4's consumer group protocol (KIP-848, `group.protocol =
+    /// consumer`): the broker assigns partitions, incrementally. It needs a
+    /// broker that has it (Kafka 4.0 or newer); session timeouts are the
+    /// broker's settings under it.
+    Consumer,
+}
+
+impl GroupProtocol {
+    /// The name librdkafka and the environment use: `classic` or `consumer`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Classic => "classic",
+            Self::Consumer => "consumer",
+        }
+    }
+}
+
+impl std::str::FromStr for GroupProtocol {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "classic" => Ok(Self::Classic),
+            "consumer" => Ok(Self::Consumer),
+            other => Err(format!("{other:?} is not classic or consumer")),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The connection settings shared by every client of one [`KafkaBroker`].
 ///
 /// Invariant (checked by [`KafkaConfig::new`]): at least one bootstrap
@@ -22,6 +65,7 @@ pub struct KafkaConfig {
     discard_threshold: usize,
     /// librdkafka's `statistics.interval.ms` for the group member.
     statistics_interval: Option<std::time::Duration>,
+    group_protocol: GroupProtocol,
 }
 
 impl KafkaConfig {
@@ -49,7 +93,20 @@ impl KafkaConfig {
             overrides: Vec::new(),
             discard_threshold: DEFAULT_DISCARD_THRESHOLD,
             statistics_interval: None,
+            group_protocol: GroupProtocol::Classic,
         })
+    }
+
+    /// How group members join their group (default [`GroupProtocol::Classic`]).
+    #[must_use]
+    pub fn group_protocol(mut self, protocol: GroupProtocol) -> Self {
+        self.group_protocol = protocol;
+        self
+    }
+
+    /// The group protocol members use.
+    pub(crate) fn protocol(&self) -> GroupProtocol {
+        self.group_protocol
     }
 
     /// How many records a read by offset may skip forward on the partition
@@ -130,6 +187,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("overrides", &overrides)
             .field("discard_threshold", &self.discard_threshold)
             .field("statistics_interval", &self.statistics_interval)
+            .field("group_protocol", &self.group_protocol)
             .finish()
     }
 }

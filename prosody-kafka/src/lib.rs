@@ -4,6 +4,7 @@
 //! as the in-memory broker, against librdkafka's in-process mock cluster.
 
 pub mod admin;
+mod check;
 mod config;
 mod consumer;
 mod error;
@@ -13,8 +14,8 @@ pub mod mock;
 mod producer;
 mod reader;
 
-pub use admin::{AdminClient, AdminError, TopicOptions};
-pub use config::{DEFAULT_DISCARD_THRESHOLD, KafkaConfig};
+pub use admin::{AdminClient, AdminError, TopicDescription, TopicOptions};
+pub use config::{DEFAULT_DISCARD_THRESHOLD, GroupProtocol, KafkaConfig};
 pub use consumer::KafkaConsumer;
 pub use producer::KafkaProducer;
 
@@ -27,6 +28,7 @@ use rdkafka::producer::FutureProducer;
 use reader::Reader;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// A Kafka cluster: makes group members and producers, and reads records
@@ -55,6 +57,17 @@ impl KafkaBroker {
             producer: Arc::default(),
             reader: Arc::default(),
         }
+    }
+
+    /// Waits until the cluster answers a metadata request from a client
+    /// with these settings, for at most `timeout`. A refused login or TLS
+    /// handshake fails at once, naming librdkafka's reason; an unreachable
+    /// cluster fails at the deadline with the last error seen.
+    pub async fn check(&self, timeout: Duration) -> Result<(), BrokerError> {
+        let config = self.config.clone();
+        tokio::task::spawn_blocking(move || check::reachable(&config, timeout))
+            .await
+            .map_err(retriable_failure)?
     }
 
     fn reader(&self) -> Result<Arc<Reader>, BrokerError> {
@@ -98,10 +111,16 @@ impl Broker for KafkaBroker {
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
             ("auto.offset.reset", "earliest"),
-            ("partition.assignment.strategy", "cooperative-sticky"),
             // A resumed partition waits for the fetch in flight: keep it short.
             ("fetch.wait.max.ms", "50"),
         ];
+        match self.config.protocol() {
+            GroupProtocol::Classic => {
+                settings.push(("partition.assignment.strategy", "cooperative-sticky"));
+            }
+            // The broker assigns; librdkafka refuses a client-side assignor.
+            GroupProtocol::Consumer => settings.push(("group.protocol", "consumer")),
+        }
         if let Some(statistics) = &statistics {
             settings.push(("statistics.interval.ms", statistics.as_str()));
         }

@@ -2,11 +2,14 @@
 //! environment variables, else the documented default.
 
 mod cassandra;
+mod kafka;
 mod observe;
 mod qos;
 
 pub(crate) use cassandra::Cassandra;
 pub use cassandra::Secret;
+pub(crate) use kafka::Kafka;
+pub use kafka::{GroupProtocol, SaslMechanism, SecurityProtocol};
 pub(crate) use observe::Observe;
 pub use observe::{ProbePort, SpanLink};
 pub use qos::Mode;
@@ -47,6 +50,13 @@ pub enum ConfigError {
         /// Why it does not parse.
         reason: String,
     },
+    /// Kafka refused the client (its login or TLS handshake), or did not
+    /// answer within `connect_timeout`.
+    #[error("{reason} (check bootstrap_servers and the security options)")]
+    Unreachable {
+        /// What librdkafka last reported.
+        reason: String,
+    },
 }
 
 /// Options as given to the builder; `None` falls back to the environment,
@@ -70,6 +80,7 @@ pub(crate) struct Options {
     pub(crate) qos: qos::QosOptions,
     pub(crate) observe: observe::ObserveOptions,
     pub(crate) cassandra: cassandra::CassandraOptions,
+    pub(crate) kafka: kafka::KafkaOptions,
 }
 
 /// Where the client's broker is.
@@ -100,6 +111,8 @@ pub(crate) struct Settings {
     pub(crate) observe: Observe,
     /// The Cassandra stores' options (no nodes: none).
     pub(crate) cassandra: Cassandra,
+    /// How the Kafka clients connect (unused in mock mode).
+    pub(crate) kafka: Kafka,
 }
 
 /// A duration as the environment writes it (`5m`, `120ms`).
@@ -225,6 +238,7 @@ impl Options {
             qos,
             observe: self.observe.resolve(env)?,
             cassandra: self.cassandra.resolve(env)?,
+            kafka: self.kafka.resolve(env)?,
         })
     }
 

@@ -137,6 +137,9 @@ fn rows() -> Vec<Row> {
         row!("cassandra_rack", "PROSODY_CASSANDRA_RACK", None, name, |b, t| b.cassandra_rack(parse::<String>(t)), |s| s.cassandra.rack.clone().unwrap_or_default()),
         row!("cassandra_retention", "PROSODY_CASSANDRA_RETENTION", Some("1year"), |n| millis(n, 1000, 864_000_000_000), |b, t| b.cassandra_retention(parse(t)), |s| duration(s.cassandra.retention)),
         row!("defer_store_cache_size", "PROSODY_DEFER_STORE_CACHE_SIZE", Some("8192"), size, |b, t| b.defer_store_cache_size(parse(t)), |s| s.cassandra.defer_store_cache_size.to_string()),
+        row!("group_protocol", "PROSODY_GROUP_PROTOCOL", Some("classic"), |n| if n % 2 == 0 { "classic" } else { "consumer" }.to_owned(), |b, t| b.group_protocol(parse(t)), |s| s.kafka.group_protocol.to_string()),
+        row!("connect_timeout", "PROSODY_CONNECT_TIMEOUT", Some("10s"), |n| millis(n, 1, 600_000), |b, t| b.connect_timeout(parse(t)), |s| duration(s.kafka.connect_timeout)),
+        row!("security_protocol", "PROSODY_SECURITY_PROTOCOL", Some("plaintext"), |n| if n % 2 == 0 { "plaintext" } else { "ssl" }.to_owned(), |b, t| b.security_protocol(parse(t)), |s| s.kafka.security_protocol.to_string()),
     ]
 }
 
@@ -210,7 +213,18 @@ fn the_document_lists_every_option_with_its_variable_and_default() {
     let rows = rows();
     let listed: BTreeSet<&str> = rows.iter().map(|r| r.option).collect();
     let in_doc: BTreeSet<&str> = documented.keys().map(String::as_str).collect();
-    let extra = ["bootstrap_servers", "mock", "mode", "cassandra_password"];
+    // Options that need others to be valid, or hold secrets: checked by
+    // the validation cases in `tests.rs` instead.
+    let extra = [
+        "bootstrap_servers",
+        "mock",
+        "mode",
+        "cassandra_password",
+        "sasl_mechanism",
+        "sasl_username",
+        "sasl_password",
+        "ssl_ca_location",
+    ];
     let expected: BTreeSet<&str> = listed.iter().copied().chain(extra).collect();
     assert_eq!(in_doc, expected, "options in CONFIGURATION.md");
     for row in &rows {
@@ -233,6 +247,7 @@ fn every_variable_the_code_reads_is_documented() {
         include_str!("qos.rs"),
         include_str!("observe.rs"),
         include_str!("cassandra.rs"),
+        include_str!("kafka.rs"),
         include_str!("../../prosody-kafka/src/admin.rs"),
     ];
     let read: BTreeSet<String> = sources

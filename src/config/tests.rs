@@ -1,6 +1,8 @@
 use super::Mode;
+use super::kafka::KafkaOptions;
 use super::qos::QosOptions;
 use super::{ConfigError, Options};
+use super::{SaslMechanism, SecurityProtocol};
 use crate::env::Env;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,6 +27,7 @@ fn option_of(error: &ConfigError) -> &str {
     match error {
         ConfigError::Missing { option, .. } | ConfigError::Invalid { option, .. } => option,
         ConfigError::Environment { variable, .. } => variable,
+        ConfigError::Unreachable { .. } => "bootstrap_servers",
     }
 }
 
@@ -297,6 +300,73 @@ fn each_bad_value_names_its_option() {
             base(),
             &[("PROSODY_DEFER_STORE_CACHE_SIZE", "0")],
             "defer_store_cache_size",
+        ),
+        (
+            base(),
+            &[("PROSODY_GROUP_PROTOCOL", "eager")],
+            "PROSODY_GROUP_PROTOCOL",
+        ),
+        (
+            base(),
+            &[("PROSODY_CONNECT_TIMEOUT", "0s")],
+            "connect_timeout",
+        ),
+        (
+            base(),
+            &[("PROSODY_SECURITY_PROTOCOL", "tls")],
+            "PROSODY_SECURITY_PROTOCOL",
+        ),
+        (
+            base(),
+            &[("PROSODY_SECURITY_PROTOCOL", "sasl_ssl")],
+            "sasl_mechanism",
+        ),
+        (
+            Options {
+                kafka: KafkaOptions {
+                    security_protocol: Some(SecurityProtocol::SaslSsl),
+                    sasl_mechanism: Some(SaslMechanism::ScramSha512),
+                    ..KafkaOptions::default()
+                },
+                ..base()
+            },
+            &[],
+            "sasl_username",
+        ),
+        (
+            Options {
+                kafka: KafkaOptions {
+                    security_protocol: Some(SecurityProtocol::SaslSsl),
+                    sasl_mechanism: Some(SaslMechanism::ScramSha512),
+                    sasl_username: Some("app".to_owned()),
+                    ..KafkaOptions::default()
+                },
+                ..base()
+            },
+            &[],
+            "sasl_password",
+        ),
+        (
+            base(),
+            &[("PROSODY_SASL_MECHANISM", "GSSAPI")],
+            "PROSODY_SASL_MECHANISM",
+        ),
+        (base(), &[("PROSODY_SASL_USERNAME", "app")], "sasl_username"),
+        (
+            base(),
+            &[("PROSODY_SSL_CA_LOCATION", "/etc/ssl/certs")],
+            "ssl_ca_location",
+        ),
+        (
+            Options {
+                kafka: KafkaOptions {
+                    security_protocol: Some(SecurityProtocol::Ssl),
+                    ..KafkaOptions::default()
+                },
+                ..base()
+            },
+            &[("PROSODY_SSL_CA_LOCATION", "/no/such/ca.pem")],
+            "ssl_ca_location",
         ),
         (
             base(),

@@ -86,8 +86,9 @@ impl PartitionState {
 pub(crate) enum Command {
     /// A record of this partition.
     Record(Record),
-    /// Stop: finish in-flight work, cancel it at `cancel_at`, abandon it at
-    /// `deadline`, then report the committable offset.
+    /// Stop: finish the work held (running and queued) until `cancel_at`,
+    /// then cancel what runs, abandon it at `deadline`, and report the
+    /// committable offset.
     Drain {
         cancel_at: Instant,
         deadline: Instant,
@@ -280,33 +281,44 @@ where
         }
     }
 
-    /// Stops dispatching, lets running calls finish until `cancel_at`, then
-    /// cancels them, and abandons what still runs at `deadline`.
+    /// Finishes what the partition holds, then lets it go. The records and
+    /// timers already handed to it keep running, each key in order, until
+    /// none is left or `cancel_at` passes: so a graceful hand-off commits
+    /// every record it received and the next owner redelivers none of them.
+    /// At `cancel_at` the shutdown fires (no new attempt, no retry), what
+    /// still waits is left to the next owner, running calls see
+    /// cancellation, and what still runs at `deadline` is abandoned.
     async fn drain(&mut self, cancel_at: Instant, deadline: Instant) {
-        self.shared.shutdown.cancel();
-        let dropped = self.queues.drop_waiting();
-        debug!(partition = %self.tp, dropped, running = self.running.len(), "draining");
-        let mut cancelled = false;
+        debug!(partition = %self.tp, running = self.running.len(), "draining");
         while !self.running.is_empty() {
-            let wake = if cancelled { deadline } else { cancel_at };
             tokio::select! {
-                Some(done) = self.running.join_next() => self.complete(done, false),
-                () = tokio::time::sleep_until(wake) => {
-                    if cancelled {
-                        warn!(partition = %self.tp, running = self.running.len(),
-                            "handlers still running at the shutdown deadline; abandoned");
-                        self.running.abort_all();
-                        // Wait until they are gone, so none overlaps the
-                        // partition's next owner.
-                        while self.running.join_next().await.is_some() {}
-                        break;
-                    }
-                    self.shared.cancel.cancel();
-                    cancelled = true;
-                }
+                Some(done) = self.running.join_next() => self.complete(done, true),
+                () = tokio::time::sleep_until(cancel_at) => break,
             }
         }
+        self.shared.shutdown.cancel();
         self.shared.cancel.cancel();
+        let dropped = self.queues.drop_waiting();
+        if self.running.is_empty() {
+            return;
+        }
+        debug!(partition = %self.tp, dropped, running = self.running.len(),
+            "still running at the cancellation point");
+        loop {
+            tokio::select! {
+                done = self.running.join_next() => match done {
+                    Some(done) => self.complete(done, false),
+                    None => return,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        warn!(partition = %self.tp, running = self.running.len(),
+            "handlers still running at the shutdown deadline; abandoned");
+        self.running.abort_all();
+        // Wait until they are gone, so none overlaps the partition's next
+        // owner.
+        while self.running.join_next().await.is_some() {}
     }
 }
 

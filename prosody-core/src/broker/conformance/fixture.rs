@@ -29,11 +29,16 @@ pub(super) fn broker_failure(what: &str) -> impl FnOnce(BrokerError) -> Failure 
     move |error| Failure(format!("{what} failed: {error}"))
 }
 
-/// A name no other check of this process uses.
+/// A name no other check of this process, or of another run on the same
+/// cluster, uses.
 pub(super) fn unique(kind: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("conformance-{kind}-{}-{n}", std::process::id())
+    // Wall-clock milliseconds only make runs distinct; nothing is timed.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("conformance-{kind}-{}-{run}-{n}", std::process::id())
 }
 
 /// What [`Fixture::produce`] sends: a keyed record with a sequence header and

@@ -1,0 +1,90 @@
+//! A bounded check, before a client starts, that the cluster answers and
+//! takes this client's credentials. librdkafka retries a refused login or
+//! an unreachable broker forever in the background; without this check a
+//! misconfigured service would hang in silence instead of failing with
+//! the cause.
+
+use crate::KafkaConfig;
+use prosody_core::broker::BrokerError;
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long one metadata request of the check may wait.
+const STEP: Duration = Duration::from_millis(500);
+
+/// Keeps the last error librdkafka reported, and whether it is one that
+/// trying again does not fix (a refused login, a TLS failure).
+#[derive(Default)]
+struct Watch {
+    last: Mutex<Option<String>>,
+    fatal: AtomicBool,
+}
+
+impl Watch {
+    fn last(&self) -> Option<String> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ClientContext for Watch {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let fatal = matches!(
+            error.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::Authentication
+                    | RDKafkaErrorCode::SaslAuthenticationFailed
+                    | RDKafkaErrorCode::SSL
+                    | RDKafkaErrorCode::Fatal
+            )
+        );
+        if fatal {
+            self.fatal.store(true, Ordering::Release);
+        }
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.to_owned());
+    }
+}
+
+impl ConsumerContext for Watch {}
+
+/// Asks the cluster for its metadata until it answers, a refusal that
+/// retrying does not fix is reported, or `timeout` passes. Blocks: call it
+/// off the async runtime.
+pub(crate) fn reachable(config: &KafkaConfig, timeout: Duration) -> Result<(), BrokerError> {
+    let servers = config.bootstrap_servers();
+    let client: BaseConsumer<Watch> = config
+        .client(&[])
+        .create_with_context(Watch::default())
+        .map_err(|error| {
+            BrokerError::Invalid(format!("the Kafka client settings are refused: {error}"))
+        })?;
+    let started = Instant::now();
+    loop {
+        let Err(error) = client.fetch_metadata(None, STEP) else {
+            return Ok(());
+        };
+        let watch = client.context();
+        let fatal = watch.fatal.load(Ordering::Acquire);
+        if fatal || started.elapsed() >= timeout {
+            let cause = watch.last().unwrap_or_else(|| error.to_string());
+            let failure = if fatal {
+                format!("Kafka at {servers} refused this client: {cause}")
+            } else {
+                format!("Kafka at {servers} did not answer within {timeout:?}: {cause}")
+            };
+            return Err(BrokerError::Backend {
+                retriable: !fatal,
+                source: failure.into(),
+            });
+        }
+    }
+}

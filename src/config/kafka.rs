@@ -1,0 +1,264 @@
+//! How the client reaches Kafka: the group protocol, the connection check,
+//! and the security settings (TLS, SASL).
+
+use super::{ConfigError, Secret, non_empty, positive_duration};
+use crate::env::{Env, FromEnv};
+pub use prosody_kafka::GroupProtocol;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a client talks to the brokers (librdkafka's `security.protocol`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    /// No TLS, no login.
+    #[default]
+    Plaintext,
+    /// TLS, no login.
+    Ssl,
+    /// A SASL login, no TLS.
+    SaslPlaintext,
+    /// A SASL login over TLS: what most managed Kafka services require.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "plaintext",
+            Self::Ssl => "ssl",
+            Self::SaslPlaintext => "sasl_plaintext",
+            Self::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    fn tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    fn sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromEnv for SecurityProtocol {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "plaintext" => Ok(Self::Plaintext),
+            "ssl" => Ok(Self::Ssl),
+            "sasl_plaintext" => Ok(Self::SaslPlaintext),
+            "sasl_ssl" => Ok(Self::SaslSsl),
+            _ => Err("expected plaintext, ssl, sasl_plaintext or sasl_ssl".to_owned()),
+        }
+    }
+}
+
+/// How a SASL login proves who it is (librdkafka's `sasl.mechanism`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaslMechanism {
+    /// The password itself, which only TLS protects (`PLAIN`).
+    Plain,
+    /// A salted challenge, SHA-256 (`SCRAM-SHA-256`).
+    ScramSha256,
+    /// A salted challenge, SHA-512 (`SCRAM-SHA-512`).
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+impl fmt::Display for SaslMechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromEnv for SaslMechanism {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_uppercase().as_str() {
+            "PLAIN" => Ok(Self::Plain),
+            "SCRAM-SHA-256" => Ok(Self::ScramSha256),
+            "SCRAM-SHA-512" => Ok(Self::ScramSha512),
+            _ => Err("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".to_owned()),
+        }
+    }
+}
+
+impl FromEnv for GroupProtocol {
+    fn parse(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl FromEnv for PathBuf {
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(PathBuf::from(text.trim()))
+    }
+}
+
+/// The options as given to the builder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KafkaOptions {
+    pub(crate) group_protocol: Option<GroupProtocol>,
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) security_protocol: Option<SecurityProtocol>,
+    pub(crate) sasl_mechanism: Option<SaslMechanism>,
+    pub(crate) sasl_username: Option<String>,
+    pub(crate) sasl_password: Option<Secret>,
+    pub(crate) ssl_ca_location: Option<PathBuf>,
+}
+
+/// The options resolved.
+///
+/// Invariant: a SASL protocol comes with a mechanism, a username and a
+/// password, and no other protocol with any of them; a CA file comes only
+/// with a TLS protocol, and names a file that exists; a TLS protocol only
+/// in a build that has TLS.
+#[derive(Clone, Debug)]
+pub(crate) struct Kafka {
+    pub(crate) group_protocol: GroupProtocol,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) security_protocol: SecurityProtocol,
+    pub(crate) sasl: Option<(SaslMechanism, String, Secret)>,
+    pub(crate) ssl_ca_location: Option<PathBuf>,
+}
+
+impl Kafka {
+    /// The librdkafka properties these settings set, the password among
+    /// them (`KafkaConfig` hides it from `Debug`).
+    pub(crate) fn properties(&self) -> Vec<(&'static str, String)> {
+        let mut properties = vec![("security.protocol", self.security_protocol.to_string())];
+        if let Some((mechanism, username, password)) = &self.sasl {
+            properties.push(("sasl.mechanism", mechanism.to_string()));
+            properties.push(("sasl.username", username.clone()));
+            properties.push(("sasl.password", password.expose().to_owned()));
+        }
+        if let Some(path) = &self.ssl_ca_location {
+            properties.push(("ssl.ca.location", path.display().to_string()));
+        }
+        properties
+    }
+}
+
+fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        reason: reason.into(),
+    }
+}
+
+impl KafkaOptions {
+    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
+        &self,
+        env: &Env<F>,
+    ) -> Result<Kafka, ConfigError> {
+        let protocol = env.layer(
+            self.security_protocol,
+            "PROSODY_SECURITY_PROTOCOL",
+            SecurityProtocol::default,
+        )?;
+        let mechanism = match self.sasl_mechanism {
+            Some(mechanism) => Some(mechanism),
+            None => env.read("PROSODY_SASL_MECHANISM")?,
+        };
+        let username = match &self.sasl_username {
+            Some(username) => Some(username.clone()),
+            None => env.read::<String>("PROSODY_SASL_USERNAME")?,
+        }
+        .map(|username| non_empty("sasl_username", username))
+        .transpose()?;
+        let password = match &self.sasl_password {
+            Some(password) => Some(password.clone()),
+            None => env
+                .read::<String>("PROSODY_SASL_PASSWORD")?
+                .map(Secret::new),
+        };
+        let ca = match &self.ssl_ca_location {
+            Some(path) => Some(path.clone()),
+            None => env.read("PROSODY_SSL_CA_LOCATION")?,
+        };
+        if protocol.tls() && !cfg!(feature = "tls") {
+            return Err(invalid(
+                "security_protocol",
+                format!(
+                    "{protocol} needs TLS, which this build lacks: enable the `tls` feature of the prosody crate"
+                ),
+            ));
+        }
+        let sasl = if protocol.sasl() {
+            let needs = |option| {
+                invalid(
+                    option,
+                    format!("is required with security_protocol {protocol}"),
+                )
+            };
+            let mechanism = mechanism.ok_or_else(|| needs("sasl_mechanism"))?;
+            let username = username.ok_or_else(|| needs("sasl_username"))?;
+            let password = password.ok_or_else(|| needs("sasl_password"))?;
+            Some((mechanism, username, password))
+        } else {
+            // What is set, shown (but the password).
+            let set = [
+                ("sasl_mechanism", mechanism.map(|m| m.to_string())),
+                ("sasl_username", username.clone()),
+                ("sasl_password", password.as_ref().map(|_| "***".to_owned())),
+            ];
+            if let Some((option, Some(value))) = set.into_iter().find(|(_, value)| value.is_some())
+            {
+                return Err(invalid(
+                    option,
+                    format!(
+                        "{value:?} is set, but security_protocol {protocol} logs in without SASL (use sasl_ssl or sasl_plaintext)"
+                    ),
+                ));
+            }
+            None
+        };
+        if let Some(path) = &ca {
+            if !protocol.tls() {
+                return Err(invalid(
+                    "ssl_ca_location",
+                    format!(
+                        "{} is set, but security_protocol {protocol} has no TLS (use ssl or sasl_ssl)",
+                        path.display()
+                    ),
+                ));
+            }
+            if !path.is_file() {
+                return Err(invalid(
+                    "ssl_ca_location",
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+        }
+        Ok(Kafka {
+            group_protocol: env.layer(
+                self.group_protocol,
+                "PROSODY_GROUP_PROTOCOL",
+                GroupProtocol::default,
+            )?,
+            connect_timeout: positive_duration(
+                "connect_timeout",
+                env.layer(self.connect_timeout, "PROSODY_CONNECT_TIMEOUT", || {
+                    Duration::from_secs(10)
+                })?,
+            )?,
+            security_protocol: protocol,
+            sasl,
+            ssl_ca_location: ca,
+        })
+    }
+}
