@@ -1,11 +1,13 @@
-//! End-to-end throughput on Kafka (librdkafka's mock cluster, in process):
-//! a raw rdkafka consumer loop against the library in best-effort and
-//! pipeline modes, printed as records per second from the first record to
-//! the last (the group join left out), as a ratio to the raw loop, with the
-//! CPU used meanwhile and the process's peak RSS so far.
+//! End-to-end throughput on Kafka: a raw rdkafka consumer loop against the
+//! library in best-effort and pipeline modes, printed as records per second
+//! from the first record to the last (the group join left out), as a ratio
+//! to the raw loop, with the CPU used meanwhile and the process's peak RSS
+//! so far.
 //!
-//! `cargo bench --bench e2e` (release). `E2E_RECORDS`, `E2E_KEYS` and
-//! `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8);
+//! `cargo bench --bench e2e` (release) runs on librdkafka's mock cluster, in
+//! process; `E2E_BROKER=real` on the Kafka that `PROSODY_BOOTSTRAP_SERVERS`
+//! names (`scripts/services start`), in a topic of its own. `E2E_RECORDS`,
+//! `E2E_KEYS` and `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8);
 //! `E2E_CASES=best-effort,pipeline,sleep` picks the library's cases.
 
 #![allow(missing_docs)]
@@ -23,7 +25,8 @@ mod memory;
 use futures_util::StreamExt;
 use prosody::broker::{Broker, OutgoingRecord, Producer};
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, KafkaBroker, Message, Mode, ProsodyClient, Timer,
+    AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig, Message,
+    Mode, ProsodyClient, Timer, TopicOptions,
 };
 use prosody_kafka::mock::MockKafka;
 use rdkafka::ClientConfig;
@@ -34,7 +37,48 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-const TOPIC: &str = "bench";
+/// Where the bench runs: its servers and topic (and the mock cluster,
+/// kept alive, when it runs on one).
+struct Target {
+    servers: String,
+    topic: String,
+    _mock: Option<MockKafka>,
+}
+
+impl Target {
+    async fn start(partitions: i32) -> Self {
+        if std::env::var("E2E_BROKER").is_ok_and(|b| b == "real") {
+            let servers = std::env::var("PROSODY_BOOTSTRAP_SERVERS")
+                .expect("E2E_BROKER=real needs PROSODY_BOOTSTRAP_SERVERS");
+            let topic = format!("bench-{}", std::process::id());
+            let options = TopicOptions {
+                partitions: Some(partitions),
+                replication_factor: Some(1),
+                ..TopicOptions::default()
+            };
+            let config = KafkaConfig::new(servers.split(',')).unwrap();
+            AdminClient::with_config(&config)
+                .unwrap()
+                .create_topic(&topic, &options)
+                .await
+                .unwrap();
+            println!("on real Kafka at {servers}, topic {topic}");
+            return Self {
+                servers,
+                topic,
+                _mock: None,
+            };
+        }
+        let cluster = MockKafka::start(1).unwrap();
+        cluster.create_topic("bench", partitions).unwrap();
+        println!("on librdkafka's mock cluster");
+        Self {
+            servers: cluster.bootstrap_servers().to_owned(),
+            topic: "bench".to_owned(),
+            _mock: Some(cluster),
+        }
+    }
+}
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -117,7 +161,7 @@ impl EventHandler for Counter {
     }
 }
 
-async fn produce(broker: &KafkaBroker, records: usize, keys: usize) {
+async fn produce(broker: &KafkaBroker, topic: &str, records: usize, keys: usize) {
     let producer = broker.producer().unwrap();
     let start = Instant::now();
     let mut sends = futures_util::stream::iter(0..records)
@@ -128,7 +172,7 @@ async fn produce(broker: &KafkaBroker, records: usize, keys: usize) {
                 let payload = format!(
                     r#"{{"id":"event-{n:010}","type":"bench.event.created","amount":{n},"note":"throughput"}}"#
                 );
-                let record = OutgoingRecord::new(TOPIC, format!("key-{}", n % keys), payload);
+                let record = OutgoingRecord::new(topic, format!("key-{}", n % keys), payload);
                 producer.send(record, Duration::from_secs(60)).await
             }
         })
@@ -142,15 +186,15 @@ async fn produce(broker: &KafkaBroker, records: usize, keys: usize) {
     );
 }
 
-async fn raw(cluster: &MockKafka, records: usize) -> f64 {
+async fn raw(target: &Target, records: usize) -> f64 {
     let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("group.id", "raw")
+        .set("bootstrap.servers", &target.servers)
+        .set("group.id", format!("raw-{}", target.topic))
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
-    consumer.subscribe(&[TOPIC]).unwrap();
+    consumer.subscribe(&[target.topic.as_str()]).unwrap();
     let mut stream = consumer.stream();
     let mut seen = 0;
     let mut start = None;
@@ -164,13 +208,16 @@ async fn raw(cluster: &MockKafka, records: usize) -> f64 {
 }
 
 async fn library(
-    cluster: &MockKafka,
+    target: &Target,
     mode: Mode,
     group: &str,
     records: usize,
     sleep: Option<Duration>,
 ) -> f64 {
-    let mut builder = ProsodyClient::builder().bootstrap_servers([cluster.bootstrap_servers()]);
+    let mut builder = ProsodyClient::builder()
+        .bootstrap_servers([target.servers.as_str()])
+        // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
+        .cassandra_nodes(Vec::<String>::new());
     // `E2E_KAFKA=key=value,...` tries librdkafka settings.
     for setting in std::env::var("E2E_KAFKA").unwrap_or_default().split(',') {
         if let Some((key, value)) = setting.split_once('=') {
@@ -178,8 +225,8 @@ async fn library(
         }
     }
     let client = builder
-        .group_id(group)
-        .subscribed_topics([TOPIC])
+        .group_id(format!("{group}-{}", target.topic))
+        .subscribed_topics([target.topic.as_str()])
         .mode(mode)
         // Lifecycle events would share the producer and the CPU.
         .telemetry_enabled(false)
@@ -218,12 +265,11 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let cluster = MockKafka::start(1).unwrap();
-        cluster.create_topic(TOPIC, partitions).unwrap();
-        let broker = KafkaBroker::new(cluster.config().unwrap());
-        produce(&broker, records, keys).await;
+        let target = Target::start(partitions).await;
+        let broker = KafkaBroker::new(KafkaConfig::new([target.servers.as_str()]).unwrap());
+        produce(&broker, &target.topic, records, keys).await;
         println!("{records} records, {keys} keys, {partitions} partitions");
-        let raw = raw(&cluster, records).await;
+        let raw = raw(&target, records).await;
         let report = |name: &str, rate: f64| {
             println!(
                 "{name:<34} {:>9.0} records/s  {:>5.2} of raw  peak RSS {:.0} MiB",
@@ -238,16 +284,16 @@ fn main() {
             std::env::var("E2E_CASES").unwrap_or_else(|_| "best-effort,pipeline,sleep".into());
         let run = |case: &str| cases.split(',').any(|c| c == case);
         if run("best-effort") {
-            let rate = library(&cluster, Mode::BestEffort, "best-effort", records, None).await;
+            let rate = library(&target, Mode::BestEffort, "best-effort", records, None).await;
             report("best-effort, no-op handler", rate);
         }
         if run("pipeline") {
-            let rate = library(&cluster, Mode::Pipeline, "pipeline", records, None).await;
+            let rate = library(&target, Mode::Pipeline, "pipeline", records, None).await;
             report("pipeline, no-op handler", rate);
         }
         if run("sleep") {
             let sleep = Some(Duration::from_millis(1));
-            let rate = library(&cluster, Mode::Pipeline, "pipeline-sleep", records, sleep).await;
+            let rate = library(&target, Mode::Pipeline, "pipeline-sleep", records, sleep).await;
             report("pipeline, handler sleeping 1 ms", rate);
         }
     });

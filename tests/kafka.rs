@@ -60,7 +60,7 @@ impl EventHandler for Recorder {
     ) -> Result<(), HandlerError> {
         let n = message.payload["n"].as_u64().unwrap_or_default();
         // Every third record fails once: deferred, then retried.
-        if n % 3 == 0 && context.attempt() == 1 {
+        if n.is_multiple_of(3) && context.attempt() == 1 {
             return Err(HandlerError::transient("first attempt fails"));
         }
         self.handled

@@ -175,15 +175,15 @@ where
         // Each attempt stages its own timer changes; they are written only
         // if the handler succeeds.
         let context = context.with_fresh_timers();
-        if let Event::Timer(timer) = &event {
-            if timer.kind != TimerKind::Application {
-                // Only the defer stage consumes its timers; one reaching the
-                // handler means the stack has no defer stage (for example
-                // after a switch away from pipeline mode). The runtime
-                // leaves it stored, with its key's backlog.
-                let error = HandlerError::permanent(ForeignTimer(timer.kind));
-                return Box::pin(std::future::ready(Err(error)));
-            }
+        if let Event::Timer(timer) = &event
+            && timer.kind != TimerKind::Application
+        {
+            // Only the defer stage consumes its timers; one reaching the
+            // handler means the stack has no defer stage (for example
+            // after a switch away from pipeline mode). The runtime
+            // leaves it stored, with its key's backlog.
+            let error = HandlerError::permanent(ForeignTimer(timer.kind));
+            return Box::pin(std::future::ready(Err(error)));
         }
         if let (Event::Timer(timer), Some(timers)) = (&event, context.timers()) {
             // The fired timer leaves the store in the same commit as the

@@ -7,6 +7,7 @@
 use crate::KafkaConfig;
 use prosody_core::broker::BrokerError;
 use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use std::sync::Mutex;
@@ -31,9 +32,41 @@ impl Watch {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
+
+    fn saw(&self, reason: &str, fatal: bool) {
+        if fatal {
+            self.fatal.store(true, Ordering::Release);
+        }
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.to_owned());
+    }
+}
+
+/// Whether a librdkafka message reports a refusal that retrying does not
+/// fix: a rejected login, a failed TLS handshake or certificate check.
+fn refusal(message: &str) -> bool {
+    [
+        "Authentication failed",
+        "SASL authentication error",
+        "SSL handshake failed",
+        "certificate verify failed",
+    ]
+    .iter()
+    .any(|sign| message.contains(sign))
 }
 
 impl ClientContext for Watch {
+    /// librdkafka's warnings and errors come here from its own threads, as
+    /// they happen: the cause of a refusal is among them.
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        use RDKafkaLogLevel::{Alert, Critical, Emerg, Error, Warning};
+        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
+            self.saw(&format!("{facility}: {message}"), refusal(message));
+        }
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         let fatal = matches!(
             error.rdkafka_error_code(),
@@ -43,14 +76,8 @@ impl ClientContext for Watch {
                     | RDKafkaErrorCode::SSL
                     | RDKafkaErrorCode::Fatal
             )
-        );
-        if fatal {
-            self.fatal.store(true, Ordering::Release);
-        }
-        *self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.to_owned());
+        ) || refusal(reason);
+        self.saw(reason, fatal);
     }
 }
 
@@ -72,6 +99,8 @@ pub(crate) fn reachable(config: &KafkaConfig, timeout: Duration) -> Result<(), B
         let Err(error) = client.fetch_metadata(None, STEP) else {
             return Ok(());
         };
+        // Serves the error events queued for the client (to `error`).
+        let _ = client.poll(Duration::ZERO);
         let watch = client.context();
         let fatal = watch.fatal.load(Ordering::Acquire);
         if fatal || started.elapsed() >= timeout {
@@ -79,7 +108,9 @@ pub(crate) fn reachable(config: &KafkaConfig, timeout: Duration) -> Result<(), B
             let failure = if fatal {
                 format!("Kafka at {servers} refused this client: {cause}")
             } else {
-                format!("Kafka at {servers} did not answer within {timeout:?}: {cause}")
+                format!(
+                    "Kafka at {servers} did not answer within {timeout:?}: {cause}; the servers are down or unreachable, or the security protocol does not match the listener (a plaintext client on a TLS port, or the reverse)"
+                )
             };
             return Err(BrokerError::Backend {
                 retriable: !fatal,

@@ -56,7 +56,7 @@ fn share(seed: u64) -> String {
 }
 
 fn flag(seed: u64) -> String {
-    (seed % 2 == 0).to_string()
+    seed.is_multiple_of(2).to_string()
 }
 
 fn name(seed: u64) -> String {

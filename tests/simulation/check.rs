@@ -90,18 +90,18 @@ pub fn check(scenario: &Scenario, world: &World, finished: bool) -> Result<(), S
             continue;
         }
         let (key, partition, offset) = (entry.key.as_str(), entry.partition, entry.offset);
-        if let Some(&(p, o)) = last.get(key) {
-            if p != partition || o >= offset {
-                let history: Vec<_> = observed
-                    .log
-                    .iter()
-                    .filter(|e| e.key == key)
-                    .map(|e| (e.offset, e.what))
-                    .collect();
-                return Err(format!(
-                    "key {key}: offset {offset} ended first after {o}; its log (offset, what) {history:?}"
-                ));
-            }
+        if let Some(&(p, o)) = last.get(key)
+            && (p != partition || o >= offset)
+        {
+            let history: Vec<_> = observed
+                .log
+                .iter()
+                .filter(|e| e.key == key)
+                .map(|e| (e.offset, e.what))
+                .collect();
+            return Err(format!(
+                "key {key}: offset {offset} ended first after {o}; its log (offset, what) {history:?}"
+            ));
         }
         last.insert(key, (partition, offset));
     }

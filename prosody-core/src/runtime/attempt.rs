@@ -137,10 +137,11 @@ where
             // timer settled otherwise (dropped, routed) is removed here. A
             // defer timer is the defer stage's to remove: a stack without
             // that stage leaves it, and its key's backlog, in the store.
-            if !timers.committed() && kind == TimerKind::Application {
-                if let Err(error) = access.fired(&key, kind, time).await {
-                    warn!(%error, %key, "removing a fired timer failed; it may fire again");
-                }
+            if !timers.committed()
+                && kind == TimerKind::Application
+                && let Err(error) = access.fired(&key, kind, time).await
+            {
+                warn!(%error, %key, "removing a fired timer failed; it may fire again");
             }
             Outcome::Settled
         }

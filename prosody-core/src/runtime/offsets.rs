@@ -27,10 +27,10 @@ pub(crate) struct OffsetTracker {
 impl OffsetTracker {
     /// Starts tracking a record that just arrived.
     pub(crate) fn track(&mut self, offset: i64) -> Result<(), Stale> {
-        if let Some(next) = self.next {
-            if offset < next {
-                return Err(Stale { offset, next });
-            }
+        if let Some(next) = self.next
+            && offset < next
+        {
+            return Err(Stale { offset, next });
         }
         self.pending.push_back((offset, false));
         self.next = Some(offset.saturating_add(1));

@@ -30,12 +30,12 @@ impl DueQueue {
     }
 
     pub(crate) fn remove(&mut self, due: &Due) {
-        if self.by_time.remove(due) {
-            if let Some(times) = self.by_key.get_mut(&due.key) {
-                times.remove(&(due.kind, due.second));
-                if times.is_empty() {
-                    self.by_key.remove(&due.key);
-                }
+        if self.by_time.remove(due)
+            && let Some(times) = self.by_key.get_mut(&due.key)
+        {
+            times.remove(&(due.kind, due.second));
+            if times.is_empty() {
+                self.by_key.remove(&due.key);
             }
         }
     }

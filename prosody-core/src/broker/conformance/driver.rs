@@ -88,10 +88,10 @@ impl<C: Consumer> Group<C> {
         std::future::poll_fn(|cx| {
             for k in 0..count {
                 let index = (start + k) % count;
-                if let Some(poll) = polls.get_mut(index) {
-                    if let Poll::Ready(result) = poll.as_mut().poll(cx) {
-                        return Poll::Ready((index, result));
-                    }
+                if let Some(poll) = polls.get_mut(index)
+                    && let Poll::Ready(result) = poll.as_mut().poll(cx)
+                {
+                    return Poll::Ready((index, result));
                 }
             }
             Poll::Pending
@@ -140,13 +140,13 @@ impl<C: Consumer> Group<C> {
                     )));
                 }
                 let offsets = member.since_assigned.entry(tp.clone()).or_default();
-                if let Some(last) = offsets.last() {
-                    if record.offset <= *last {
-                        return Err(Failure(format!(
-                            "{label} received offset {} of {tp} after offset {last}",
-                            record.offset
-                        )));
-                    }
+                if let Some(last) = offsets.last()
+                    && record.offset <= *last
+                {
+                    return Err(Failure(format!(
+                        "{label} received offset {} of {tp} after offset {last}",
+                        record.offset
+                    )));
                 }
                 offsets.push(record.offset);
                 member.received.push(record.clone());

@@ -53,13 +53,13 @@ pub async fn round_trip(harness: &impl Harness) -> Checked {
         let mut last_offset: BTreeMap<i32, i64> = BTreeMap::new();
         for record in &sent {
             let delivery = fixture.send(record.clone()).await?;
-            if let Some(last) = last_offset.insert(delivery.partition, delivery.offset) {
-                if delivery.offset <= last {
-                    return Err(Failure(format!(
-                        "partition {} acknowledged offset {} after offset {last}",
-                        delivery.partition, delivery.offset
-                    )));
-                }
+            if let Some(last) = last_offset.insert(delivery.partition, delivery.offset)
+                && delivery.offset <= last
+            {
+                return Err(Failure(format!(
+                    "partition {} acknowledged offset {} after offset {last}",
+                    delivery.partition, delivery.offset
+                )));
             }
             expected.insert(
                 (delivery.partition, delivery.offset),

@@ -131,7 +131,7 @@ fn next_op(rng: &mut XorShift, models: &[Partition], step: usize) -> Op {
     if roll < 11 {
         let (key, kind, time) = pick(rng, !reuse);
         let entry = TimerEntry::new(key, time).with_kind(kind);
-        let entry = if step % 2 == 0 {
+        let entry = if step.is_multiple_of(2) {
             entry.with_trace(format!("00-{step:032x}-{roll:016x}-01"))
         } else {
             entry
