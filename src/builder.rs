@@ -452,8 +452,13 @@ impl<C: Codec> ClientBuilder<C> {
                     .discard_threshold(settings.qos.loader.discard_threshold)
                     .statistics_interval(settings.observe.statistics_interval)
                     .group_protocol(settings.kafka.group_protocol);
+                // Where the user names the authorities themselves
+                // (`ssl.ca.pem`, say), no probing for the system's.
+                let own_ca = self.kafka.iter().any(|(key, _)| key.starts_with("ssl.ca."));
                 for (key, value) in settings.kafka.properties() {
-                    config = config.with(key, value);
+                    if !(own_ca && key == "ssl.ca.location") {
+                        config = config.with(key, value);
+                    }
                 }
                 // `kafka_property` comes last, so it wins.
                 for (key, value) in self.kafka {
@@ -463,8 +468,16 @@ impl<C: Codec> ClientBuilder<C> {
                 broker
                     .check(settings.kafka.connect_timeout)
                     .await
-                    .map_err(|e| ConfigError::Unreachable {
-                        reason: e.to_string(),
+                    .map_err(|e| match e {
+                        // librdkafka refused a setting (it names which).
+                        BrokerError::Invalid(reason) => ConfigError::Invalid {
+                            option: "kafka_property",
+                            reason,
+                        },
+                        e => ConfigError::Unreachable {
+                            retriable: e.is_retriable(),
+                            reason: e.to_string(),
+                        },
                     })?;
                 Backend::Kafka(broker)
             }

@@ -115,10 +115,10 @@ async fn ttl_timestamps_and_lightweight_transactions_behave() {
     };
     let ks = keyspace.as_str();
 
-    // USING TTL: the cell expires by itself.
+    // USING TTL: the cell is there at once, and expires by itself.
     let expiring = session
         .prepare(format!(
-            "INSERT INTO {ks}.cells (p, c, v) VALUES (?, ?, ?) USING TTL 1"
+            "INSERT INTO {ks}.cells (p, c, v) VALUES (?, ?, ?) USING TTL 3"
         ))
         .await
         .unwrap();
@@ -137,7 +137,7 @@ async fn ttl_timestamps_and_lightweight_transactions_behave() {
     };
     tokio::time::timeout(Duration::from_secs(10), expired)
         .await
-        .expect("a cell written with a TTL of 1 s expires");
+        .expect("a cell written with a TTL of 3 s expires");
 
     // USING TIMESTAMP: the later timestamp wins, whatever arrives last.
     let stamped = session

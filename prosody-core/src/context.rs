@@ -236,12 +236,29 @@ impl Context {
             .is_some_and(CancellationToken::is_cancelled)
     }
 
-    /// Whether the partition is being revoked or the client is shutting down.
-    /// Running handlers may finish; no new attempt should start. Cancellation
-    /// follows near the end of the shutdown timeout.
+    /// Whether the partition is being handed off: revoked, unsubscribed, or
+    /// the client is shutting down. It still runs the records it holds, but
+    /// a failure is neither retried, deferred nor routed: it stays
+    /// unsettled for the partition's next owner. Stopping
+    /// ([`Context::is_stopping`]) and cancellation follow near the end of
+    /// the shutdown timeout.
     #[must_use]
     pub fn is_shutting_down(&self) -> bool {
         self.shutdown.is_cancelled()
+    }
+
+    /// Whether the partition has stopped starting attempts: its shutdown
+    /// budget is nearly spent (90% of `shutdown_timeout`), and what still
+    /// waits is left to the next owner. Running handlers see cancellation at
+    /// the same moment.
+    #[must_use]
+    pub fn is_stopping(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// [`Context::is_stopping`] as a nameable future, for layers.
+    pub fn on_stopping_owned(&self) -> WaitForCancellationFutureOwned {
+        self.cancel.clone().cancelled_owned()
     }
 
     /// Completes when the partition starts shutting down.

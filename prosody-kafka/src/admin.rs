@@ -211,7 +211,11 @@ impl AdminClient {
     /// An admin client with a broker's settings (its security properties
     /// included).
     pub fn with_config(config: &KafkaConfig) -> Result<Self, AdminError> {
-        let admin = config.client(&[]).create().map_err(backend)?;
+        // A metadata request for an absent topic must not create it.
+        let admin = config
+            .client(&[("allow.auto.create.topics", "false")])
+            .create()
+            .map_err(backend)?;
         Ok(Self {
             admin: std::sync::Arc::new(admin),
         })

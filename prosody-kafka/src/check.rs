@@ -45,16 +45,22 @@ impl Watch {
 }
 
 /// Whether a librdkafka message reports a refusal that retrying does not
-/// fix: a rejected login, a failed TLS handshake or certificate check.
+/// fix: a rejected login, a failed certificate check. A connection that
+/// merely dropped (a broker restarting, a reset) is never one, whatever
+/// step it dropped in.
 fn refusal(message: &str) -> bool {
-    [
-        "Authentication failed",
-        "SASL authentication error",
-        "SSL handshake failed",
-        "certificate verify failed",
+    let dropped = [
+        "Disconnected",
+        "transport failure",
+        "Timed out",
+        "timed out",
     ]
     .iter()
-    .any(|sign| message.contains(sign))
+    .any(|sign| message.contains(sign));
+    let refused = ["Authentication failed", "certificate verify failed"]
+        .iter()
+        .any(|sign| message.contains(sign));
+    refused && !dropped
 }
 
 impl ClientContext for Watch {
@@ -68,7 +74,7 @@ impl ClientContext for Watch {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        let fatal = matches!(
+        let refused_by_code = matches!(
             error.rdkafka_error_code(),
             Some(
                 RDKafkaErrorCode::Authentication
@@ -76,8 +82,9 @@ impl ClientContext for Watch {
                     | RDKafkaErrorCode::SSL
                     | RDKafkaErrorCode::Fatal
             )
-        ) || refusal(reason);
-        self.saw(reason, fatal);
+        );
+        let dropped = reason.contains("Disconnected") || reason.contains("transport failure");
+        self.saw(reason, (refused_by_code && !dropped) || refusal(reason));
     }
 }
 
@@ -92,6 +99,7 @@ pub(crate) fn reachable(config: &KafkaConfig, timeout: Duration) -> Result<(), B
         .client(&[])
         .create_with_context(Watch::default())
         .map_err(|error| {
+            let error = config.scrub(&error.to_string());
             BrokerError::Invalid(format!("the Kafka client settings are refused: {error}"))
         })?;
     let started = Instant::now();
@@ -104,7 +112,7 @@ pub(crate) fn reachable(config: &KafkaConfig, timeout: Duration) -> Result<(), B
         let watch = client.context();
         let fatal = watch.fatal.load(Ordering::Acquire);
         if fatal || started.elapsed() >= timeout {
-            let cause = watch.last().unwrap_or_else(|| error.to_string());
+            let cause = config.scrub(&watch.last().unwrap_or_else(|| error.to_string()));
             let failure = if fatal {
                 format!("Kafka at {servers} refused this client: {cause}")
             } else {

@@ -35,7 +35,7 @@ impl std::str::FromStr for GroupProtocol {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        match text.trim() {
+        match text.trim().to_ascii_lowercase().as_str() {
             "classic" => Ok(Self::Classic),
             "consumer" => Ok(Self::Consumer),
             other => Err(format!("{other:?} is not classic or consumer")),
@@ -145,6 +145,18 @@ impl KafkaConfig {
         self
     }
 
+    /// `text` with the value of every secret property replaced by `***`:
+    /// for error messages that may quote a setting.
+    #[must_use]
+    pub fn scrub(&self, text: &str) -> String {
+        self.overrides
+            .iter()
+            .filter(|(key, value)| secret(key) && !value.is_empty())
+            .fold(text.to_owned(), |text, (_, value)| {
+                text.replace(value.as_str(), "***")
+            })
+    }
+
     /// The servers, comma-separated.
     #[must_use]
     pub fn bootstrap_servers(&self) -> String {
@@ -166,9 +178,18 @@ impl KafkaConfig {
 }
 
 /// Whether a librdkafka property holds a secret (`sasl.password`,
-/// `ssl.key.password`, `sasl.oauthbearer.client.secret`, ...).
+/// `ssl.key.password`, `sasl.oauthbearer.client.secret`, a private key in
+/// `ssl.key.pem`, a JAAS or OAUTHBEARER configuration, ...).
 fn secret(key: &str) -> bool {
-    key.contains("password") || key.contains("secret")
+    [
+        "password",
+        "secret",
+        "ssl.key.pem",
+        "jaas.config",
+        "oauthbearer.config",
+    ]
+    .iter()
+    .any(|part| key.contains(part))
 }
 
 /// Shows every setting but secrets, which show as `***`.
@@ -208,6 +229,8 @@ mod tests {
             !shown.contains("hunter2") && !shown.contains("swordfish"),
             "{shown}"
         );
+        let scrubbed = config.scrub("bad value hunter2 for sasl.password, user app");
+        assert_eq!(scrubbed, "bad value *** for sasl.password, user app");
         Ok(())
     }
 }

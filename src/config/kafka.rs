@@ -146,8 +146,14 @@ impl Kafka {
             properties.push(("sasl.username", username.clone()));
             properties.push(("sasl.password", password.expose().to_owned()));
         }
-        if let Some(path) = &self.ssl_ca_location {
-            properties.push(("ssl.ca.location", path.display().to_string()));
+        match &self.ssl_ca_location {
+            Some(path) => properties.push(("ssl.ca.location", path.display().to_string())),
+            // The OpenSSL built with the crate knows no system directory of
+            // its own: librdkafka looks in the usual places instead.
+            None if self.security_protocol.tls() => {
+                properties.push(("ssl.ca.location", "probe".to_owned()));
+            }
+            None => {}
         }
         properties
     }
@@ -198,35 +204,17 @@ impl KafkaOptions {
                 ),
             ));
         }
-        let sasl = if protocol.sasl() {
-            let needs = |option| {
-                invalid(
-                    option,
-                    format!("is required with security_protocol {protocol}"),
-                )
-            };
-            let mechanism = mechanism.ok_or_else(|| needs("sasl_mechanism"))?;
-            let username = username.ok_or_else(|| needs("sasl_username"))?;
-            let password = password.ok_or_else(|| needs("sasl_password"))?;
-            Some((mechanism, username, password))
-        } else {
-            // What is set, shown (but the password).
-            let set = [
-                ("sasl_mechanism", mechanism.map(|m| m.to_string())),
-                ("sasl_username", username.clone()),
-                ("sasl_password", password.as_ref().map(|_| "***".to_owned())),
-            ];
-            if let Some((option, Some(value))) = set.into_iter().find(|(_, value)| value.is_some())
-            {
-                return Err(invalid(
-                    option,
-                    format!(
-                        "{value:?} is set, but security_protocol {protocol} logs in without SASL (use sasl_ssl or sasl_plaintext)"
-                    ),
-                ));
-            }
-            None
-        };
+        let scram = matches!(
+            mechanism,
+            Some(SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512)
+        );
+        if scram && !cfg!(feature = "tls") {
+            return Err(invalid(
+                "sasl_mechanism",
+                "SCRAM needs the OpenSSL that comes with the `tls` feature of the prosody crate",
+            ));
+        }
+        let sasl = sasl(protocol, mechanism, username, password)?;
         if let Some(path) = &ca {
             if !protocol.tls() {
                 return Err(invalid(
@@ -260,5 +248,96 @@ impl KafkaOptions {
             sasl,
             ssl_ca_location: ca,
         })
+    }
+}
+
+/// The SASL login of `protocol`: all three settings with a SASL protocol,
+/// none without one.
+fn sasl(
+    protocol: SecurityProtocol,
+    mechanism: Option<SaslMechanism>,
+    username: Option<String>,
+    password: Option<Secret>,
+) -> Result<Option<(SaslMechanism, String, Secret)>, ConfigError> {
+    if protocol.sasl() {
+        let needs = |option| {
+            invalid(
+                option,
+                format!("is required with security_protocol {protocol}"),
+            )
+        };
+        let mechanism = mechanism.ok_or_else(|| needs("sasl_mechanism"))?;
+        let username = username.ok_or_else(|| needs("sasl_username"))?;
+        let password = password.ok_or_else(|| needs("sasl_password"))?;
+        Ok(Some((mechanism, username, password)))
+    } else {
+        // What is set, shown (but the password).
+        let set = [
+            ("sasl_mechanism", mechanism.map(|m| m.to_string())),
+            ("sasl_username", username),
+            ("sasl_password", password.as_ref().map(|_| "***".to_owned())),
+        ];
+        if let Some((option, Some(value))) = set.into_iter().find(|(_, value)| value.is_some()) {
+            return Err(invalid(
+                option,
+                format!(
+                    "{value:?} is set, but security_protocol {protocol} logs in without SASL (use sasl_ssl or sasl_plaintext)"
+                ),
+            ));
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Kafka, SaslMechanism, SecurityProtocol};
+    use crate::config::Secret;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn kafka(protocol: SecurityProtocol, ca: Option<&str>) -> Kafka {
+        Kafka {
+            group_protocol: super::GroupProtocol::Classic,
+            connect_timeout: Duration::from_secs(10),
+            security_protocol: protocol,
+            sasl: protocol.sasl().then(|| {
+                (
+                    SaslMechanism::ScramSha512,
+                    "app".to_owned(),
+                    Secret::new("pw"),
+                )
+            }),
+            ssl_ca_location: ca.map(PathBuf::from),
+        }
+    }
+
+    /// The typed options become librdkafka's properties; TLS without a CA
+    /// file looks for the system's authorities (`probe`).
+    #[test]
+    fn the_options_become_librdkafka_properties() {
+        let props = |protocol, ca| kafka(protocol, ca).properties();
+        assert_eq!(
+            props(SecurityProtocol::Plaintext, None),
+            [("security.protocol", "plaintext".to_owned())]
+        );
+        assert_eq!(
+            props(SecurityProtocol::Ssl, None),
+            [
+                ("security.protocol", "ssl".to_owned()),
+                ("ssl.ca.location", "probe".to_owned())
+            ]
+        );
+        assert_eq!(
+            props(SecurityProtocol::SaslSsl, Some("/ca.pem")),
+            [
+                ("security.protocol", "sasl_ssl".to_owned()),
+                ("sasl.mechanism", "SCRAM-SHA-512".to_owned()),
+                ("sasl.username", "app".to_owned()),
+                ("sasl.password", "pw".to_owned()),
+                ("ssl.ca.location", "/ca.pem".to_owned())
+            ]
+        );
+        assert!(!format!("{:?}", kafka(SecurityProtocol::SaslSsl, None)).contains("pw"));
     }
 }

@@ -56,6 +56,9 @@ pub enum ConfigError {
     Unreachable {
         /// What librdkafka last reported.
         reason: String,
+        /// Whether trying again may help: `false` for a refused login or
+        /// certificate, `true` for a cluster that did not answer.
+        retriable: bool,
     },
 }
 

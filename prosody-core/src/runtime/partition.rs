@@ -236,8 +236,12 @@ where
             }
             (Outcome::Unsettled, Work::Timer(fire)) => {
                 self.alarm.finish(&fire.due);
+                return;
             }
-            (Outcome::Unsettled | Outcome::Delayed(_), Work::Record(_)) => {}
+            (Outcome::Delayed(_), Work::Record(_)) => {}
+            // Left for the next owner (only a draining partition does so):
+            // the key's later records wait for it there, in order.
+            (Outcome::Unsettled, Work::Record(_)) => return,
             (Outcome::Terminal, work) => {
                 if let Work::Timer(fire) = work {
                     self.alarm.finish(&fire.due);
@@ -281,22 +285,25 @@ where
         }
     }
 
-    /// Finishes what the partition holds, then lets it go. The records and
-    /// timers already handed to it keep running, each key in order, until
-    /// none is left or `cancel_at` passes: so a graceful hand-off commits
-    /// every record it received and the next owner redelivers none of them.
-    /// At `cancel_at` the shutdown fires (no new attempt, no retry), what
-    /// still waits is left to the next owner, running calls see
-    /// cancellation, and what still runs at `deadline` is abandoned.
+    /// Finishes what the partition holds, then lets it go. The shutdown
+    /// fires at once: no failure is retried, deferred or routed any more;
+    /// it stays unsettled, and so do the later records of its key. The
+    /// records and timers already handed over keep running, each key in
+    /// order, until none is left or `cancel_at` passes: so a graceful
+    /// hand-off commits every record it received that succeeds, and the next
+    /// owner redelivers none of them. At `cancel_at` the partition stops (no
+    /// new attempt starts; what still waits is left to the next owner) and
+    /// running calls see cancellation; what still runs at `deadline` is
+    /// abandoned.
     async fn drain(&mut self, cancel_at: Instant, deadline: Instant) {
         debug!(partition = %self.tp, running = self.running.len(), "draining");
+        self.shared.shutdown.cancel();
         while !self.running.is_empty() {
             tokio::select! {
                 Some(done) = self.running.join_next() => self.complete(done, true),
                 () = tokio::time::sleep_until(cancel_at) => break,
             }
         }
-        self.shared.shutdown.cancel();
         self.shared.cancel.cancel();
         let dropped = self.queues.drop_waiting();
         if self.running.is_empty() {

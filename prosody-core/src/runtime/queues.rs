@@ -49,8 +49,9 @@ impl<T> KeyQueues<T> {
         next
     }
 
-    /// Drops every waiting event and forgets idle keys; returns how many
-    /// events were dropped. Used when the partition stops dispatching.
+    /// Drops every waiting event (the keys stay, their running events still
+    /// to complete); returns how many events were dropped. Used when the
+    /// partition stops dispatching.
     pub(crate) fn drop_waiting(&mut self) -> usize {
         self.keys
             .values_mut()

@@ -13,13 +13,13 @@ use tokio::time::Instant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tower::Service;
 
-/// Completes when the waiting call's partition starts shutting down.
+/// Completes when the waiting call's partition stops taking attempts.
 type Shutdown = WaitForCancellationFutureOwned;
 
 /// Why a call that waited did not run.
 #[derive(Debug)]
 enum GaveUp {
-    /// The partition started shutting down while the call waited.
+    /// The partition stopped taking attempts while the call waited.
     Shutdown,
     /// Every service of the scheduler was dropped while the call waited.
     Closed,
@@ -30,7 +30,7 @@ enum GaveUp {
 impl fmt::Display for GaveUp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Self::Shutdown => "partition shutting down: gave up waiting for a scheduler permit",
+            Self::Shutdown => "partition stopping: gave up waiting for a scheduler permit",
             Self::Closed => "scheduler closed while the call waited for a permit",
             Self::Polled => "scheduler future polled after completion",
         })
@@ -99,7 +99,7 @@ where
         service: S,
         request: EventRequest<P>,
     ) -> Self {
-        let shutdown = request.context.on_shutdown_owned();
+        let shutdown = request.context.on_stopping_owned();
         Self {
             stage: Stage::Waiting {
                 receiver,

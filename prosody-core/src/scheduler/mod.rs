@@ -66,8 +66,9 @@ use tower::Service;
 /// completes or is dropped), and every permit taken is returned exactly
 /// once, however the call ends: completion, cancellation, a panic, or a
 /// caller that gives up while waiting. A call that must wait while its
-/// partition is shutting down fails at once with a transient error (it is not
-/// settled; the next owner of the partition handles it).
+/// partition is stopping ([`Context::is_stopping`](crate::Context::is_stopping))
+/// fails at once with a transient error (it is not settled; the next owner
+/// of the partition handles it); while it only drains, calls still wait.
 pub struct SchedulerService<S> {
     inner: S,
     shared: Arc<Shared>,
@@ -110,7 +111,7 @@ where
 
     fn call(&mut self, request: EventRequest<P>) -> Self::Future {
         let context = &request.context;
-        let may_wait = !context.is_shutting_down();
+        let may_wait = !context.is_stopping();
         match self.shared.admit(context.key(), context.demand(), may_wait) {
             Admission::Run(permit) => ResponseFuture::running(self.inner.call(request), permit),
             Admission::Wait(receiver) => {

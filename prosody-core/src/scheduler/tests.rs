@@ -141,12 +141,13 @@ fn request(
     shutdown: &CancellationToken,
 ) -> EventRequest<()> {
     let key = Key::from(key);
+    // The token both drains and stops the partition.
     let context = Context::new(
         key.clone(),
         "t".into(),
         0,
         shutdown.clone(),
-        CancellationToken::new(),
+        shutdown.clone(),
     )
     .with_demand(class);
     let time = Timestamp::from_millis(i64::try_from(millis).unwrap());
@@ -248,11 +249,11 @@ async fn the_key_with_less_virtual_time_goes_first() {
     assert_eq!(probe.keys(), ["hot", "blocker", "cold", "hot"]);
 }
 
-/// A call that must wait while its partition shuts down gives up at once
-/// with a transient error and never reaches the handler; a call with a free
+/// A call that must wait while its partition stops gives up at once with a
+/// transient error and never reaches the handler; a call with a free
 /// permit still runs (stopping new attempts is the shutdown layer's job).
 #[tokio::test(start_paused = true)]
-async fn a_waiting_call_gives_up_promptly_on_shutdown() {
+async fn a_waiting_call_gives_up_promptly_when_its_partition_stops() {
     let (layer, service, probe) = setup(config(1));
     let shutdown = CancellationToken::new();
     let blocker = tokio::spawn(call(&service, "blocker", Demand::Normal, 10_000));

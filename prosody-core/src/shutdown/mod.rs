@@ -1,11 +1,13 @@
-//! Shutdown: once a partition is being revoked or the client shuts down, no
-//! new attempt starts.
+//! Shutdown: once a partition that is being handed off has spent most of
+//! its shutdown budget, no new attempt starts.
 //!
-//! Invariant: a call made after the context's shutdown signal fired never
-//! reaches the inner service; it ends with a transient [`ShuttingDown`]
-//! error and stays unsettled, so the partition's next owner handles it.
-//! Attempts already running are not touched here: they run freely until the
-//! runtime fires cancellation near the end of `shutdown_timeout`.
+//! Invariant: a call made after the context started stopping
+//! ([`Context::is_stopping`](crate::Context::is_stopping), at 90% of
+//! `shutdown_timeout`) never reaches the inner service; it ends with a
+//! transient [`ShuttingDown`] error and stays unsettled, so the partition's
+//! next owner handles it. Before that a draining partition still runs what
+//! it holds. Attempts already running are not touched here: they see
+//! cancellation at the same moment.
 
 mod future;
 mod layer;
@@ -39,7 +41,7 @@ where
     }
 
     fn call(&mut self, request: EventRequest<P>) -> Self::Future {
-        if request.context.is_shutting_down() {
+        if request.context.is_stopping() {
             return ResponseFuture::Refused(Some(HandlerError::transient(ShuttingDown)));
         }
         ResponseFuture::Running(self.inner.call(request))

@@ -11,7 +11,6 @@ use crate::event::Topic;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::{Instant, timeout};
 
@@ -32,13 +31,7 @@ pub(super) fn broker_failure(what: &str) -> impl FnOnce(BrokerError) -> Failure 
 /// A name no other check of this process, or of another run on the same
 /// cluster, uses.
 pub(super) fn unique(kind: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    // Wall-clock milliseconds only make runs distinct; nothing is timed.
-    let run = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!("conformance-{kind}-{}-{run}-{n}", std::process::id())
+    crate::services::unique(&format!("conformance_{kind}"))
 }
 
 /// What [`Fixture::produce`] sends: a keyed record with a sequence header and
