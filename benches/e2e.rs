@@ -25,8 +25,8 @@ mod memory;
 use futures_util::StreamExt;
 use prosody::broker::{Broker, OutgoingRecord, Producer};
 use prosody::{
-    AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig, Message,
-    Mode, ProsodyClient, Timer, TopicOptions,
+    AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig,
+    MemoryStores, Message, Mode, ProsodyClient, Timer, TopicOptions,
 };
 use prosody_kafka::mock::MockKafka;
 use rdkafka::ClientConfig;
@@ -217,7 +217,7 @@ async fn library(
     let mut builder = ProsodyClient::builder()
         .bootstrap_servers([target.servers.as_str()])
         // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
-        .cassandra_nodes(Vec::<String>::new());
+        .stores(MemoryStores::new());
     // `E2E_KAFKA=key=value,...` tries librdkafka settings.
     for setting in std::env::var("E2E_KAFKA").unwrap_or_default().split(',') {
         if let Some((key, value)) = setting.split_once('=') {

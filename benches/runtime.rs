@@ -14,7 +14,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer};
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, HandlerService, MemoryBroker, MemoryTimerStore,
+    Context, EventHandler, Excise, HandlerError, HandlerService, MemoryBroker, MemoryStores,
     Message, Timer,
 };
 use prosody_core::{Runtime, RuntimeConfig};
@@ -89,7 +89,7 @@ async fn consume_all(broker: MemoryBroker) -> Duration {
     let runtime = Runtime::spawn(
         consumer,
         HandlerService::new(counter),
-        MemoryTimerStore::new(),
+        MemoryStores::new(),
         RuntimeConfig::new("bench"),
     );
     done.notified().await;

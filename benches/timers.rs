@@ -22,8 +22,8 @@ mod memory;
 
 use prosody::broker::TopicPartition;
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryTimerStore, Message,
-    ProsodyClient, Timer, Timestamp,
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryDedupStore, MemoryDeferStore,
+    MemoryStores, MemoryTimerStore, Message, ProsodyClient, Timer, Timestamp,
 };
 use prosody_core::clock;
 use prosody_core::store::timer::{TimerEntry, TimerStore};
@@ -114,7 +114,11 @@ async fn firing_lateness() {
     }
     let client = ProsodyClient::builder()
         .memory_broker(broker)
-        .memory_timer_store(store)
+        .stores(MemoryStores::from_parts(
+            store,
+            MemoryDeferStore::new(),
+            MemoryDedupStore::new(),
+        ))
         .group_id("bench")
         .subscribed_topics(["bench"])
         .build()

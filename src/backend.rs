@@ -1,39 +1,89 @@
 //! The client's broker: in memory (mock mode) or Kafka, chosen at build
-//! time. An enum rather than a type parameter, so a client's type does not
-//! depend on where it runs.
+//! time. Opaque types over a private enum rather than a type parameter, so a
+//! client's type does not depend on where it runs, and no public signature
+//! names a backend.
 
+use crate::erased::{ErasedBroker, ErasedConsumer, ErasedProducer};
 use prosody_core::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Delivery, OutgoingRecord,
     Producer, Record, TopicPartition,
 };
 use prosody_kafka::{KafkaBroker, KafkaConsumer, KafkaProducer};
 use prosody_memory::{MemoryBroker, MemoryConsumer, MemoryProducer};
+use std::fmt;
 use std::time::Duration;
 
-/// Where a client's records live.
+/// Where a client's records live: the in-process broker of mock mode, a
+/// Kafka cluster, or a broker of the caller's
+/// ([`ClientBuilder::broker`](crate::ClientBuilder::broker)).
 #[derive(Clone, Debug)]
-pub enum Backend {
-    /// The in-process broker of mock mode.
+pub struct Backend(Brokers);
+
+#[derive(Clone)]
+enum Brokers {
     Memory(MemoryBroker),
-    /// A Kafka cluster.
     Kafka(KafkaBroker),
+    Custom(ErasedBroker),
 }
 
-/// A group member of either backend.
-pub enum BackendConsumer {
-    /// In memory.
+impl fmt::Debug for Brokers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory(broker) => broker.fmt(f),
+            Self::Kafka(broker) => broker.fmt(f),
+            Self::Custom(_) => f.write_str("CustomBroker"),
+        }
+    }
+}
+
+/// A group member of the client's broker.
+pub struct BackendConsumer(Consumers);
+
+enum Consumers {
     Memory(MemoryConsumer),
-    /// On Kafka (boxed: it is several times the memory consumer's size).
+    // Boxed: it is several times the memory consumer's size.
     Kafka(Box<KafkaConsumer>),
+    Custom(ErasedConsumer),
 }
 
-/// A producer of either backend.
+/// A producer of the client's broker.
 #[derive(Clone, Debug)]
-pub enum BackendProducer {
-    /// In memory.
+pub struct BackendProducer(Producers);
+
+#[derive(Clone)]
+enum Producers {
     Memory(MemoryProducer),
-    /// On Kafka.
     Kafka(KafkaProducer),
+    Custom(ErasedProducer),
+}
+
+impl fmt::Debug for Producers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory(producer) => producer.fmt(f),
+            Self::Kafka(producer) => producer.fmt(f),
+            Self::Custom(_) => f.write_str("CustomProducer"),
+        }
+    }
+}
+
+impl Backend {
+    pub(crate) fn memory(broker: MemoryBroker) -> Self {
+        Self(Brokers::Memory(broker))
+    }
+
+    pub(crate) fn kafka(broker: KafkaBroker) -> Self {
+        Self(Brokers::Kafka(broker))
+    }
+
+    pub(crate) fn custom(broker: impl Broker) -> Self {
+        Self(Brokers::Custom(ErasedBroker::new(broker)))
+    }
+
+    /// Whether the records live in Kafka (not in this process).
+    pub(crate) fn is_kafka(&self) -> bool {
+        matches!(self.0, Brokers::Kafka(_))
+    }
 }
 
 impl Broker for Backend {
@@ -41,17 +91,19 @@ impl Broker for Backend {
     type Producer = BackendProducer;
 
     async fn consumer(&self, config: &ConsumerConfig) -> Result<BackendConsumer, BrokerError> {
-        Ok(match self {
-            Self::Memory(broker) => BackendConsumer::Memory(broker.consumer(config).await?),
-            Self::Kafka(broker) => BackendConsumer::Kafka(Box::new(broker.consumer(config).await?)),
-        })
+        Ok(BackendConsumer(match &self.0 {
+            Brokers::Memory(broker) => Consumers::Memory(broker.consumer(config).await?),
+            Brokers::Kafka(broker) => Consumers::Kafka(Box::new(broker.consumer(config).await?)),
+            Brokers::Custom(broker) => Consumers::Custom(broker.consumer(config).await?),
+        }))
     }
 
     fn producer(&self) -> Result<BackendProducer, BrokerError> {
-        Ok(match self {
-            Self::Memory(broker) => BackendProducer::Memory(broker.producer()?),
-            Self::Kafka(broker) => BackendProducer::Kafka(broker.producer()?),
-        })
+        Ok(BackendProducer(match &self.0 {
+            Brokers::Memory(broker) => Producers::Memory(broker.producer()?),
+            Brokers::Kafka(broker) => Producers::Kafka(broker.producer()?),
+            Brokers::Custom(broker) => Producers::Custom(broker.producer()?),
+        }))
     }
 
     async fn read(
@@ -59,60 +111,68 @@ impl Broker for Backend {
         partition: &TopicPartition,
         offset: i64,
     ) -> Result<Option<Record>, BrokerError> {
-        match self {
-            Self::Memory(broker) => broker.read(partition, offset).await,
-            Self::Kafka(broker) => broker.read(partition, offset).await,
+        match &self.0 {
+            Brokers::Memory(broker) => broker.read(partition, offset).await,
+            Brokers::Kafka(broker) => broker.read(partition, offset).await,
+            Brokers::Custom(broker) => broker.read(partition, offset).await,
         }
     }
 }
 
 impl Consumer for BackendConsumer {
     async fn poll(&mut self) -> Result<ConsumerEvent, BrokerError> {
-        match self {
-            Self::Memory(consumer) => consumer.poll().await,
-            Self::Kafka(consumer) => consumer.poll().await,
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.poll().await,
+            Consumers::Kafka(consumer) => consumer.poll().await,
+            Consumers::Custom(consumer) => consumer.poll().await,
         }
     }
 
     fn store_offset(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), BrokerError> {
-        match self {
-            Self::Memory(consumer) => consumer.store_offset(partition, offset),
-            Self::Kafka(consumer) => consumer.store_offset(partition, offset),
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.store_offset(partition, offset),
+            Consumers::Kafka(consumer) => consumer.store_offset(partition, offset),
+            Consumers::Custom(consumer) => consumer.store_offset(partition, offset),
         }
     }
 
     async fn commit(&mut self) -> Result<(), BrokerError> {
-        match self {
-            Self::Memory(consumer) => consumer.commit().await,
-            Self::Kafka(consumer) => consumer.commit().await,
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.commit().await,
+            Consumers::Kafka(consumer) => consumer.commit().await,
+            Consumers::Custom(consumer) => consumer.commit().await,
         }
     }
 
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
-        match self {
-            Self::Memory(consumer) => consumer.pause(partition),
-            Self::Kafka(consumer) => consumer.pause(partition),
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.pause(partition),
+            Consumers::Kafka(consumer) => consumer.pause(partition),
+            Consumers::Custom(consumer) => consumer.pause(partition),
         }
     }
 
     fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
-        match self {
-            Self::Memory(consumer) => consumer.resume(partition),
-            Self::Kafka(consumer) => consumer.resume(partition),
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.resume(partition),
+            Consumers::Kafka(consumer) => consumer.resume(partition),
+            Consumers::Custom(consumer) => consumer.resume(partition),
         }
     }
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
-        match self {
-            Self::Memory(consumer) => consumer.committed(partition).await,
-            Self::Kafka(consumer) => consumer.committed(partition).await,
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.committed(partition).await,
+            Consumers::Kafka(consumer) => consumer.committed(partition).await,
+            Consumers::Custom(consumer) => consumer.committed(partition).await,
         }
     }
 
     async fn close(self) {
-        match self {
-            Self::Memory(consumer) => consumer.close().await,
-            Self::Kafka(consumer) => (*consumer).close().await,
+        match self.0 {
+            Consumers::Memory(consumer) => consumer.close().await,
+            Consumers::Kafka(consumer) => (*consumer).close().await,
+            Consumers::Custom(consumer) => consumer.close().await,
         }
     }
 }
@@ -123,9 +183,10 @@ impl Producer for BackendProducer {
         record: OutgoingRecord,
         timeout: Duration,
     ) -> Result<Delivery, BrokerError> {
-        match self {
-            Self::Memory(producer) => producer.send(record, timeout).await,
-            Self::Kafka(producer) => producer.send(record, timeout).await,
+        match &self.0 {
+            Producers::Memory(producer) => producer.send(record, timeout).await,
+            Producers::Kafka(producer) => producer.send(record, timeout).await,
+            Producers::Custom(producer) => producer.send(record, timeout).await,
         }
     }
 }

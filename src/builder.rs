@@ -7,25 +7,20 @@ use crate::config::{
     ConfigError, GroupProtocol, Mode, Options, ProbePort, SaslMechanism, Secret, SecurityProtocol,
     SpanLink,
 };
+use crate::connect::{self, Given};
 use crate::slot::Subscription;
 use crate::stack::Layers;
-use prosody_core::broker::{Broker, BrokerError};
+use crate::stores::ClientStores;
+use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
+use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
-use prosody_kafka::{KafkaBroker, KafkaConfig};
-use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
+use prosody_memory::MemoryBroker;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::OnceCell;
-
-/// The in-memory broker every mock client of this process shares, unless
-/// the builder names another.
-fn shared_mock_broker() -> MemoryBroker {
-    static BROKER: OnceLock<MemoryBroker> = OnceLock::new();
-    BROKER.get_or_init(MemoryBroker::new).clone()
-}
 
 /// Builds a [`ProsodyClient`]; every option left unset is read from its
 /// `PROSODY_*` environment variable, else takes its default.
@@ -33,10 +28,9 @@ fn shared_mock_broker() -> MemoryBroker {
 pub struct ClientBuilder<C = JsonCodec> {
     options: Options,
     codec: C,
-    memory: Option<MemoryBroker>,
-    timers: Option<MemoryTimerStore>,
-    deferred: Option<MemoryDeferStore>,
-    dedup: Option<MemoryDedupStore>,
+    /// A broker given to the builder, in memory or the caller's.
+    broker: Option<Given>,
+    stores: Option<ClientStores>,
     /// librdkafka properties for the Kafka backend's clients.
     kafka: Vec<(String, String)>,
 }
@@ -66,10 +60,8 @@ impl<C: Codec> ClientBuilder<C> {
         Self {
             options: Options::default(),
             codec,
-            memory: None,
-            timers: None,
-            deferred: None,
-            dedup: None,
+            broker: None,
+            stores: None,
             kafka: Vec::new(),
         }
     }
@@ -83,6 +75,12 @@ impl<C: Codec> ClientBuilder<C> {
     setters! {
         /// Whether to use the in-memory broker (`PROSODY_MOCK`; default false).
         mock: bool,
+        /// On Kafka without `cassandra_nodes`, keep the stores in memory
+        /// (`PROSODY_MEMORY_STORES`; default false). Timers, deferred records
+        /// and dedup records are then lost when the process stops or its
+        /// partitions move to another member: use it for tests and for
+        /// services that schedule no timers and can lose a deferred record.
+        memory_stores: bool,
         /// Unsettled records of a partition before it pauses
         /// (`PROSODY_MAX_UNCOMMITTED`; default 64).
         max_uncommitted: usize,
@@ -318,32 +316,28 @@ impl<C: Codec> ClientBuilder<C> {
     /// of a test share one broker of their own.
     pub fn memory_broker(mut self, broker: MemoryBroker) -> Self {
         self.options.mock = Some(true);
-        self.memory = Some(broker);
+        self.broker = Some(Given::Memory(broker));
         self
     }
 
-    /// Keeps timers in this in-memory store, so several clients (a restart,
-    /// a rebalance) share them. Without it a mock client keeps its timers to
-    /// itself: they work, but do not outlive the client.
-    pub fn memory_timer_store(mut self, store: MemoryTimerStore) -> Self {
-        self.timers = Some(store);
+    /// Uses this broker, any implementation of [`Broker`] (a test double
+    /// that injects faults, say), and turns `mock` on: no Kafka options
+    /// are needed. Whether its records outlive the process the client
+    /// cannot tell, so it keeps no store in memory unless told: give it
+    /// [`stores`](Self::stores), or set
+    /// [`memory_stores`](Self::memory_stores).
+    pub fn broker(mut self, broker: impl Broker) -> Self {
+        self.options.mock = Some(true);
+        self.broker = Some(Given::Custom(Backend::custom(broker)));
         self
     }
 
-    /// Keeps deferred offsets in this in-memory store, so several clients
-    /// (a restart, a rebalance) share them; pair it with
-    /// [`memory_timer_store`](Self::memory_timer_store), which holds the
-    /// timers that retry them.
-    pub fn memory_defer_store(mut self, store: MemoryDeferStore) -> Self {
-        self.deferred = Some(store);
-        self
-    }
-
-    /// Keeps dedup records in this in-memory store, so several clients (a
-    /// restart, a rebalance) skip the same duplicates, as members sharing a
-    /// persistent store do.
-    pub fn memory_dedup_store(mut self, store: MemoryDedupStore) -> Self {
-        self.dedup = Some(store);
+    /// Keeps timers, deferred records and dedup records in these stores,
+    /// whatever the other options say: a backend of the caller's (any
+    /// implementation of [`Stores`]), or [`MemoryStores`](crate::MemoryStores) shared by several
+    /// clients of a test, as members sharing a persistent store do.
+    pub fn stores(mut self, stores: impl Stores) -> Self {
+        self.stores = Some(ClientStores::new(stores));
         self
     }
 
@@ -412,10 +406,8 @@ impl<C: Codec> ClientBuilder<C> {
         ClientBuilder {
             options: self.options,
             codec,
-            memory: self.memory,
-            timers: self.timers,
-            deferred: self.deferred,
-            dedup: self.dedup,
+            broker: self.broker,
+            stores: self.stores,
             kafka: self.kafka,
         }
     }
@@ -427,59 +419,15 @@ impl<C: Codec> ClientBuilder<C> {
     /// ([`ConfigError::Unreachable`]).
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
         let settings = self.options.resolve(&crate::env::process())?;
-        // Mock mode keeps every store in memory, whatever cassandra_nodes
-        // says; on Kafka, accepting them would promise stores that outlive
-        // the process.
-        let on_kafka = self.memory.is_none() && settings.cluster != Cluster::Mock;
-        if on_kafka && !settings.cassandra.nodes.is_empty() {
-            return Err(ConfigError::Invalid {
-                option: "cassandra_nodes",
-                reason:
-                    "the Cassandra stores are not in this version; unset it (stores stay in memory)"
-                        .to_owned(),
-            });
-        }
-        let broker = match (&settings.cluster, self.memory) {
-            (_, Some(broker)) => Backend::Memory(broker),
-            (Cluster::Mock, None) => Backend::Memory(shared_mock_broker()),
+        // Chosen before Kafka is reached: a missing store is a mistake in
+        // the options, reported as one however the cluster is doing.
+        let stores = connect::stores(self.stores, self.broker.as_ref(), &settings)?;
+        let broker = match (&settings.cluster, self.broker) {
+            (_, Some(Given::Memory(broker))) => Backend::memory(broker),
+            (_, Some(Given::Custom(broker))) => broker,
+            (Cluster::Mock, None) => Backend::memory(connect::shared_mock_broker()),
             (Cluster::Kafka(servers), None) => {
-                let invalid = |e: BrokerError| ConfigError::Invalid {
-                    option: "bootstrap_servers",
-                    reason: e.to_string(),
-                };
-                let mut config = KafkaConfig::new(servers.iter().cloned())
-                    .map_err(invalid)?
-                    .discard_threshold(settings.qos.loader.discard_threshold)
-                    .statistics_interval(settings.observe.statistics_interval)
-                    .group_protocol(settings.kafka.group_protocol);
-                // Where the user names the authorities themselves
-                // (`ssl.ca.pem`, say), no probing for the system's.
-                let own_ca = self.kafka.iter().any(|(key, _)| key.starts_with("ssl.ca."));
-                for (key, value) in settings.kafka.properties() {
-                    if !(own_ca && key == "ssl.ca.location") {
-                        config = config.with(key, value);
-                    }
-                }
-                // `kafka_property` comes last, so it wins.
-                for (key, value) in self.kafka {
-                    config = config.with(key, value);
-                }
-                let broker = KafkaBroker::new(config);
-                broker
-                    .check(settings.kafka.connect_timeout)
-                    .await
-                    .map_err(|e| match e {
-                        // librdkafka refused a setting (it names which).
-                        BrokerError::Invalid(reason) => ConfigError::Invalid {
-                            option: "kafka_property",
-                            reason,
-                        },
-                        e => ConfigError::Unreachable {
-                            retriable: e.is_retriable(),
-                            reason: e.to_string(),
-                        },
-                    })?;
-                Backend::Kafka(broker)
+                connect::kafka(servers, &settings, self.kafka).await?
             }
         };
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
@@ -487,8 +435,8 @@ impl<C: Codec> ClientBuilder<C> {
             reason: format!("the producer could not be made: {e}"),
         })?;
         // Lifecycle events go to Kafka only: mock mode emits none.
-        let telemetry = match (&broker, &settings.qos.telemetry) {
-            (Backend::Kafka(_), Some(topic)) => Some(
+        let telemetry = match &settings.qos.telemetry {
+            Some(topic) if broker.is_kafka() => Some(
                 ProducerSink::spawn(producer.clone(), Arc::clone(topic)).map_err(|e| {
                     ConfigError::Invalid {
                         option: "telemetry_enabled",
@@ -500,9 +448,8 @@ impl<C: Codec> ClientBuilder<C> {
         };
         let layers = Layers::new(
             &settings.qos,
-            self.dedup.unwrap_or_default(),
+            &stores,
             &producer,
-            self.deferred.unwrap_or_default(),
             BrokerLoader::new(broker.clone(), &settings.qos.loader),
             self.codec.clone(),
             (telemetry, settings.observe.links()),
@@ -514,7 +461,7 @@ impl<C: Codec> ClientBuilder<C> {
                 codec: self.codec,
                 broker,
                 producer,
-                timers: self.timers.unwrap_or_default(),
+                stores,
                 subscription: Subscription::new(),
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),

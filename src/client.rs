@@ -6,6 +6,7 @@ use crate::config::{Mode, Settings};
 use crate::probe::Probe;
 use crate::slot::Subscription;
 use crate::stack::Layers;
+use crate::stores::ClientStores;
 use prosody_core::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition,
 };
@@ -13,7 +14,6 @@ use prosody_core::{
     Codec, CodecError, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
     SOURCE_SYSTEM_HEADER,
 };
-use prosody_memory::MemoryTimerStore;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,7 +72,7 @@ pub(crate) struct Inner<C> {
     pub(crate) codec: C,
     pub(crate) broker: Backend,
     pub(crate) producer: BackendProducer,
-    pub(crate) timers: MemoryTimerStore,
+    pub(crate) stores: ClientStores,
     pub(crate) subscription: Subscription,
     pub(crate) closed: AtomicBool,
     pub(crate) shutdown: OnceCell<()>,
@@ -91,6 +91,17 @@ pub(crate) struct Inner<C> {
 /// with [`ClientError::ShutDown`], and at most one subscription runs at a time.
 pub struct ProsodyClient<C = JsonCodec> {
     pub(crate) inner: Arc<Inner<C>>,
+}
+
+impl<C> fmt::Debug for ProsodyClient<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let settings = &self.inner.settings;
+        f.debug_struct("ProsodyClient")
+            .field("group_id", &settings.runtime.group_id)
+            .field("source_system", &settings.source_system)
+            .field("broker", &self.inner.broker)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<C> Clone for ProsodyClient<C> {
@@ -231,7 +242,7 @@ impl<C: Codec> ProsodyClient<C> {
         claim.install(Runtime::spawn(
             consumer,
             stack,
-            self.inner.timers.clone(),
+            self.inner.stores.clone(),
             settings.runtime.clone(),
         ));
         let runtime = tokio::runtime::Handle::try_current();
@@ -308,11 +319,14 @@ impl<C: Codec> ProsodyClient<C> {
         {
             problems.push("the consumer stopped unexpectedly".to_owned());
         }
-        problems.extend(
-            self.halted_partitions()
-                .iter()
-                .map(|partition| format!("partition {partition} halted on a terminal error")),
-        );
+        if let Some(runtime) = self.inner.subscription.running() {
+            problems.extend(
+                runtime
+                    .halts()
+                    .iter()
+                    .map(|(partition, reason)| format!("partition {partition} halted: {reason}")),
+            );
+        }
         problems.extend(
             self.stalled_partitions()
                 .iter()

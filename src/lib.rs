@@ -4,11 +4,14 @@ mod backend;
 mod builder;
 mod client;
 mod config;
+mod connect;
 mod env;
+mod erased;
 pub mod otel;
 mod probe;
 mod slot;
 mod stack;
+mod stores;
 
 pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;
@@ -17,6 +20,7 @@ pub use config::ConfigError;
 pub use config::{
     GroupProtocol, Mode, ProbePort, SaslMechanism, Secret, SecurityProtocol, SpanLink,
 };
+pub use prosody_core::store;
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
@@ -26,5 +30,8 @@ pub use prosody_core::{
 pub use prosody_kafka::{
     AdminClient, AdminError, KafkaBroker, KafkaConfig, TopicDescription, TopicOptions,
 };
-pub use prosody_memory::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
+pub use prosody_memory::{
+    MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStores, MemoryTimerStore,
+};
 pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};
+pub use stores::ClientStores;

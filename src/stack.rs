@@ -2,6 +2,7 @@
 
 use crate::backend::{Backend, BackendProducer};
 use crate::config::{Mode, Qos};
+use crate::stores::ClientStores;
 use prosody_core::dedup::DedupLayer;
 use prosody_core::defer::DeferLayer;
 use prosody_core::failure::FailureLayer;
@@ -14,7 +15,6 @@ use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
 use prosody_core::telemetry::{Links, ProducerSink, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{Codec, Encoded, EventHandler, EventService, HandlerService, JsonCodec};
-use prosody_memory::{MemoryDedupStore, MemoryDeferStore};
 use tower::ServiceBuilder;
 
 /// The stages every preset ends with, around a handler.
@@ -26,11 +26,11 @@ type Common<H, C> = ShutdownService<
 /// (mock mode, or `telemetry_enabled` false).
 pub type ClientTelemetry = Option<ProducerSink>;
 
-/// A client's defer stage: offsets in the in-memory defer store, records
-/// read back from the client's broker; the records its backlogs retry pass
+/// A client's defer stage: offsets in the client's stores, records read
+/// back from the client's broker; the records its backlogs retry pass
 /// through the client's dedup layer.
 pub type ClientDeferLayer =
-    DeferLayer<MemoryDeferStore, BrokerLoader<Backend>, DedupLayer<MemoryDedupStore>>;
+    DeferLayer<ClientStores, BrokerLoader<Backend>, DedupLayer<ClientStores>>;
 
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
@@ -44,7 +44,7 @@ pub struct Layers<C = JsonCodec> {
     mode: Mode,
     retry: RetryConfig,
     max_retries: u32,
-    dedup: DedupLayer<MemoryDedupStore>,
+    dedup: DedupLayer<ClientStores>,
     monopolization: MonopolizationLayer,
     scheduler: SchedulerLayer,
     timeout: TimeoutLayer,
@@ -58,16 +58,15 @@ pub struct Layers<C = JsonCodec> {
 impl<C: Codec> Layers<C> {
     pub(crate) fn new(
         qos: &Qos,
-        store: MemoryDedupStore,
+        stores: &ClientStores,
         producer: &BackendProducer,
-        deferred: MemoryDeferStore,
         loader: BrokerLoader<Backend>,
         codec: C,
         (telemetry, links): (ClientTelemetry, Links),
     ) -> Self {
-        let dedup = DedupLayer::new(qos.dedup.clone(), store);
+        let dedup = DedupLayer::new(qos.dedup.clone(), stores.clone());
         Self {
-            defer: DeferLayer::new(qos.defer.clone(), deferred, loader)
+            defer: DeferLayer::new(qos.defer.clone(), stores.clone(), loader)
                 .drain_through(dedup.clone()),
             codec,
             mode: qos.mode,
@@ -94,7 +93,7 @@ impl<C: Codec> Layers<C> {
 
     /// Deduplication by the payload's `id`.
     #[must_use]
-    pub fn dedup(&self) -> DedupLayer<MemoryDedupStore> {
+    pub fn dedup(&self) -> DedupLayer<ClientStores> {
         self.dedup.clone()
     }
 

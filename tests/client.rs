@@ -323,7 +323,7 @@ async fn a_terminal_error_stops_its_partition_short_of_the_failed_record() {
     assert!(client.stalled_partitions().is_empty());
     assert_eq!(
         client.liveness_problems(),
-        ["partition t/0 halted on a terminal error"]
+        ["partition t/0 halted: terminal error: scripted"]
     );
     client.shutdown().await;
     assert!(

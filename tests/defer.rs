@@ -13,7 +13,10 @@ mod support;
 
 use proptest::prelude::*;
 use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
-use prosody::{MemoryBroker, MemoryDeferStore, MemoryTimerStore, Mode, ProsodyClient};
+use prosody::{
+    MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStores, MemoryTimerStore, Mode,
+    ProsodyClient,
+};
 use prosody_core::JsonCodec;
 use std::time::Duration;
 use support::{Probe, Script, TestHandler};
@@ -80,8 +83,11 @@ impl Backends {
             .mode(mode)
             .codec(JsonCodec::<Script>::new())
             .memory_broker(self.broker.clone())
-            .memory_timer_store(self.timers.clone())
-            .memory_defer_store(self.deferred.clone())
+            .stores(MemoryStores::from_parts(
+                self.timers.clone(),
+                self.deferred.clone(),
+                MemoryDedupStore::new(),
+            ))
             .group_id(GROUP)
             .subscribed_topics([TOPIC])
             .max_concurrency(max_concurrency)

@@ -12,7 +12,8 @@ use prosody::broker::{
     Broker, Consumer, ConsumerConfig, ConsumerEvent, OutgoingRecord, Producer, TopicPartition,
 };
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, KafkaBroker, Message, ProsodyClient, Timer,
+    Context, EventHandler, Excise, HandlerError, KafkaBroker, MemoryStores, Message, ProsodyClient,
+    Timer,
 };
 use prosody_kafka::mock::MockKafka;
 use serde_json::{Value, json};
@@ -104,8 +105,8 @@ async fn the_pipeline_handles_every_record_in_key_order_and_commits_to_the_end()
 
     let client = ProsodyClient::builder()
         .bootstrap_servers([cluster.bootstrap_servers()])
-        // In memory, whatever PROSODY_CASSANDRA_NODES says.
-        .cassandra_nodes(Vec::<String>::new())
+        // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
+        .stores(MemoryStores::new())
         .kafka_property("session.timeout.ms", "3000")
         .kafka_property("heartbeat.interval.ms", "500")
         .group_id(GROUP)
@@ -171,8 +172,8 @@ async fn lifecycle_events_reach_the_telemetry_topic() {
     }
     let client = ProsodyClient::builder()
         .bootstrap_servers([cluster.bootstrap_servers()])
-        // In memory, whatever PROSODY_CASSANDRA_NODES says.
-        .cassandra_nodes(Vec::<String>::new())
+        // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
+        .stores(MemoryStores::new())
         .group_id(GROUP)
         .subscribed_topics([TOPIC])
         .telemetry_topic(EVENTS)

@@ -16,7 +16,7 @@
 use prosody::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
 use prosody::{
     AdminClient, Context, EventHandler, Excise, GroupProtocol, HandlerError, KafkaBroker,
-    KafkaConfig, Message, ProsodyClient, Timer, TopicOptions,
+    KafkaConfig, MemoryStores, Message, ProsodyClient, Timer, TopicOptions,
 };
 use prosody_core::services;
 use serde_json::{Value, json};
@@ -98,8 +98,8 @@ impl Run {
             .disable_probe()
             // Slow enough that every member's share outlasts a rebalance.
             .max_concurrency(4)
-            // In memory (the Cassandra stores are not in this version).
-            .cassandra_nodes(Vec::<String>::new())
+            // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
+            .stores(MemoryStores::new())
             .build()
             .await
             .unwrap();

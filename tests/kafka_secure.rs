@@ -15,7 +15,8 @@
 
 use prosody::{
     AdminClient, ClientBuilder, ConfigError, Context, EventHandler, Excise, HandlerError,
-    KafkaConfig, Message, ProsodyClient, SaslMechanism, SecurityProtocol, Timer, TopicOptions,
+    KafkaConfig, MemoryStores, Message, ProsodyClient, SaslMechanism, SecurityProtocol, Timer,
+    TopicOptions,
 };
 use prosody_core::services;
 use serde_json::{Value, json};
@@ -60,8 +61,8 @@ impl Secured {
             .source_system("producer")
             .connect_timeout(Duration::from_secs(10))
             .disable_probe()
-            // In memory (the Cassandra stores are not in this version).
-            .cassandra_nodes(Vec::<String>::new())
+            // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
+            .stores(MemoryStores::new())
     }
 }
 
@@ -159,8 +160,7 @@ async fn a_wrong_password_fails_build_naming_authentication() {
             .connect_timeout(Duration::from_secs(60)),
     )
     .await
-    .err()
-    .expect("a wrong password is refused");
+    .expect_err("a wrong password is refused");
     // At once, not at the connect timeout: a refusal is not retried.
     assert!(
         started.elapsed() < Duration::from_secs(30),
@@ -187,8 +187,7 @@ async fn an_unknown_certificate_authority_fails_build_naming_the_certificate() {
             .ssl_ca_location(secured.other_ca.as_str()),
     )
     .await
-    .err()
-    .expect("an unknown authority is refused");
+    .expect_err("an unknown authority is refused");
     let shown = error.to_string();
     assert!(matches!(error, ConfigError::Unreachable { .. }), "{shown}");
     assert!(shown.contains("certificate"), "{shown}");
@@ -205,11 +204,10 @@ async fn a_plaintext_client_on_the_tls_port_fails_build_in_bounded_time() {
             .group_id("plaintext")
             .connect_timeout(Duration::from_secs(5))
             .disable_probe()
-            .cassandra_nodes(Vec::<String>::new()),
+            .stores(MemoryStores::new()),
     )
     .await
-    .err()
-    .expect("a plaintext client is refused");
+    .expect_err("a plaintext client is refused");
     let shown = error.to_string();
     assert!(matches!(error, ConfigError::Unreachable { .. }), "{shown}");
     assert!(shown.contains(&secured.servers), "{shown}");

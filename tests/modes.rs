@@ -140,8 +140,7 @@ async fn low_latency_without_a_failure_topic_is_rejected_at_build() {
         .mode(Mode::LowLatency)
         .build()
         .await
-        .err()
-        .expect("rejected");
+        .expect_err("rejected");
     assert!(error.to_string().contains("failure_topic"), "{error}");
 }
 

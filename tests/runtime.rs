@@ -14,7 +14,7 @@ mod support;
 
 use proptest::prelude::*;
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
-use prosody::{MemoryBroker, MemoryTimerStore};
+use prosody::{MemoryBroker, MemoryStores};
 use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
 use prosody_core::{HandlerService, Runtime, RuntimeConfig};
 use std::num::NonZeroUsize;
@@ -162,7 +162,7 @@ async fn member(broker: &MemoryBroker, probe: &Probe, workload: &Workload, id: u
         ..SchedulerConfig::default()
     });
     let stack = scheduler.layer(HandlerService::new(handler));
-    Runtime::spawn(consumer, stack, MemoryTimerStore::new(), config)
+    Runtime::spawn(consumer, stack, MemoryStores::new(), config)
 }
 
 proptest! {

@@ -12,8 +12,8 @@
 
 use prosody::timeout::TimeoutConfig;
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryTimerStore, Message,
-    ProsodyClient, Timer,
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryDedupStore, MemoryDeferStore,
+    MemoryStores, MemoryTimerStore, Message, ProsodyClient, Timer,
 };
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -100,7 +100,11 @@ async fn run(stubborn: bool) -> (Vec<Seen>, usize) {
     let timers = MemoryTimerStore::new();
     let client = ProsodyClient::builder()
         .memory_broker(broker.clone())
-        .memory_timer_store(timers.clone())
+        .stores(MemoryStores::from_parts(
+            timers.clone(),
+            MemoryDeferStore::new(),
+            MemoryDedupStore::new(),
+        ))
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])

@@ -10,8 +10,8 @@
 
 use prosody::broker::TopicPartition;
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryTimerStore, Message,
-    ProsodyClient, Timer, Timestamp,
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryDedupStore, MemoryDeferStore,
+    MemoryStores, MemoryTimerStore, Message, ProsodyClient, Timer, Timestamp,
 };
 use prosody_core::Key;
 use prosody_core::clock;
@@ -171,7 +171,11 @@ async fn client_with_slab(
     ProsodyClient::builder()
         .memory_broker(broker.clone())
         .slab_size(slab)
-        .memory_timer_store(timers.clone())
+        .stores(MemoryStores::from_parts(
+            timers.clone(),
+            MemoryDeferStore::new(),
+            MemoryDedupStore::new(),
+        ))
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])

@@ -4,7 +4,7 @@
 use crate::clock::Timestamp;
 use crate::event::Topic;
 use crate::key::Key;
-use crate::timers::{self, TimerError, TimerOp, Timers};
+use crate::timers::{self, Rider, TimerError, TimerOp, Timers};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +63,9 @@ pub struct Context {
     deadline: Option<CancellationToken>,
     wait: Option<WaitMeter>,
     timers: Option<Timers>,
+    /// What stages add to the attempt's batch, written only with the
+    /// handler's changes when the attempt succeeds.
+    riders: Option<Arc<Vec<Rider>>>,
 }
 
 impl Context {
@@ -88,6 +91,7 @@ impl Context {
             deadline: None,
             wait: None,
             timers: None,
+            riders: None,
         }
     }
 
@@ -108,6 +112,19 @@ impl Context {
     /// The attempt's timers, to commit them once it succeeded.
     pub(crate) fn timers(&self) -> Option<&Timers> {
         self.timers.as_ref()
+    }
+
+    /// The same context with `rider` written in the attempt's batch if the
+    /// attempt succeeds.
+    #[must_use]
+    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
+        Arc::make_mut(self.riders.get_or_insert_with(Arc::default)).push(rider);
+        self
+    }
+
+    /// What the stages added to the attempt's batch.
+    pub(crate) fn riders(&self) -> &[Rider] {
+        self.riders.as_deref().map_or(&[], Vec::as_slice)
     }
 
     fn timers_or_err(&self) -> Result<&Timers, TimerError> {

@@ -4,6 +4,7 @@ use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Encoded, Event, Excise, Message, Timer};
+use crate::store::StoreError;
 use crate::store::timer::TimerKind;
 use crate::timeout::ReturnedLate;
 use crate::timers::TimerOp;
@@ -195,6 +196,7 @@ where
             let timers = context.timers().cloned();
             let key = context.key().clone();
             let deadline = context.deadline().cloned();
+            let riders = context.riders().to_vec();
             let output = match event {
                 Event::Message(message) => handler.on_message(context, message).await.map(Some),
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
@@ -206,7 +208,10 @@ where
                 return Err(HandlerError::transient(ReturnedLate));
             }
             if let Some(timers) = timers {
-                timers.commit(&key).await.map_err(HandlerError::transient)?;
+                timers
+                    .commit(&key, &riders)
+                    .await
+                    .map_err(StoreError::into_handler)?;
             }
             Ok(output)
         };

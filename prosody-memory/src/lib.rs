@@ -46,6 +46,7 @@ mod log;
 mod member;
 mod producer;
 mod state;
+mod stores;
 mod timer;
 
 pub use consumer::MemoryConsumer;
@@ -53,6 +54,7 @@ pub use dedup::MemoryDedupStore;
 pub use defer::MemoryDeferStore;
 pub use log::AUTO_CREATE_PARTITIONS;
 pub use producer::MemoryProducer;
+pub use stores::MemoryStores;
 pub use timer::MemoryTimerStore;
 
 use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};

@@ -50,6 +50,24 @@ pub enum ConfigError {
         /// Why it does not parse.
         reason: String,
     },
+    /// On Kafka, no store was chosen that outlives the process.
+    #[error(
+        "on Kafka, timers and deferred records need a store that outlives the process: \
+         set cassandra_nodes (PROSODY_CASSANDRA_NODES), give the builder stores(...), or \
+         opt into memory_stores(true) (PROSODY_MEMORY_STORES), which loses them when the \
+         process stops"
+    )]
+    NoDurableStore,
+    /// Cassandra refused the client (its login, or a schema newer than
+    /// this version knows), or did not answer within `connect_timeout`.
+    #[error("Cassandra: {reason} (check cassandra_nodes and the cassandra options)")]
+    Cassandra {
+        /// What went wrong.
+        reason: String,
+        /// Whether trying again may help: `false` for a refused login or
+        /// an unknown schema, `true` for nodes that did not answer.
+        retriable: bool,
+    },
     /// Kafka refused the client (its login or TLS handshake), or did not
     /// answer within `connect_timeout`.
     #[error("{reason} (check bootstrap_servers and the security options)")]
@@ -72,6 +90,7 @@ pub(crate) struct Options {
     pub(crate) source_system: Option<String>,
     pub(crate) allowed_events: Option<Vec<String>>,
     pub(crate) mock: Option<bool>,
+    pub(crate) memory_stores: Option<bool>,
     pub(crate) max_uncommitted: Option<usize>,
     pub(crate) commit_interval: Option<Duration>,
     pub(crate) poll_interval: Option<Duration>,
@@ -114,6 +133,9 @@ pub(crate) struct Settings {
     pub(crate) observe: Observe,
     /// The Cassandra stores' options (no nodes: none).
     pub(crate) cassandra: Cassandra,
+    /// Whether a Kafka client without Cassandra may keep its stores in
+    /// memory (they are lost when the process stops).
+    pub(crate) memory_stores: bool,
     /// How the Kafka clients connect (unused in mock mode).
     pub(crate) kafka: Kafka,
 }
@@ -241,6 +263,7 @@ impl Options {
             qos,
             observe: self.observe.resolve(env)?,
             cassandra: self.cassandra.resolve(env)?,
+            memory_stores: env.layer(self.memory_stores, "PROSODY_MEMORY_STORES", || false)?,
             kafka: self.kafka.resolve(env)?,
         })
     }

@@ -130,6 +130,7 @@ fn rows() -> Vec<Row> {
         row!("statistics_interval", "PROSODY_STATISTICS_INTERVAL", Some("5s"), |n| millis(n, 1, 86_400_000), |b, t| b.statistics_interval(parse(t)), |s| duration(s.observe.statistics_interval)),
         row!("message_spans", "PROSODY_MESSAGE_SPANS", Some("child"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |b, t| b.message_spans(parse(t)), |s| s.observe.message_spans.to_string()),
         row!("timer_spans", "PROSODY_TIMER_SPANS", Some("follows_from"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |b, t| b.timer_spans(parse(t)), |s| s.observe.timer_spans.to_string()),
+        row!("memory_stores", "PROSODY_MEMORY_STORES", Some("false"), flag, |b, t| b.memory_stores(parse(t)), |s| s.memory_stores.to_string()),
         row!("cassandra_nodes", "PROSODY_CASSANDRA_NODES", None, names, |b, t| b.cassandra_nodes(parse::<Vec<String>>(t)), |s| s.cassandra.nodes.join(",")),
         row!("cassandra_keyspace", "PROSODY_CASSANDRA_KEYSPACE", Some("prosody"), name, |b, t| b.cassandra_keyspace(parse::<String>(t)), |s| s.cassandra.keyspace.clone()),
         row!("cassandra_user", "PROSODY_CASSANDRA_USER", None, name, |b, t| b.cassandra_user(parse::<String>(t)), |s| s.cassandra.user.clone().unwrap_or_default()),

@@ -28,6 +28,7 @@ fn option_of(error: &ConfigError) -> &str {
         ConfigError::Missing { option, .. } | ConfigError::Invalid { option, .. } => option,
         ConfigError::Environment { variable, .. } => variable,
         ConfigError::Unreachable { .. } => "bootstrap_servers",
+        ConfigError::NoDurableStore | ConfigError::Cassandra { .. } => "cassandra_nodes",
     }
 }
 

@@ -1,20 +1,23 @@
 //! Fault injection: wrappers around the broker and store traits that fail
-//! some calls transiently, drawn from the scenario's seed. The production
+//! some calls transiently (a store also partway through a batch, or after it
+//! wrote, as a timeout does), drawn from the scenario's seed. The production
 //! backends stay free of test hooks.
 
 use crate::handler::{Entry, Probe, What};
 use crate::scenario::Rng;
 use crate::scenario::Script;
+use prosody::MemoryStores;
 use prosody::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Delivery, OutgoingRecord,
     Producer, Record, TopicPartition,
 };
 use prosody_core::Key;
 use prosody_core::clock::Timestamp;
-use prosody_core::store::StoreError;
 use prosody_core::store::dedup::{DedupKey, DedupStore};
 use prosody_core::store::defer::{DeferStore, Deferral, Deferred};
 use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore};
+use prosody_core::store::{Batch, StoreError, Stores, TimerChange};
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -52,11 +55,18 @@ impl Faults {
         Ok(())
     }
 
-    fn store(&self, what: &str) -> Result<(), StoreError> {
-        if self.strike() {
-            return Err(StoreError::unavailable(format!("injected: {what} failed")));
+    /// A number in `0..bound` (zero when `bound` is zero).
+    fn below(&self, bound: usize) -> usize {
+        let bound = u64::try_from(bound).unwrap_or(u64::MAX);
+        if bound == 0 {
+            return 0;
         }
-        Ok(())
+        let draw = self
+            .rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next();
+        usize::try_from(draw % bound).unwrap_or(0)
     }
 }
 
@@ -175,28 +185,145 @@ impl<C: Consumer> Consumer for FaultyConsumer<C> {
     }
 }
 
-/// A timer store whose every call fails now and then. It tells the probe
-/// which application timers were written: a handler cannot know whether its
-/// timers' commit, after it returned, succeeded.
+/// How a store call goes wrong.
+enum StoreFault {
+    /// It fails before it writes anything.
+    Unavailable,
+    /// A batch writes its first writes, then fails.
+    Partway,
+    /// It writes everything, but answers only after a while, with a timeout:
+    /// the caller cannot tell that it landed.
+    TimedOut,
+}
+
+impl Faults {
+    fn store_fault(&self) -> Option<StoreFault> {
+        if !self.strike() {
+            return None;
+        }
+        let draw = self
+            .rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next()
+            % 3;
+        Some(match draw {
+            0 => StoreFault::Unavailable,
+            1 => StoreFault::Partway,
+            _ => StoreFault::TimedOut,
+        })
+    }
+}
+
+/// How long a timed-out store call takes before it answers.
+const STORE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The members' stores, whose every call fails now and then: before it
+/// writes, partway through a batch, or after it wrote (a timeout). It
+/// tells the probe which application timers were written: a handler cannot
+/// know whether its timers' commit, after it returned, succeeded.
 #[derive(Clone)]
-pub struct FaultyTimers<T> {
-    pub inner: T,
+pub struct FaultyStores {
+    pub inner: MemoryStores,
     pub faults: Faults,
     pub probe: Probe,
 }
 
-impl<T: TimerStore> TimerStore for FaultyTimers<T> {
+impl FaultyStores {
+    /// A read, or a write outside a batch: fails before it runs, or after
+    /// (it ran: a write landed).
+    async fn call<T>(
+        &self,
+        what: &str,
+        run: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match self.faults.store_fault() {
+            None => run.await,
+            Some(StoreFault::Unavailable | StoreFault::Partway) => {
+                Err(StoreError::unavailable(format!("injected: {what} failed")))
+            }
+            Some(StoreFault::TimedOut) => {
+                let _ = run.await;
+                tokio::time::sleep(STORE_TIMEOUT).await;
+                Err(StoreError::unavailable(format!(
+                    "injected: {what} timed out"
+                )))
+            }
+        }
+    }
+
+    fn written(&self, batch: &Batch) {
+        let written = batch.timers.iter().filter_map(|write| match &write.change {
+            TimerChange::Schedule { time, .. } if write.kind == TimerKind::Application => {
+                Some((write.key.to_string(), time.as_millis()))
+            }
+            _ => None,
+        });
+        self.probe.lock().timers_written.extend(written);
+        self.probe.progress.notify_waiters();
+    }
+}
+
+/// The first `count` writes of `batch`, in the order a batch applies them.
+fn prefix(batch: &Batch, count: usize) -> Batch {
+    let timers: Vec<_> = batch.timers.iter().take(count).cloned().collect();
+    let count = count - timers.len();
+    let deferrals: Vec<_> = batch.deferrals.iter().take(count).cloned().collect();
+    let count = count - deferrals.len();
+    Batch {
+        timers,
+        deferrals,
+        dedup: batch.dedup.iter().take(count).copied().collect(),
+    }
+}
+
+impl Stores for FaultyStores {
+    async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        let landed = match self.faults.store_fault() {
+            None => batch,
+            Some(StoreFault::Unavailable) => {
+                return Err(StoreError::unavailable("injected: a commit failed"));
+            }
+            Some(StoreFault::Partway) => {
+                let count = self.faults.below(batch.len());
+                let landed = prefix(&batch, count);
+                self.inner.commit(partition, landed.clone()).await?;
+                self.written(&landed);
+                return Err(StoreError::unavailable(format!(
+                    "injected: a commit failed after {count} of {} writes",
+                    batch.len()
+                )));
+            }
+            Some(StoreFault::TimedOut) => {
+                self.inner.commit(partition, batch.clone()).await?;
+                self.written(&batch);
+                tokio::time::sleep(STORE_TIMEOUT).await;
+                return Err(StoreError::unavailable("injected: a commit timed out"));
+            }
+        };
+        self.inner.commit(partition, landed.clone()).await?;
+        self.written(&landed);
+        Ok(())
+    }
+}
+
+impl TimerStore for FaultyStores {
     async fn schedule(
         &self,
         partition: &TopicPartition,
         entry: TimerEntry,
     ) -> Result<(), StoreError> {
-        self.faults.store("scheduling a timer")?;
-        let written = (entry.kind == TimerKind::Application)
-            .then(|| (entry.key.to_string(), entry.time.as_millis()));
-        self.inner.schedule(partition, entry).await?;
-        self.probe.lock().timers_written.extend(written);
-        self.probe.progress.notify_waiters();
+        let batch = Batch::default().timer(
+            &entry.key,
+            entry.kind,
+            TimerChange::Schedule {
+                time: entry.time,
+                trace: entry.trace.clone(),
+            },
+        );
+        self.call("scheduling a timer", self.inner.schedule(partition, entry))
+            .await?;
+        self.written(&batch);
         Ok(())
     }
 
@@ -207,8 +334,11 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         kind: TimerKind,
         time: Timestamp,
     ) -> Result<(), StoreError> {
-        self.faults.store("unscheduling a timer")?;
-        self.inner.unschedule(partition, key, kind, time).await
+        self.call(
+            "unscheduling a timer",
+            self.inner.unschedule(partition, key, kind, time),
+        )
+        .await
     }
 
     async fn clear(
@@ -217,8 +347,8 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         key: &Key,
         kind: TimerKind,
     ) -> Result<(), StoreError> {
-        self.faults.store("clearing timers")?;
-        self.inner.clear(partition, key, kind).await
+        self.call("clearing timers", self.inner.clear(partition, key, kind))
+            .await
     }
 
     async fn scheduled(
@@ -227,8 +357,11 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         key: &Key,
         kind: TimerKind,
     ) -> Result<Vec<Timestamp>, StoreError> {
-        self.faults.store("reading a key's timers")?;
-        self.inner.scheduled(partition, key, kind).await
+        self.call(
+            "reading a key's timers",
+            self.inner.scheduled(partition, key, kind),
+        )
+        .await
     }
 
     async fn load(
@@ -237,19 +370,12 @@ impl<T: TimerStore> TimerStore for FaultyTimers<T> {
         from: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<TimerEntry>, StoreError> {
-        self.faults.store("loading timers")?;
-        self.inner.load(partition, from, until).await
+        self.call("loading timers", self.inner.load(partition, from, until))
+            .await
     }
 }
 
-/// A defer store whose every call fails now and then.
-#[derive(Clone)]
-pub struct FaultyDefer<D> {
-    pub inner: D,
-    pub faults: Faults,
-}
-
-impl<D: DeferStore> DeferStore for FaultyDefer<D> {
+impl DeferStore for FaultyStores {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.inner.peek(partition, key)
     }
@@ -261,8 +387,11 @@ impl<D: DeferStore> DeferStore for FaultyDefer<D> {
         offset: i64,
         deferral: Deferral,
     ) -> Result<(), StoreError> {
-        self.faults.store("deferring")?;
-        self.inner.defer(partition, key, offset, deferral).await
+        self.call(
+            "deferring",
+            self.inner.defer(partition, key, offset, deferral),
+        )
+        .await
     }
 
     async fn deferred(
@@ -270,8 +399,11 @@ impl<D: DeferStore> DeferStore for FaultyDefer<D> {
         partition: &TopicPartition,
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
-        self.faults.store("reading deferred offsets")?;
-        self.inner.deferred(partition, key).await
+        self.call(
+            "reading deferred offsets",
+            DeferStore::deferred(&self.inner, partition, key),
+        )
+        .await
     }
 
     async fn complete(
@@ -280,36 +412,31 @@ impl<D: DeferStore> DeferStore for FaultyDefer<D> {
         key: &Key,
         offset: i64,
     ) -> Result<Option<i64>, StoreError> {
-        self.faults.store("completing a deferred offset")?;
-        self.inner.complete(partition, key, offset).await
+        self.call(
+            "completing a deferred offset",
+            self.inner.complete(partition, key, offset),
+        )
+        .await
     }
 
     async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.faults.store("counting a failure")?;
-        self.inner.failed(partition, key).await
+        self.call("counting a failure", self.inner.failed(partition, key))
+            .await
     }
 
     async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.faults.store("listing deferred keys")?;
-        self.inner.keys(partition).await
+        self.call("listing deferred keys", self.inner.keys(partition))
+            .await
     }
 }
 
-/// A dedup store whose every call fails now and then.
-#[derive(Clone)]
-pub struct FaultyDedup<D> {
-    pub inner: D,
-    pub faults: Faults,
-}
-
-impl<D: DedupStore + Clone> DedupStore for FaultyDedup<D> {
+impl DedupStore for FaultyStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.faults.store("a dedup lookup")?;
-        self.inner.contains(key).await
+        self.call("a dedup lookup", self.inner.contains(key)).await
     }
 
     async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.faults.store("a dedup insert")?;
-        self.inner.insert(key, ttl).await
+        self.call("a dedup insert", self.inner.insert(key, ttl))
+            .await
     }
 }

@@ -23,25 +23,12 @@ mod handler;
 mod scenario;
 
 use check::{all_fired, check, settled};
-use faults::{Faults, FaultyBroker, FaultyDedup, FaultyDefer, FaultyTimers};
+use faults::{Faults, FaultyBroker, FaultyStores};
 use handler::{PoisonSink, Probe, SimHandler};
-use prosody::Mode;
-use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
-use prosody::{MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
-use prosody_core::dedup::{DedupConfig, DedupLayer};
-use prosody_core::defer::{DeferConfig, DeferLayer};
-use prosody_core::failure::{FailureConfig, FailureLayer};
-use prosody_core::loader::{BrokerLoader, LoaderConfig};
-use prosody_core::log::LogLayer;
-use prosody_core::monopolization::{MonopolizationConfig, MonopolizationLayer};
-use prosody_core::retry::{RetryConfig, RetryLayer};
-use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
-use prosody_core::shutdown::ShutdownLayer;
-use prosody_core::telemetry::TelemetryLayer;
-use prosody_core::timeout::{TimeoutConfig, TimeoutLayer};
-use prosody_core::{HandlerService, Runtime, RuntimeConfig};
-use scenario::{Change, Scenario};
-use std::num::NonZeroUsize;
+use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
+use prosody::telemetry::TelemetryLayer;
+use prosody::{JsonCodec, MemoryBroker, MemoryStores, Mode, ProsodyClient};
+use scenario::{Change, Scenario, Script};
 use std::time::Duration;
 use tower::ServiceBuilder;
 
@@ -95,9 +82,7 @@ const REPORTED: usize = 5;
 /// fault injector.
 pub(crate) struct World {
     pub(crate) broker: MemoryBroker,
-    timers: MemoryTimerStore,
-    deferred: MemoryDeferStore,
-    dedup: MemoryDedupStore,
+    stores: MemoryStores,
     faults: Faults,
     pub(crate) probe: Probe,
     max_concurrency: usize,
@@ -114,94 +99,70 @@ impl World {
         }
     }
 
-    /// A member: the mode's stack on a runtime of its own. Dropping it is a
-    /// crash; `shutdown` drains.
-    async fn member(&self) -> Runtime {
-        let broker = self.faulty_broker();
-        let dedup = DedupLayer::new(
-            DedupConfig::default(),
-            FaultyDedup {
-                inner: self.dedup.clone(),
+    /// A member: a client built by the facade on the faulty broker and
+    /// stores, consuming with its mode's stack (made of the client's own
+    /// layers; only the lifecycle sink is the simulator's). Dropping it is
+    /// a crash; `shutdown` drains.
+    async fn member(&self) -> ProsodyClient<JsonCodec<Script>> {
+        let client = ProsodyClient::builder()
+            .codec(JsonCodec::<Script>::new())
+            .broker(self.faulty_broker())
+            .stores(FaultyStores {
+                inner: self.stores.clone(),
                 faults: self.faults.clone(),
-            },
-        );
-        let defer = DeferLayer::new(
-            DeferConfig {
-                base: DEFER_BASE,
-                ..DeferConfig::default()
-            },
-            FaultyDefer {
-                inner: self.deferred.clone(),
-                faults: self.faults.clone(),
-            },
-            BrokerLoader::new(broker.clone(), &LoaderConfig::default()),
-        )
-        .drain_through(dedup.clone());
-        let scheduler = SchedulerConfig {
-            max_concurrency: NonZeroUsize::new(self.max_concurrency).expect("positive"),
-            ..SchedulerConfig::default()
-        };
-        // Every mode ends with shutdown, scheduler, timeout, telemetry, handler.
+                probe: self.probe.clone(),
+            })
+            .group_id(GROUP)
+            .subscribed_topics((0..self.topics).map(topic))
+            .mode(self.mode)
+            .failure_topic(FAILURES)
+            .defer_base(DEFER_BASE)
+            .timeout(TIMEOUT)
+            .max_concurrency(self.max_concurrency)
+            .max_uncommitted(16)
+            .build()
+            .await
+            .expect("client");
+        let layers = client.layers();
         let common = ServiceBuilder::new()
-            .layer(ShutdownLayer::new())
-            .layer(SchedulerLayer::new(scheduler))
-            .layer(TimeoutLayer::new(TimeoutConfig { timeout: TIMEOUT }))
+            .layer(layers.shutdown())
+            .layer(layers.scheduler())
+            .layer(layers.timeout())
             .layer(TelemetryLayer::new(PoisonSink {
                 probe: self.probe.clone(),
             }))
-            .service(HandlerService::new(SimHandler {
+            .service(layers.handler(SimHandler {
                 probe: self.probe.clone(),
             }));
-        let consumer = broker
-            .consumer(&ConsumerConfig {
-                group_id: GROUP.to_owned(),
-                topics: (0..self.topics).map(|t| topic(t).into()).collect(),
-            })
-            .await
-            .expect("consumer");
-        let mut config = RuntimeConfig::new(GROUP);
-        config.max_uncommitted = NonZeroUsize::new(16).expect("positive");
-        let timers = FaultyTimers {
-            inner: self.timers.clone(),
-            faults: self.faults.clone(),
-            probe: self.probe.clone(),
-        };
-        match self.mode {
+        let subscribed = match self.mode {
             Mode::Pipeline => {
                 let stack = ServiceBuilder::new()
-                    .layer(dedup)
-                    .layer(RetryLayer::new(RetryConfig::default()))
-                    .layer(defer)
-                    .layer(MonopolizationLayer::new(&MonopolizationConfig::default()))
+                    .layer(layers.dedup())
+                    .layer(layers.retry())
+                    .layer(layers.defer())
+                    .layer(layers.monopolization())
                     .service(common);
-                Runtime::spawn(consumer, stack, timers, config)
+                client.subscribe_with(stack).await
             }
             Mode::LowLatency => {
-                let failure = FailureConfig {
-                    topic: FAILURES.into(),
-                    send_timeout: Duration::from_secs(1),
-                };
-                let bounded = RetryConfig {
-                    max_retries: Some(3),
-                    ..RetryConfig::default()
-                };
-                let producer = broker.producer().expect("producer");
                 let stack = ServiceBuilder::new()
-                    .layer(dedup)
-                    .layer(RetryLayer::new(RetryConfig::default()))
-                    .layer(FailureLayer::new(producer, failure))
-                    .layer(RetryLayer::new(bounded))
+                    .layer(layers.dedup())
+                    .layer(layers.retry())
+                    .layer(layers.failure().expect("a failure topic"))
+                    .layer(layers.bounded_retry())
                     .service(common);
-                Runtime::spawn(consumer, stack, timers, config)
+                client.subscribe_with(stack).await
             }
             Mode::BestEffort => {
                 let stack = ServiceBuilder::new()
-                    .layer(dedup)
-                    .layer(LogLayer::new())
+                    .layer(layers.dedup())
+                    .layer(layers.log())
                     .service(common);
-                Runtime::spawn(consumer, stack, timers, config)
+                client.subscribe_with(stack).await
             }
-        }
+        };
+        subscribed.expect("subscribed");
+        client
     }
 }
 
@@ -209,9 +170,7 @@ async fn simulate(seed: u64) -> Result<(), String> {
     let scenario = Scenario::generate(seed);
     let world = World {
         broker: MemoryBroker::new(),
-        timers: MemoryTimerStore::new(),
-        deferred: MemoryDeferStore::new(),
-        dedup: MemoryDedupStore::new(),
+        stores: MemoryStores::new(),
         faults: Faults::new(seed, scenario.fault_percent),
         probe: Probe::default(),
         max_concurrency: scenario.max_concurrency,
@@ -274,7 +233,7 @@ async fn simulate(seed: u64) -> Result<(), String> {
         world.probe.until(|o| {
             settled(world.mode, records, o) == records.len()
                 && all_fired(o)
-                && world.deferred.stored_keys() == 0
+                && world.stores.deferred().stored_keys() == 0
         }),
     )
     .await;

@@ -3,8 +3,10 @@
 use super::Shared;
 use crate::error::HandlerError;
 use crate::handler::{EventRequest, Settlement};
+use crate::store::DedupWrite;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
+use crate::timers::Rider;
 use pin_project::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -22,7 +24,7 @@ type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>
     clippy::large_enum_variant,
     reason = "the lookup state holds the request until the store answers; boxing it would allocate per message"
 )]
-enum State<S, P, F, R> {
+enum State<S, P, F> {
     /// A duplicate found in the cache: succeeds at once.
     Duplicate,
     /// Asking the store; then the ready service is called with the request.
@@ -32,11 +34,6 @@ enum State<S, P, F, R> {
     },
     /// The inner service handles the event.
     Calling(#[pin] F),
-    /// The inner service succeeded; the store records the key.
-    Recording {
-        insert: StoreFuture<()>,
-        response: Option<R>,
-    },
     /// The output was returned.
     Done,
 }
@@ -48,7 +45,7 @@ where
     S: Service<EventRequest<P>>,
 {
     #[pin]
-    state: State<S, P, S::Future, S::Response>,
+    state: State<S, P, S::Future>,
     /// What to record once the inner service succeeds; `None` for events
     /// without a dedup key.
     record: Option<(Arc<Shared<D>>, DedupKey)>,
@@ -81,9 +78,16 @@ where
         shared: Arc<Shared<D>>,
         key: DedupKey,
         service: S,
-        request: EventRequest<P>,
+        mut request: EventRequest<P>,
     ) -> Self {
         let store = Arc::clone(&shared);
+        // The record goes in the attempt's own batch: written only if the
+        // handler succeeds, with its other changes.
+        let write = DedupWrite {
+            key,
+            ttl: shared.ttl,
+        };
+        request.context = request.context.with_rider(Rider::Dedup(write));
         Self {
             state: State::Lookup {
                 lookup: Box::pin(async move { store.store.contains(key).await }),
@@ -139,29 +143,14 @@ where
                 }
                 StateProjection::Calling(future) => {
                     let outcome = ready!(future.poll(cx));
-                    let response = match (outcome, this.record.take()) {
-                        (Ok(response), Some((shared, key))) if response.handled() => {
-                            shared.remember(key);
-                            let insert: StoreFuture<()> =
-                                Box::pin(async move { shared.store.insert(key, shared.ttl).await });
-                            this.state.set(State::Recording {
-                                insert,
-                                response: Some(response),
-                            });
-                            continue;
-                        }
-                        (outcome, _) => outcome,
-                    };
-                    this.state.set(State::Done);
-                    return Poll::Ready(response);
-                }
-                StateProjection::Recording { insert, response } => {
-                    if let Err(error) = ready!(insert.as_mut().poll(cx)) {
-                        warn!(%error, "recording a handled message in the dedup store failed");
+                    // The store has the key from the handler's batch.
+                    if let (Ok(response), Some((shared, key))) = (&outcome, this.record.take())
+                        && response.handled()
+                    {
+                        shared.remember(key);
                     }
-                    let response = response.take();
                     this.state.set(State::Done);
-                    return Poll::Ready(response.ok_or_else(polled_after_completion));
+                    return Poll::Ready(outcome);
                 }
                 StateProjection::Done => return Poll::Ready(Err(polled_after_completion())),
             }
@@ -178,7 +167,6 @@ where
             State::Duplicate => "duplicate",
             State::Lookup { .. } => "lookup",
             State::Calling(_) => "calling",
-            State::Recording { .. } => "recording",
             State::Done => "done",
         };
         f.debug_struct("ResponseFuture")

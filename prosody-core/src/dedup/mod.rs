@@ -10,12 +10,15 @@
 //! - a message with an `id` whose key is in the cache, or that the store
 //!   reports present, is not passed to the inner service; it succeeds with
 //!   `S::Response::default()`, so it settles;
-//! - a key is recorded (cache, then store) only after the inner service
-//!   succeeded: a failed attempt leaves no record, so its retry is handled;
+//! - a key is recorded only when the inner service succeeded: in the store
+//!   as a rider of the attempt's batch (written with the handler's own
+//!   changes, by the handler service, or not at all), in the cache once the
+//!   success comes back. A failed attempt leaves no record, so its retry is
+//!   handled;
 //! - messages without an `id`, timers and excises always pass;
 //! - a store error never loses a message: a failed lookup counts as "not a
-//!   duplicate" (at-least-once over at-most-once), a failed insert after
-//!   success is logged and the success stands. Both log at `warn`;
+//!   duplicate" (at-least-once over at-most-once) and logs at `warn`; a
+//!   failed batch fails the attempt, which the mode tries again;
 //! - the cache holds at most `cache_size` keys; removal path: the least
 //!   recently used key is evicted (the internal `Lru`).
 //!
@@ -24,7 +27,7 @@
 //! its future boxed (the store trait's futures are `impl Future`, which a
 //! named future cannot hold, and may borrow the store, so the box holds an
 //! `async move` block owning the shared state around the one store call),
-//! once for the lookup and once for the insert.
+//! once for the lookup.
 
 mod config;
 mod future;

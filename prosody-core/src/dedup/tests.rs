@@ -6,6 +6,7 @@ use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
+use crate::timers::Rider;
 use proptest::prelude::*;
 use std::collections::HashSet;
 use std::future::{Future, ready};
@@ -69,9 +70,12 @@ impl DedupStore for NullStore {
 /// What the inner handler saw: `(key, id)` of each call, in order.
 type Calls = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
-/// A handler whose payload says whether it fails.
+/// A handler whose payload says whether it fails; on success it writes
+/// its attempt's dedup riders to `store`, as the handler service's commit
+/// would (failing the attempt if the store does).
 fn handler(
     calls: &Calls,
+    store: &TestStore,
 ) -> impl Service<
     EventRequest<bool>,
     Response = Option<&'static str>,
@@ -81,6 +85,7 @@ fn handler(
 + Send
 + use<> {
     let calls = Arc::clone(calls);
+    let store = store.clone();
     tower::service_fn(move |request: EventRequest<bool>| {
         let (id, fail) = match &request.event {
             Event::Message(m) => (m.id.as_deref().map(str::to_owned), m.payload),
@@ -90,11 +95,18 @@ fn handler(
             .lock()
             .unwrap()
             .push((request.event.key().to_string(), id));
-        ready(if fail {
-            Err(HandlerError::transient("handler failed"))
-        } else {
-            Ok(Some("handled"))
-        })
+        if fail {
+            return ready(Err(HandlerError::transient("handler failed")));
+        }
+        for rider in request.context.riders() {
+            if let Rider::Dedup(write) = rider {
+                if store.fail_inserts.load(Ordering::Relaxed) {
+                    return ready(Err(HandlerError::transient("batch failed")));
+                }
+                store.keys.lock().unwrap().insert(write.key);
+            }
+        }
+        ready(Ok(Some("handled")))
     })
 }
 
@@ -191,11 +203,12 @@ fn check_against_model(ops: &[Op], cache_size: usize, store: Option<&TestStore>)
                     let config = config(&version.to_string(), cache_size);
                     match store {
                         Some(store) => Either::Persistent(
-                            DedupLayer::new(config, store.clone()).layer(handler(&calls)),
+                            DedupLayer::new(config, store.clone()).layer(handler(&calls, store)),
                         ),
-                        None => {
-                            Either::Cache(DedupLayer::new(config, NullStore).layer(handler(&calls)))
-                        }
+                        None => Either::Cache(
+                            DedupLayer::new(config, NullStore)
+                                .layer(handler(&calls, &TestStore::default())),
+                        ),
                     }
                 })
                 .collect::<Vec<_>>()
@@ -287,10 +300,11 @@ proptest! {
 async fn a_new_version_handles_a_message_again() {
     let calls = Calls::default();
     let store = TestStore::default();
-    let mut v1 = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    let mut v1 = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
     send(&mut v1, message("k", Some("a"), false)).await.unwrap();
     // A restarted process with the same version: the store knows it.
-    let mut v1_again = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    let mut v1_again =
+        DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
     assert_eq!(
         send(&mut v1_again, message("k", Some("a"), false))
             .await
@@ -298,7 +312,7 @@ async fn a_new_version_handles_a_message_again() {
         None
     );
     assert_eq!(calls.lock().unwrap().len(), 1);
-    let mut v2 = DedupLayer::new(config("2", 8), store.clone()).layer(handler(&calls));
+    let mut v2 = DedupLayer::new(config("2", 8), store.clone()).layer(handler(&calls, &store));
     assert_eq!(
         send(&mut v2, message("k", Some("a"), false)).await.unwrap(),
         Some("handled")
@@ -310,7 +324,7 @@ async fn a_new_version_handles_a_message_again() {
 async fn messages_without_id_timers_and_excises_always_pass() {
     let calls = Calls::default();
     let store = TestStore::default();
-    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
     let timer = || EventRequest {
         event: Event::Timer(Timer {
             key: "k".into(),
@@ -349,7 +363,7 @@ async fn messages_without_id_timers_and_excises_always_pass() {
 async fn a_failed_attempt_records_nothing() {
     let calls = Calls::default();
     let store = TestStore::default();
-    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
+    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
     send(&mut service, message("k", Some("a"), true))
         .await
         .unwrap_err();
@@ -374,30 +388,37 @@ async fn store_errors_never_lose_a_message() {
     let store = TestStore::default();
     store.fail_lookups.store(true, Ordering::Relaxed);
     store.fail_inserts.store(true, Ordering::Relaxed);
-    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls));
-    // A failed lookup handles the message; a failed insert keeps the success.
+    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
+    // A failed lookup handles the message; a batch that cannot record it
+    // fails the attempt (the mode tries again), and nothing is cached.
+    let failed = send(&mut service, message("k", Some("a"), false)).await;
+    assert_eq!(
+        failed.err().map(|e| e.category()),
+        Some(Category::Transient)
+    );
+    // The store back, the retry is handled and recorded.
+    store.fail_inserts.store(false, Ordering::Relaxed);
     assert_eq!(
         send(&mut service, message("k", Some("a"), false))
             .await
             .unwrap(),
         Some("handled")
     );
-    assert_eq!(calls.lock().unwrap().len(), 1);
-    // The cache still recorded it.
+    assert_eq!(calls.lock().unwrap().len(), 2);
     assert_eq!(
         send(&mut service, message("k", Some("a"), false))
             .await
             .unwrap(),
         None
     );
-    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(calls.lock().unwrap().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_cache_is_bounded_and_evicts_the_least_recently_used() {
     let calls = Calls::default();
     let layer = DedupLayer::new(config("1", 2), NullStore);
-    let mut service = layer.layer(handler(&calls));
+    let mut service = layer.layer(handler(&calls, &TestStore::default()));
     for id in ["a", "b", "a", "c"] {
         send(&mut service, message("k", Some(id), false))
             .await
@@ -425,8 +446,8 @@ async fn the_cache_is_bounded_and_evicts_the_least_recently_used() {
 async fn services_of_one_layer_share_the_cache() {
     let calls = Calls::default();
     let layer = DedupLayer::new(config("1", 8), NullStore);
-    let mut first = layer.layer(handler(&calls));
-    let mut second = layer.clone().layer(handler(&calls));
+    let mut first = layer.layer(handler(&calls, &TestStore::default()));
+    let mut second = layer.clone().layer(handler(&calls, &TestStore::default()));
     send(&mut first, message("k", Some("a"), false))
         .await
         .unwrap();
@@ -454,5 +475,8 @@ fn defaults_follow_the_configuration_table() {
 fn the_service_fits_a_runtime_stack() {
     fn is_event_service<S: crate::handler::EventService<bool>>(_: &S) {}
     let calls = Calls::default();
-    is_event_service(&DedupLayer::new(config("1", 8), TestStore::default()).layer(handler(&calls)));
+    let store = TestStore::default();
+    is_event_service(
+        &DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store)),
+    );
 }

@@ -6,7 +6,7 @@ use super::{Origin, Shared};
 use crate::broker::TopicPartition;
 use crate::clock::{self, Timestamp};
 use crate::codec;
-use crate::context::Demand;
+use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Settlement};
@@ -14,7 +14,9 @@ use crate::key::Key;
 use crate::loader::Loader;
 use crate::store::defer::{DeferStore, Deferral};
 use crate::store::timer::{TimerKind, from_seconds};
-use crate::timers::TimerOp;
+use crate::store::{Batch, DeferWrite, StoreError, TimerChange};
+use crate::timers::Rider;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tower::{Service, ServiceExt};
@@ -76,16 +78,15 @@ where
         };
         let delay = shared.config.delay(1);
         let at = after(delay, None);
-        let written = async {
-            timers
-                .write(&key, TimerKind::Defer, vec![TimerOp::Schedule(at, None)])
-                .await?;
-            shared
-                .store
-                .defer(&partition, &key, offset, Deferral::AfterFailure)
-                .await
-        };
-        if let Err(store) = written.await {
+        // The timer before the offset: a stored offset always has a timer.
+        let batch = Batch::default()
+            .timer(&key, TimerKind::Defer, schedule(at))
+            .deferral(DeferWrite::Defer {
+                key: key.clone(),
+                offset,
+                deferral: Deferral::AfterFailure,
+            });
+        if let Err(store) = timers.write(batch).await {
             warn!(%key, offset, %store, "deferring failed; the retry stage tries again");
             return Err(error);
         }
@@ -110,22 +111,16 @@ where
     L: Send + Sync + 'static,
 {
     Box::pin(async move {
-        let Origin::Record {
-            partition,
-            key,
-            offset,
-            ..
-        } = &origin
-        else {
+        let Origin::Record { partition, key, .. } = &origin else {
             return ready.call(request).await;
         };
         let backlog = shared
             .store
             .deferred(partition, key)
             .await
-            .map_err(HandlerError::transient)?;
+            .map_err(StoreError::into_handler)?;
         if backlog.is_some() {
-            return behind(&shared, partition, key, *offset).await;
+            return behind(&origin).await;
         }
         let result = ready.call(request).await;
         match failed(&shared, &origin, result) {
@@ -137,40 +132,47 @@ where
 
 /// Stores a record behind its key's backlog, unhandled, to keep the key's
 /// order.
-async fn behind<R: Settlement, D: DeferStore, L>(
-    shared: &Shared<D, L>,
-    partition: &TopicPartition,
-    key: &Key,
-    offset: i64,
-) -> Result<R, HandlerError> {
-    shared
-        .store
-        .defer(partition, key, offset, Deferral::Behind)
+async fn behind<R: Settlement>(origin: &Origin) -> Result<R, HandlerError> {
+    let Origin::Record {
+        partition,
+        key,
+        offset,
+        context,
+    } = origin
+    else {
+        return Ok(R::unhandled());
+    };
+    let Some(timers) = context.timers() else {
+        return Err(HandlerError::transient(NoTimers));
+    };
+    let batch = Batch::default().deferral(DeferWrite::Defer {
+        key: key.clone(),
+        offset: *offset,
+        deferral: Deferral::Behind,
+    });
+    timers
+        .write(batch)
         .await
-        .map_err(HandlerError::transient)?;
+        .map_err(StoreError::into_handler)?;
     debug!(%partition, %key, offset, "message deferred behind its key's backlog");
     Ok(R::unhandled())
 }
 
 /// Stores a record behind its key's backlog, boxed, for a key the store
 /// peeked as deferred.
-pub(super) fn defer_behind<R, D, L>(shared: Arc<Shared<D, L>>, origin: Origin) -> Boxed<R>
+pub(super) fn defer_behind<R>(origin: Origin) -> Boxed<R>
 where
     R: Settlement + Send + 'static,
-    D: DeferStore,
-    L: Send + Sync + 'static,
 {
-    Box::pin(async move {
-        match &origin {
-            Origin::Record {
-                partition,
-                key,
-                offset,
-                ..
-            } => behind(&shared, partition, key, *offset).await,
-            Origin::Timer { .. } => Ok(R::unhandled()),
-        }
-    })
+    Box::pin(async move { behind(&origin).await })
+}
+
+/// The schedule of a defer timer at `at`.
+fn schedule(at: Timestamp) -> TimerChange {
+    TimerChange::Schedule {
+        time: at,
+        trace: None,
+    }
 }
 
 /// A defer timer fired: retries the key's deferred records head first
@@ -178,6 +180,13 @@ where
 /// firing timer is removed here, after any timer that replaces it was set
 /// (the runtime never removes defer timers: a stack without this stage
 /// leaves them, and their backlog, for one that has it).
+///
+/// A head that succeeds is completed in its handler's own batch (a rider of
+/// the attempt); a head settled otherwise (a duplicate skipped, a permanent
+/// failure, a record the log no longer holds) in a batch of its own. The
+/// key runs nothing else meanwhile (the runtime's per-key exclusivity), so
+/// the backlog read at the start is the backlog; it is read again once
+/// drained, for offsets another writer may have added.
 pub(super) fn drain<S, D, L>(
     shared: Arc<Shared<D, L>>,
     inner: S,
@@ -200,94 +209,139 @@ where
         };
         let key = timer.key;
         let partition = TopicPartition::new(Arc::clone(context.topic()), context.partition());
-        let store = &shared.store;
-        let fired = TimerOp::Unschedule(timer.time);
-        let mut next = store
-            .deferred(&partition, &key)
-            .await
-            .map_err(HandlerError::transient)?
-            .and_then(|d| Some((d.head()?, d.failures)));
+        let fired = TimerChange::Unschedule { time: timer.time };
+        let read = || async {
+            shared
+                .store
+                .deferred(&partition, &key)
+                .await
+                .map_err(StoreError::into_handler)
+        };
+        let mut backlog: VecDeque<i64> = VecDeque::new();
+        let mut failures = 0;
+        if let Some(deferred) = read().await? {
+            backlog.extend(deferred.offsets);
+            failures = deferred.failures;
+        }
         loop {
             if context.is_shutting_down() {
                 return Err(HandlerError::transient(ShuttingDown));
             }
-            let Some((head, failures)) = next else {
+            let Some(&head) = backlog.front() else {
+                // Drained, unless another writer deferred more meanwhile.
+                if let Some(deferred) = read().await? {
+                    backlog.extend(deferred.offsets);
+                    failures = deferred.failures;
+                    continue;
+                }
+                let batch = Batch::default().timer(&key, TimerKind::Defer, fired);
                 timers
-                    .write(&key, TimerKind::Defer, vec![fired])
+                    .write(batch)
                     .await
-                    .map_err(HandlerError::transient)?;
+                    .map_err(StoreError::into_handler)?;
                 return Ok(S::Response::unhandled());
             };
-            let result = match load(&shared, &partition, &key, head).await {
-                Loaded::Event(event) => {
-                    // A head that never ran is fresh work; one that failed
-                    // before is a retry.
-                    let demand = if failures == 0 {
-                        Demand::Normal
-                    } else {
-                        Demand::Failure
-                    };
-                    let attempt = context
-                        .clone()
-                        .with_timers(timers.detached())
-                        .with_demand(demand)
-                        .with_attempt(failures.saturating_add(1));
-                    let request = EventRequest {
-                        event,
-                        context: attempt,
-                    };
-                    inner.clone().oneshot(request).await
-                }
-                Loaded::Gone => Err(HandlerError::permanent(Gone)),
-                Loaded::Failed(error) => Err(error),
-            };
-            match result {
-                Ok(_) => {
+            let head_context = context.clone().with_timers(timers.detached());
+            let result = try_head(
+                &shared,
+                inner.clone(),
+                head_context,
+                (&partition, &key),
+                head,
+                failures,
+            )
+            .await;
+            let completed_by_its_batch = match result {
+                Ok(response) => {
                     shared.record(false);
+                    response.handled()
                 }
                 Err(error) => match error.category() {
                     Category::Permanent => {
                         error!(%error, %partition, %key, offset = head,
                             "deferred message failed permanently; settled without success");
+                        false
                     }
                     Category::Terminal => return Err(error),
                     Category::Transient => {
                         if context.is_shutting_down() || !shared.record(true) {
                             return Err(error);
                         }
-                        let failures = store
-                            .failed(&partition, &key)
-                            .await
-                            .map_err(HandlerError::transient)?;
+                        failures = failures.saturating_add(1);
                         let delay = shared.config.delay(failures);
                         let at = after(delay, Some(timer.time));
-                        // The next timer first: the backlog is never
-                        // without one.
+                        // The next timer before the firing one goes: the
+                        // backlog is never without one.
+                        let batch = Batch::default()
+                            .timer(&key, TimerKind::Defer, schedule(at))
+                            .timer(&key, TimerKind::Defer, fired)
+                            .deferral(DeferWrite::Failed { key: key.clone() });
                         timers
-                            .write(
-                                &key,
-                                TimerKind::Defer,
-                                vec![TimerOp::Schedule(at, None), fired],
-                            )
+                            .write(batch)
                             .await
-                            .map_err(HandlerError::transient)?;
+                            .map_err(StoreError::into_handler)?;
                         warn!(%error, %partition, %key, offset = head, failures, ?delay,
                             "deferred message failed; retrying later");
                         return Ok(S::Response::unhandled());
                     }
                 },
+            };
+            if !completed_by_its_batch {
+                let batch = Batch::default().deferral(DeferWrite::Complete {
+                    key: key.clone(),
+                    offset: head,
+                });
+                timers
+                    .write(batch)
+                    .await
+                    .map_err(StoreError::into_handler)?;
             }
+            backlog.pop_front();
             // The next head has not run yet: it is tried at once.
-            next = store
-                .complete(&partition, &key, head)
-                .await
-                .map_err(HandlerError::transient)?
-                .map(|head| (head, 0));
+            failures = 0;
             // A long backlog on a store that never waits must not hold the
             // thread: let other tasks run between records.
             tokio::task::yield_now().await;
         }
     })
+}
+
+/// Reads the backlog's head at `offset` and runs it through `inner`, as
+/// the attempt its failure count makes it, completing it in its handler's
+/// own batch (a rider) if it succeeds.
+async fn try_head<S, D, L>(
+    shared: &Shared<D, L>,
+    inner: S,
+    context: Context,
+    (partition, key): (&TopicPartition, &Key),
+    head: i64,
+    failures: u32,
+) -> Result<S::Response, HandlerError>
+where
+    S: Service<EventRequest<Encoded>, Error = HandlerError>,
+    L: Loader,
+{
+    match load(shared, partition, key, head).await {
+        Loaded::Event(event) => {
+            // A head that never ran is fresh work; one that failed before
+            // is a retry.
+            let demand = if failures == 0 {
+                Demand::Normal
+            } else {
+                Demand::Failure
+            };
+            let context = context
+                .with_demand(demand)
+                .with_attempt(failures.saturating_add(1))
+                .with_rider(Rider::Defer(DeferWrite::Complete {
+                    key: key.clone(),
+                    offset: head,
+                }));
+            inner.oneshot(EventRequest { event, context }).await
+        }
+        Loaded::Gone => Err(HandlerError::permanent(Gone)),
+        Loaded::Failed(error) => Err(error),
+    }
 }
 
 /// The log no longer holds a deferred record.

@@ -190,7 +190,7 @@ where
                 let future = self.inner.call(request);
                 return ResponseFuture::calling(future, shared, origin);
             }
-            Some(true) => return ResponseFuture::boxed(backlog::defer_behind(shared, origin)),
+            Some(true) => return ResponseFuture::boxed(backlog::defer_behind(origin)),
             None => {}
         }
         // The ready service goes with the lookup; a fresh clone serves the

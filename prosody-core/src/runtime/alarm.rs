@@ -4,7 +4,7 @@
 use crate::clock::{self, Timestamp};
 use crate::key::Key;
 use crate::store::timer::TimerKind;
-use crate::timers::{Due, DueQueue, Notice, TimerAccess};
+use crate::timers::{Due, DueQueue, Notice, StoreAccess};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -102,7 +102,7 @@ impl Delayed {
 /// of the next due or put-off timer, that move, and a retry after a failed
 /// load.
 pub(crate) struct Alarm {
-    pub(crate) access: Arc<dyn TimerAccess>,
+    pub(crate) access: Arc<dyn StoreAccess>,
     pub(crate) notices: mpsc::UnboundedReceiver<Notice>,
     due: DueQueue,
     /// Timers taken from `due` and not yet settled.
@@ -135,7 +135,7 @@ fn instant_of(second: i64) -> Instant {
 
 impl Alarm {
     pub(crate) fn new(
-        access: Arc<dyn TimerAccess>,
+        access: Arc<dyn StoreAccess>,
         notices: mpsc::UnboundedReceiver<Notice>,
         slab: Duration,
     ) -> Self {
@@ -203,6 +203,13 @@ impl Alarm {
                 self.delayed.clear(&key, kind);
                 self.taken
                     .retain(|taken| taken.key != key || taken.kind != kind);
+            }
+            Notice::Resync => {
+                // Everything up to the horizon is loaded again at once;
+                // taken and put-off timers stay as they are.
+                self.due = DueQueue::default();
+                self.horizon = None;
+                self.retry_at = Some(Instant::now());
             }
         }
         self.arm();
@@ -295,8 +302,9 @@ mod tests {
     use super::{Alarm, Fire, now_second};
     use crate::clock::Timestamp;
     use crate::key::Key;
+    use crate::store::Batch;
     use crate::store::timer::TimerKind;
-    use crate::timers::{Due, Notice, TimerAccess, TimerFuture, TimerOp};
+    use crate::timers::{Due, Notice, StoreAccess, StoreFuture};
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
     use tokio::sync::mpsc;
@@ -304,20 +312,16 @@ mod tests {
     /// A store holding `first` until its first load, then nothing new.
     struct Once(Mutex<Vec<Due>>);
 
-    impl TimerAccess for Once {
-        fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> TimerFuture<'a, Vec<Timestamp>> {
+    impl StoreAccess for Once {
+        fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
             Box::pin(async { Ok(Vec::new()) })
         }
 
-        fn apply<'a>(&'a self, _: &'a Key, _: TimerKind, _: Vec<TimerOp>) -> TimerFuture<'a, ()> {
+        fn commit(&self, _: Batch) -> StoreFuture<'_, ()> {
             Box::pin(async { Ok(()) })
         }
 
-        fn fired<'a>(&'a self, _: &'a Key, _: TimerKind, _: Timestamp) -> TimerFuture<'a, ()> {
-            Box::pin(async { Ok(()) })
-        }
-
-        fn load(&self, _: Timestamp, _: Timestamp) -> TimerFuture<'_, Vec<Due>> {
+        fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
             let loaded =
                 std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
             Box::pin(async move { Ok(loaded) })

@@ -10,7 +10,8 @@ use crate::event::{Encoded, Event, Timer, Topic};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
 use crate::store::timer::{TimerKind, from_seconds, to_seconds};
-use crate::timers::{TimerAccess, Timers};
+use crate::store::{Batch, TimerChange};
+use crate::timers::{StoreAccess, Timers};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -20,15 +21,15 @@ use tower::ServiceExt;
 use tracing::{Instrument, debug, debug_span, error, warn};
 
 /// How an event left the runtime's hands.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Handled, or failed in a way that settles it (permanent).
     Settled,
     /// Stopped before it settled (revocation or shutdown); a later owner
     /// handles it again.
     Unsettled,
-    /// A terminal error: the partition stops.
-    Terminal,
+    /// A terminal error, described: the partition stops.
+    Terminal(Arc<str>),
     /// A timer the defer stage put off: it stays stored and runs again at
     /// this second.
     Delayed(i64),
@@ -69,7 +70,7 @@ pub(crate) struct Shared<S> {
     pub(crate) cancel: CancellationToken,
     pub(crate) backoff: Backoff,
     /// The partition's timers, for handlers' contexts.
-    pub(crate) timers: Arc<dyn TimerAccess>,
+    pub(crate) timers: Arc<dyn StoreAccess>,
     pub(crate) topic: Topic,
     pub(crate) partition: i32,
 }
@@ -139,7 +140,9 @@ where
             // that stage leaves it, and its key's backlog, in the store.
             if !timers.committed()
                 && kind == TimerKind::Application
-                && let Err(error) = access.fired(&key, kind, time).await
+                && let Err(error) = access
+                    .commit(Batch::default().timer(&key, kind, TimerChange::Unschedule { time }))
+                    .await
             {
                 warn!(%error, %key, "removing a fired timer failed; it may fire again");
             }
@@ -188,7 +191,7 @@ where
             }
             Category::Terminal => {
                 error!(%error, "terminal failure; the partition stops");
-                return Outcome::Terminal;
+                return Outcome::Terminal(error.to_string().into());
             }
             Category::Transient if shared.shutdown.is_cancelled() => {
                 // Turned away or cut short by the drain: the next owner

@@ -19,7 +19,7 @@ use crate::broker::TopicPartition;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
-use crate::store::timer::TimerStore;
+use crate::store::Stores;
 use partition::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -113,14 +113,15 @@ pub struct Runtime {
 
 impl Runtime {
     /// Starts consuming: each record goes through `service` as it came off
-    /// the broker (the handler service at its end decodes it); handlers'
-    /// timers live in `timers`, and due timers go through `service` too.
-    /// Intervals shorter than a millisecond count as one.
-    pub fn spawn<C, S, T>(consumer: C, service: S, timers: T, mut config: RuntimeConfig) -> Self
+    /// the broker (the handler service at its end decodes it); attempts
+    /// write their changes to `stores`, where handlers' timers live, and due
+    /// timers go through `service` too. Intervals shorter than a
+    /// millisecond count as one.
+    pub fn spawn<C, S, T>(consumer: C, service: S, stores: T, mut config: RuntimeConfig) -> Self
     where
         C: Consumer,
         S: EventService<Encoded>,
-        T: TimerStore,
+        T: Stores,
     {
         let floor = Duration::from_millis(1);
         config.commit_interval = config.commit_interval.max(floor);
@@ -131,7 +132,7 @@ impl Runtime {
         let poll = poll::PollLoop::new(
             consumer,
             service,
-            timers,
+            stores,
             config,
             stop.clone(),
             Arc::clone(&status),
@@ -176,6 +177,19 @@ impl Runtime {
     #[must_use]
     pub fn halted_partitions(&self) -> Vec<TopicPartition> {
         self.partitions_where(PartitionState::halted)
+    }
+
+    /// The halted partitions, in order, each with the error that halted it.
+    #[must_use]
+    pub fn halts(&self) -> Vec<(TopicPartition, Arc<str>)> {
+        let mut halts: Vec<_> = self
+            .status
+            .partitions()
+            .iter()
+            .filter_map(|(tp, state)| Some((tp.clone(), state.halt_reason()?)))
+            .collect();
+        halts.sort_unstable();
+        halts
     }
 
     fn partitions_where(&self, pick: impl Fn(&PartitionState) -> bool) -> Vec<TopicPartition> {

@@ -12,8 +12,8 @@ use crate::codec;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -42,6 +42,8 @@ pub(crate) struct PartitionState {
     pub(crate) progress: AtomicI64,
     /// A terminal error stopped the partition.
     pub(crate) halted: AtomicBool,
+    /// What stopped it, once halted.
+    pub(crate) halt_reason: Mutex<Option<Arc<str>>>,
 }
 
 impl Default for PartitionState {
@@ -53,6 +55,7 @@ impl Default for PartitionState {
             running: AtomicUsize::new(0),
             progress: AtomicI64::new(clock::now().as_millis()),
             halted: AtomicBool::new(false),
+            halt_reason: Mutex::new(None),
         }
     }
 }
@@ -61,6 +64,17 @@ impl PartitionState {
     /// Whether a terminal error stopped the partition.
     pub(crate) fn halted(&self) -> bool {
         self.halted.load(Ordering::Acquire)
+    }
+
+    /// What halted the partition; `None` while it runs.
+    pub(crate) fn halt_reason(&self) -> Option<Arc<str>> {
+        if !self.halted() {
+            return None;
+        }
+        self.halt_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether work is pending and nothing progressed for `threshold` (a
@@ -215,7 +229,7 @@ where
             Ok(done) => done,
             Err(e) => {
                 error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
-                self.halt();
+                self.halt(format!("a handler task was lost: {e}").into());
                 return;
             }
         };
@@ -242,11 +256,11 @@ where
             // Left for the next owner (only a draining partition does so):
             // the key's later records wait for it there, in order.
             (Outcome::Unsettled, Work::Record(_)) => return,
-            (Outcome::Terminal, work) => {
+            (Outcome::Terminal(reason), work) => {
                 if let Work::Timer(fire) = work {
                     self.alarm.finish(&fire.due);
                 }
-                self.halt();
+                self.halt(reason);
             }
         }
         if self.halted || !dispatch {
@@ -258,8 +272,13 @@ where
     }
 
     /// Stops dispatching for good: a terminal error, or a lost task.
-    fn halt(&mut self) {
+    fn halt(&mut self, reason: Arc<str>) {
         self.halted = true;
+        *self
+            .state
+            .halt_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
         self.state.halted.store(true, Ordering::Release);
     }
 

@@ -11,8 +11,8 @@ use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
-use crate::store::timer::TimerStore;
-use crate::timers::{PartitionTimers, TimerAccess};
+use crate::store::Stores;
+use crate::timers::{PartitionStores, StoreAccess};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,7 +38,7 @@ struct Assigned {
 pub(crate) struct PollLoop<C, S, T> {
     consumer: C,
     service: S,
-    timers: T,
+    stores: T,
     config: RuntimeConfig,
     stop: CancellationToken,
     status: Arc<Status>,
@@ -55,12 +55,12 @@ impl<C, S, T> PollLoop<C, S, T>
 where
     C: Consumer,
     S: EventService<Encoded>,
-    T: TimerStore,
+    T: Stores,
 {
     pub(crate) fn new(
         consumer: C,
         service: S,
-        timers: T,
+        stores: T,
         config: RuntimeConfig,
         stop: CancellationToken,
         status: Arc<Status>,
@@ -69,7 +69,7 @@ where
         Self {
             consumer,
             service,
-            timers,
+            stores,
             filters: Filters::new(
                 Arc::clone(&config.group_id),
                 Arc::clone(&config.allowed_events),
@@ -133,8 +133,8 @@ where
             let state = Arc::new(PartitionState::default());
             let max = self.config.max_uncommitted.get();
             let (notices, notices_rx) = mpsc::unbounded_channel();
-            let timers: Arc<dyn TimerAccess> = Arc::new(PartitionTimers {
-                store: self.timers.clone(),
+            let timers: Arc<dyn StoreAccess> = Arc::new(PartitionStores {
+                stores: self.stores.clone(),
                 partition: tp.clone(),
                 notices,
             });

@@ -5,6 +5,7 @@
 //! (no `async-trait`); backends (memory, Cassandra) implement it and run its
 //! one conformance suite, in `conformance` (feature `conformance`).
 
+mod batch;
 pub mod dedup;
 pub mod defer;
 pub mod timer;
@@ -12,11 +13,12 @@ pub mod timer;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite, apply};
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferStore, Deferral, Deferred};
 pub use timer::{TimerEntry, TimerKind, TimerStore};
 
-use crate::error::BoxError;
+use crate::error::{BoxError, HandlerError};
 
 /// A store operation that failed.
 ///
@@ -49,5 +51,18 @@ impl StoreError {
     #[must_use]
     pub fn is_retriable(&self) -> bool {
         matches!(self, Self::Unavailable(_))
+    }
+
+    /// The failure of the attempt that met this error, with its category
+    /// kept: an unavailable store is transient (the mode tries again), a
+    /// refusal terminal (the partition halts with this cause, and liveness
+    /// names it, rather than retry forever in silence).
+    #[must_use]
+    pub fn into_handler(self) -> HandlerError {
+        if self.is_retriable() {
+            HandlerError::transient(self)
+        } else {
+            HandlerError::terminal(self)
+        }
     }
 }

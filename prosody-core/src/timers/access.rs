@@ -1,11 +1,12 @@
-//! One partition's timer access: the store, and notices to the partition
+//! One partition's store access: its stores, and notices to the partition
 //! task so what it holds in memory follows what handlers change.
 
-use super::{Due, TimerAccess, TimerFuture, TimerOp};
+use super::{Due, StoreAccess, StoreFuture};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::timer::{TimerEntry, TimerKind, TimerStore, to_seconds};
+use crate::store::timer::{TimerKind, to_seconds};
+use crate::store::{Batch, Stores, TimerChange};
 use tokio::sync::mpsc;
 
 /// A change the partition task applies to its due queue.
@@ -14,48 +15,73 @@ pub(crate) enum Notice {
     Scheduled(Due),
     Unscheduled(Key, i64, TimerKind),
     Cleared(Key, TimerKind),
+    /// A commit failed, and may have landed in part: what is held is no
+    /// longer known to match the store, so it is read again.
+    Resync,
 }
 
-/// The timers of one partition, for its handlers' contexts.
+/// The stores of one partition, for its handlers' contexts and its stages.
 ///
-/// Invariant: a change reaches the store before its notice is sent, so the
-/// partition task never holds a timer the store does not (a notice that
-/// arrives after a reload of the same timer is harmless: inserts are
-/// idempotent).
-pub(crate) struct PartitionTimers<T> {
-    pub(crate) store: T,
+/// Invariant: a batch reaches the stores before the notices of its timer
+/// changes are sent, so the partition task never holds a timer the store
+/// does not (a notice that arrives after a reload of the same timer is
+/// harmless: inserts are idempotent). A batch with timer changes that
+/// fails, or is dropped before it returns, may have landed in part, so it
+/// sends [`Notice::Resync`] instead: the task reads the store again rather
+/// than guess.
+pub(crate) struct PartitionStores<S> {
+    pub(crate) stores: S,
     pub(crate) partition: TopicPartition,
     pub(crate) notices: mpsc::UnboundedSender<Notice>,
 }
 
-impl<T: TimerStore> PartitionTimers<T> {
-    async fn write(
-        &self,
-        key: &Key,
-        kind: TimerKind,
-        ops: Vec<TimerOp>,
-    ) -> Result<(), crate::store::StoreError> {
-        for op in ops {
-            let notice = match op {
-                TimerOp::Schedule(time, trace) => {
-                    let mut entry = TimerEntry::new(key.clone(), time).with_kind(kind);
-                    entry.trace.clone_from(&trace);
-                    self.store.schedule(&self.partition, entry).await?;
-                    let mut due = Due::new(to_seconds(time), key.clone(), kind);
-                    due.trace = trace;
-                    Notice::Scheduled(due)
+/// A commit whose outcome is not known yet: dropped while armed, it asks
+/// the partition task to read the store again.
+struct Unsure<'a> {
+    notices: &'a mpsc::UnboundedSender<Notice>,
+    armed: bool,
+}
+
+impl Drop for Unsure<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.notices.send(Notice::Resync);
+        }
+    }
+}
+
+impl<S: Stores> PartitionStores<S> {
+    async fn write(&self, batch: Batch) -> Result<(), crate::store::StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let notices: Vec<Notice> = batch
+            .timers
+            .iter()
+            .map(|write| {
+                let key = write.key.clone();
+                match &write.change {
+                    TimerChange::Schedule { time, trace } => {
+                        let mut due = Due::new(to_seconds(*time), key, write.kind);
+                        due.trace.clone_from(trace);
+                        Notice::Scheduled(due)
+                    }
+                    TimerChange::Unschedule { time } => {
+                        Notice::Unscheduled(key, to_seconds(*time), write.kind)
+                    }
+                    TimerChange::Clear => Notice::Cleared(key, write.kind),
                 }
-                TimerOp::Unschedule(time) => {
-                    self.store
-                        .unschedule(&self.partition, key, kind, time)
-                        .await?;
-                    Notice::Unscheduled(key.clone(), to_seconds(time), kind)
-                }
-                TimerOp::Clear => {
-                    self.store.clear(&self.partition, key, kind).await?;
-                    Notice::Cleared(key.clone(), kind)
-                }
-            };
+            })
+            .collect();
+        // Sends `Resync` unless the commit returns `Ok`: also when the
+        // commit is dropped midway (by the attempt's deadline, say).
+        let mut unsure = Unsure {
+            notices: &self.notices,
+            armed: !notices.is_empty(),
+        };
+        self.stores.commit(&self.partition, batch).await?;
+        unsure.armed = false;
+        for notice in notices {
             // The partition task is gone after a revocation: its next owner
             // loads the store.
             let _ = self.notices.send(notice);
@@ -64,27 +90,18 @@ impl<T: TimerStore> PartitionTimers<T> {
     }
 }
 
-impl<T: TimerStore> TimerAccess for PartitionTimers<T> {
-    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> TimerFuture<'a, Vec<Timestamp>> {
-        Box::pin(self.store.scheduled(&self.partition, key, kind))
+impl<S: Stores> StoreAccess for PartitionStores<S> {
+    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
+        Box::pin(self.stores.scheduled(&self.partition, key, kind))
     }
 
-    fn apply<'a>(
-        &'a self,
-        key: &'a Key,
-        kind: TimerKind,
-        ops: Vec<TimerOp>,
-    ) -> TimerFuture<'a, ()> {
-        Box::pin(self.write(key, kind, ops))
+    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
+        Box::pin(self.write(batch))
     }
 
-    fn fired<'a>(&'a self, key: &'a Key, kind: TimerKind, time: Timestamp) -> TimerFuture<'a, ()> {
-        Box::pin(self.store.unschedule(&self.partition, key, kind, time))
-    }
-
-    fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<Due>> {
+    fn load(&self, from: Timestamp, until: Timestamp) -> StoreFuture<'_, Vec<Due>> {
         Box::pin(async move {
-            let entries = self.store.load(&self.partition, from, until).await?;
+            let entries = self.stores.load(&self.partition, from, until).await?;
             Ok(entries
                 .into_iter()
                 .map(|entry| Due {

@@ -1,16 +1,18 @@
 //! Persistent per-key timers as a handler sees them: scheduled through the
-//! context, staged per attempt, and written only when the attempt succeeds.
+//! context, staged per attempt, and written only when the attempt succeeds,
+//! in one batch with what the stages around it add (the attempt's unit of
+//! work).
 
 mod access;
 mod due;
 
-pub(crate) use access::{Notice, PartitionTimers};
+pub(crate) use access::{Notice, PartitionStores};
 pub(crate) use due::DueQueue;
 
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::StoreError;
 use crate::store::timer::{TimerKind, round_to_second};
+use crate::store::{Batch, DedupWrite, DeferWrite, StoreError, TimerChange};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +37,32 @@ pub(crate) enum TimerOp {
     Schedule(Timestamp, Option<Arc<str>>),
     Unschedule(Timestamp),
     Clear,
+}
+
+impl From<TimerOp> for TimerChange {
+    fn from(op: TimerOp) -> Self {
+        match op {
+            TimerOp::Schedule(time, trace) => Self::Schedule { time, trace },
+            TimerOp::Unschedule(time) => Self::Unschedule { time },
+            TimerOp::Clear => Self::Clear,
+        }
+    }
+}
+
+/// The batch of a key's timer changes of one kind, in order.
+pub(crate) fn timer_batch(key: &Key, kind: TimerKind, ops: Vec<TimerOp>) -> Batch {
+    ops.into_iter().fold(Batch::default(), |batch, op| {
+        batch.timer(key, kind, op.into())
+    })
+}
+
+/// A write a stage adds to an attempt's batch, to land only if the attempt
+/// succeeds: the dedup record of its message, or the completion of the
+/// deferred head it retries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rider {
+    Dedup(DedupWrite),
+    Defer(DeferWrite),
 }
 
 /// A timer of a partition as the runtime holds it: ordered by second, then
@@ -92,26 +120,22 @@ impl std::hash::Hash for Due {
     }
 }
 
-/// A boxed future of the timer access (timer calls are off the hot path).
-pub(crate) type TimerFuture<'a, T> =
+/// A boxed future of the store access (store calls that write, or read
+/// timers, are off the hot path).
+pub(crate) type StoreFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
-/// What the runtime gives a context to reach its partition's timers.
-pub(crate) trait TimerAccess: Send + Sync {
+/// What the runtime gives a context to reach its partition's stores.
+pub(crate) trait StoreAccess: Send + Sync {
     /// The key's stored times of `kind`, ascending.
-    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> TimerFuture<'a, Vec<Timestamp>>;
+    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> StoreFuture<'a, Vec<Timestamp>>;
 
-    /// Writes changes to the key's timers of `kind`, in order, and tells the
-    /// partition.
-    fn apply<'a>(&'a self, key: &'a Key, kind: TimerKind, ops: Vec<TimerOp>)
-    -> TimerFuture<'a, ()>;
-
-    /// Removes a timer that fired and settled (the partition already let go
-    /// of it).
-    fn fired<'a>(&'a self, key: &'a Key, kind: TimerKind, time: Timestamp) -> TimerFuture<'a, ()>;
+    /// Writes a batch to the partition's stores, and tells the partition of
+    /// its timer changes.
+    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()>;
 
     /// The partition's timers with `from <= time < until`, of every kind.
-    fn load(&self, from: Timestamp, until: Timestamp) -> TimerFuture<'_, Vec<Due>>;
+    fn load(&self, from: Timestamp, until: Timestamp) -> StoreFuture<'_, Vec<Due>>;
 }
 
 /// What every attempt of one event shares about its timers.
@@ -128,18 +152,20 @@ struct EventState {
     retry_at: Mutex<Option<Timestamp>>,
 }
 
-/// The timers of one handler attempt.
+/// The timers of one handler attempt, and its unit of work.
 ///
 /// Invariant: a handler's changes (application timers) are staged in the
 /// attempt's own list and reach the store only through `Timers::commit`,
-/// which the handler service calls after the handler succeeded; a failed
-/// attempt's list is dropped, so it leaves no trace unless its commit had
-/// started (a store failure partway), which `commit_started` records. The
-/// defer stage writes its own timers (of [`TimerKind::Defer`]) directly,
-/// with `Timers::write`.
+/// which the handler service calls after the handler succeeded, in one
+/// batch with the riders of the stages around it (a dedup record, a
+/// deferred head's completion); a failed attempt's list is dropped, so it
+/// leaves no trace unless its commit had started (a store failure partway),
+/// which `commit_started` records. The defer stage writes its own batches
+/// (its [`TimerKind::Defer`] timers and offsets) directly, with
+/// `Timers::write`.
 #[derive(Clone)]
 pub struct Timers {
-    access: Arc<dyn TimerAccess>,
+    access: Arc<dyn StoreAccess>,
     staged: Arc<Mutex<Vec<TimerOp>>>,
     /// Shared by the fresh copies of every attempt of the event.
     event: Arc<EventState>,
@@ -154,7 +180,7 @@ impl std::fmt::Debug for Timers {
 }
 
 impl Timers {
-    pub(crate) fn new(access: Arc<dyn TimerAccess>) -> Self {
+    pub(crate) fn new(access: Arc<dyn StoreAccess>) -> Self {
         Self {
             access,
             staged: Arc::default(),
@@ -218,14 +244,9 @@ impl Timers {
         self.event.commit_started.load(Ordering::Acquire)
     }
 
-    /// Writes changes to the key's timers of `kind` now, unstaged.
-    pub(crate) async fn write(
-        &self,
-        key: &Key,
-        kind: TimerKind,
-        ops: Vec<TimerOp>,
-    ) -> Result<(), StoreError> {
-        self.access.apply(key, kind, ops).await
+    /// Writes a batch now, unstaged.
+    pub(crate) async fn write(&self, batch: Batch) -> Result<(), StoreError> {
+        self.access.commit(batch).await
     }
 
     /// Whether an attempt of this event committed its changes.
@@ -269,12 +290,20 @@ impl Timers {
         Ok(times.into_iter().collect())
     }
 
-    /// Writes the staged changes; called once the attempt succeeded.
-    pub(crate) async fn commit(&self, key: &Key) -> Result<(), StoreError> {
+    /// Writes the staged changes and the `riders` in one batch; called once
+    /// the attempt succeeded.
+    pub(crate) async fn commit(&self, key: &Key, riders: &[Rider]) -> Result<(), StoreError> {
         let ops = std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner));
-        if !ops.is_empty() {
+        let mut batch = timer_batch(key, TimerKind::Application, ops);
+        for rider in riders {
+            match rider {
+                Rider::Dedup(write) => batch.dedup.push(*write),
+                Rider::Defer(write) => batch.deferrals.push(write.clone()),
+            }
+        }
+        if !batch.is_empty() {
             self.event.commit_started.store(true, Ordering::Release);
-            self.access.apply(key, TimerKind::Application, ops).await?;
+            self.access.commit(batch).await?;
         }
         self.event.committed.store(true, Ordering::Release);
         Ok(())

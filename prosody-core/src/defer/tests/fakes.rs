@@ -13,8 +13,9 @@ use crate::loader::{LoadError, Loader};
 use crate::store::StoreError;
 use crate::store::defer::{DeferStore, Deferral, Deferred};
 use crate::store::timer::{TimerKind, round_to_second};
+use crate::store::{Batch, DeferWrite, TimerChange, TimerWrite};
 use crate::testkit;
-use crate::timers::{Due, TimerAccess, TimerFuture, TimerOp, Timers};
+use crate::timers::{Due, Rider, StoreAccess, StoreFuture, TimerOp, Timers};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -34,11 +35,15 @@ pub(super) fn partition() -> TopicPartition {
     TopicPartition::new("topic", 0)
 }
 
-/// Timer access recording every `apply` and keeping the timers it wrote.
+/// Store access recording the timer changes of every batch (grouped by key
+/// and kind, as `applied`), keeping the timers it wrote, and passing a
+/// batch's deferral changes to the defer store.
 #[derive(Default)]
 pub(super) struct FakeTimers {
     applied: Mutex<Vec<(Key, TimerKind, Vec<TimerOp>)>>,
     stored: Mutex<BTreeMap<(Key, TimerKind), BTreeSet<Timestamp>>>,
+    /// Where the batches' deferral changes go.
+    pub(super) deferred: Mutex<Option<FakeStore>>,
     /// Makes every write fail.
     pub(super) fail: AtomicBool,
 }
@@ -56,49 +61,78 @@ impl FakeTimers {
     pub(super) fn applied(&self) -> Vec<(Key, TimerKind, Vec<TimerOp>)> {
         self.applied.lock().unwrap().clone()
     }
+
+    /// The timer changes of a batch, as `applied` records them.
+    fn record(&self, timers: &[TimerWrite]) {
+        let mut applied = self.applied.lock().unwrap();
+        let mut groups: Vec<(Key, TimerKind, Vec<TimerOp>)> = Vec::new();
+        for write in timers {
+            let op = match &write.change {
+                TimerChange::Schedule { time, trace } => TimerOp::Schedule(*time, trace.clone()),
+                TimerChange::Unschedule { time } => TimerOp::Unschedule(*time),
+                TimerChange::Clear => TimerOp::Clear,
+            };
+            match groups.last_mut() {
+                Some((key, kind, ops)) if *key == write.key && *kind == write.kind => ops.push(op),
+                _ => groups.push((write.key.clone(), write.kind, vec![op])),
+            }
+        }
+        applied.extend(groups);
+    }
+
+    async fn write(&self, batch: Batch) -> Result<(), StoreError> {
+        self.record(&batch.timers);
+        if self.fail.load(Ordering::Relaxed) {
+            return Err(StoreError::unavailable("timers down"));
+        }
+        {
+            let mut stored = self.stored.lock().unwrap();
+            for write in &batch.timers {
+                let times = stored.entry((write.key.clone(), write.kind)).or_default();
+                match &write.change {
+                    TimerChange::Schedule { time, .. } => {
+                        times.insert(round_to_second(*time));
+                    }
+                    TimerChange::Unschedule { time } => {
+                        times.remove(&round_to_second(*time));
+                    }
+                    TimerChange::Clear => times.clear(),
+                }
+            }
+        }
+        let store = self.deferred.lock().unwrap().clone();
+        if let Some(store) = store {
+            let partition = partition();
+            for write in batch.deferrals {
+                match write {
+                    DeferWrite::Defer {
+                        key,
+                        offset,
+                        deferral,
+                    } => store.defer(&partition, &key, offset, deferral).await?,
+                    DeferWrite::Complete { key, offset } => {
+                        store.complete(&partition, &key, offset).await?;
+                    }
+                    DeferWrite::Failed { key } => {
+                        store.failed(&partition, &key).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
-impl TimerAccess for FakeTimers {
-    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> TimerFuture<'a, Vec<Timestamp>> {
+impl StoreAccess for FakeTimers {
+    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
         Box::pin(ready(Ok(self.times(key, kind))))
     }
 
-    fn apply<'a>(
-        &'a self,
-        key: &'a Key,
-        kind: TimerKind,
-        ops: Vec<TimerOp>,
-    ) -> TimerFuture<'a, ()> {
-        self.applied
-            .lock()
-            .unwrap()
-            .push((key.clone(), kind, ops.clone()));
-        if self.fail.load(Ordering::Relaxed) {
-            return Box::pin(ready(Err(StoreError::unavailable("timers down"))));
-        }
-        let mut stored = self.stored.lock().unwrap();
-        let times = stored.entry((key.clone(), kind)).or_default();
-        for op in ops {
-            match op {
-                TimerOp::Schedule(time, _) => times.insert(round_to_second(time)),
-                TimerOp::Unschedule(time) => times.remove(&round_to_second(time)),
-                TimerOp::Clear => {
-                    times.clear();
-                    true
-                }
-            };
-        }
-        Box::pin(ready(Ok(())))
+    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
+        Box::pin(self.write(batch))
     }
 
-    fn fired<'a>(&'a self, key: &'a Key, kind: TimerKind, time: Timestamp) -> TimerFuture<'a, ()> {
-        if let Some(times) = self.stored.lock().unwrap().get_mut(&(key.clone(), kind)) {
-            times.remove(&time);
-        }
-        Box::pin(ready(Ok(())))
-    }
-
-    fn load(&self, _from: Timestamp, _until: Timestamp) -> TimerFuture<'_, Vec<Due>> {
+    fn load(&self, _from: Timestamp, _until: Timestamp) -> StoreFuture<'_, Vec<Due>> {
         Box::pin(ready(Ok(Vec::new())))
     }
 }
@@ -146,6 +180,21 @@ impl FakeStore {
 
     pub(super) fn is_empty(&self) -> bool {
         self.queues.lock().unwrap().is_empty()
+    }
+
+    /// Completes the head `offset` of `key` at once (a handler's commit).
+    pub(super) fn complete_now(&self, key: &Key, offset: i64) {
+        let mut queues = self.queues.lock().unwrap();
+        let at = (partition(), key.clone());
+        if let Some((offsets, failures)) = queues.get_mut(&at)
+            && offsets.first() == Some(&offset)
+        {
+            offsets.pop_first();
+            *failures = 0;
+            if offsets.is_empty() {
+                queues.remove(&at);
+            }
+        }
     }
 
     pub(super) fn len(&self) -> usize {
@@ -331,6 +380,9 @@ pub(super) struct Seen {
 pub(super) struct Handler {
     script: Arc<Mutex<HashMap<Option<i64>, VecDeque<Category>>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Where a success writes its attempt's deferral riders, as the handler
+    /// service's commit would.
+    store: Arc<Mutex<Option<FakeStore>>>,
 }
 
 impl Handler {
@@ -391,6 +443,16 @@ impl Service<EventRequest<Encoded>> for Handler {
             demand: request.context.demand(),
             ok: error.is_none(),
         });
+        if error.is_none() {
+            let store = self.store.lock().unwrap().clone();
+            for rider in request.context.riders() {
+                if let (Some(store), Rider::Defer(DeferWrite::Complete { key, offset })) =
+                    (&store, rider)
+                {
+                    store.complete_now(key, *offset);
+                }
+            }
+        }
         ready(match error {
             Some(category) => Err(HandlerError::new(
                 category,
@@ -416,18 +478,23 @@ impl Harness {
         let loader = FakeLoader::default();
         let handler = Handler::default();
         let layer = DeferLayer::new(config, store.clone(), loader.clone());
+        *handler.store.lock().unwrap() = Some(store.clone());
+        let timers = FakeTimers {
+            deferred: Mutex::new(Some(store.clone())),
+            ..FakeTimers::default()
+        };
         Self {
             store,
             loader,
             service: layer.layer(handler.clone()),
             handler,
-            timers: Arc::default(),
+            timers: Arc::new(timers),
         }
     }
 
     /// Timers over this harness's timer access.
     pub(super) fn access(&self) -> Timers {
-        Timers::new(Arc::clone(&self.timers) as Arc<dyn TimerAccess>)
+        Timers::new(Arc::clone(&self.timers) as Arc<dyn StoreAccess>)
     }
 
     /// A message of `key` at `offset` with timers, and its shutdown token.

@@ -1,0 +1,207 @@
+//! One attempt's writes, and the stores that take them together.
+//!
+//! Everything an attempt changes (its handler's timers, the dedup record of
+//! its message, the deferral bookkeeping of the defer stage) is gathered in
+//! one [`Batch`] and written with one [`Stores::commit`] once the attempt
+//! succeeded, before its event settles. A failed attempt writes nothing.
+
+use super::StoreError;
+use super::dedup::{DedupKey, DedupStore};
+use super::defer::{DeferStore, Deferral};
+use super::timer::{TimerEntry, TimerKind, TimerStore};
+use crate::broker::TopicPartition;
+use crate::clock::Timestamp;
+use crate::key::Key;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A change to one key's timers of one kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimerChange {
+    /// Adds the timer at `time`, scheduled by the span `trace`.
+    Schedule {
+        /// When it fires (rounded to the second by the store).
+        time: Timestamp,
+        /// The W3C `traceparent` of the scheduling span.
+        trace: Option<Arc<str>>,
+    },
+    /// Removes the timer at `time`.
+    Unschedule {
+        /// Its time.
+        time: Timestamp,
+    },
+    /// Removes every timer of the key and kind.
+    Clear,
+}
+
+/// A change to a key's timers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerWrite {
+    /// The key.
+    pub key: Key,
+    /// Whose timers.
+    pub kind: TimerKind,
+    /// The change.
+    pub change: TimerChange,
+}
+
+/// A change to a key's deferred offsets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeferWrite {
+    /// [`DeferStore::defer`].
+    Defer {
+        /// The key.
+        key: Key,
+        /// The record's offset.
+        offset: i64,
+        /// Why it is deferred.
+        deferral: Deferral,
+    },
+    /// [`DeferStore::complete`]: the head is done with.
+    Complete {
+        /// The key.
+        key: Key,
+        /// The head's offset.
+        offset: i64,
+    },
+    /// [`DeferStore::failed`]: the head failed once more.
+    Failed {
+        /// The key.
+        key: Key,
+    },
+}
+
+/// A handled message to remember for deduplication.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DedupWrite {
+    /// Its dedup key.
+    pub key: DedupKey,
+    /// How long to remember it.
+    pub ttl: Duration,
+}
+
+/// Everything one attempt writes to one partition's stores, in order.
+///
+/// Invariant: the writes of each store are applied in the order given, and
+/// every write is idempotent (applying a batch twice leaves what applying
+/// it once does), so a batch that failed partway is simply written again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// Timer changes, in order.
+    pub timers: Vec<TimerWrite>,
+    /// Deferral changes, in order.
+    pub deferrals: Vec<DeferWrite>,
+    /// Dedup records.
+    pub dedup: Vec<DedupWrite>,
+}
+
+impl Batch {
+    /// Whether the batch writes nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.timers.is_empty() && self.deferrals.is_empty() && self.dedup.is_empty()
+    }
+
+    /// How many writes the batch holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.timers.len() + self.deferrals.len() + self.dedup.len()
+    }
+
+    /// The same batch with a timer change.
+    #[must_use]
+    pub fn timer(mut self, key: &Key, kind: TimerKind, change: TimerChange) -> Self {
+        self.timers.push(TimerWrite {
+            key: key.clone(),
+            kind,
+            change,
+        });
+        self
+    }
+
+    /// The same batch with a deferral change.
+    #[must_use]
+    pub fn deferral(mut self, write: DeferWrite) -> Self {
+        self.deferrals.push(write);
+        self
+    }
+}
+
+/// The stores of one client: its timers, deferrals and dedup records, in
+/// one backend, for one consumer group.
+///
+/// Contract (checked by the conformance suite, `store::conformance::stores`):
+/// - a store instance belongs to one consumer group: two instances for two
+///   groups on one backend (one Cassandra keyspace, say) never see each
+///   other's data;
+/// - [`commit`](Self::commit) applies a batch so that, once it returns
+///   `Ok`, every write is durable and visible to every read, each store's
+///   writes in their order (a clear then a schedule of one key keeps the
+///   schedule). On `Err` some writes may have landed: the caller writes the
+///   whole batch again (writes are idempotent) or gives up on the attempt.
+///   What a backend adds (atomicity across the writes) it says itself;
+/// - one member writes a partition at a time: the runtime writes a
+///   partition's stores only while it owns the partition and stops before
+///   it lets the partition go. A member that lost its partition without
+///   knowing (evicted by its group while it still runs) may still commit:
+///   its writes are of the same idempotent kinds, for records the new owner
+///   handles again, so at worst they repeat the new owner's (a timer
+///   scheduled twice is one timer, an offset deferred twice is deferred
+///   once) or count a failure twice (a longer retry delay).
+pub trait Stores: TimerStore + DeferStore + DedupStore + Clone {
+    /// Writes one attempt's batch for `partition`. The default applies each
+    /// write through the single-write methods: timers, then deferrals, then
+    /// dedup records; it is not atomic (a failure stops it partway).
+    fn commit(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { apply(self, partition, batch).await }
+    }
+}
+
+/// Applies a batch write by write, in the contract's order.
+///
+/// # Errors
+///
+/// The first write that fails; the ones before it have landed.
+pub async fn apply<S: Stores>(
+    stores: &S,
+    partition: &TopicPartition,
+    batch: Batch,
+) -> Result<(), StoreError> {
+    for TimerWrite { key, kind, change } in batch.timers {
+        match change {
+            TimerChange::Schedule { time, trace } => {
+                let mut entry = TimerEntry::new(key, time).with_kind(kind);
+                entry.trace = trace;
+                stores.schedule(partition, entry).await?;
+            }
+            TimerChange::Unschedule { time } => {
+                stores.unschedule(partition, &key, kind, time).await?;
+            }
+            TimerChange::Clear => stores.clear(partition, &key, kind).await?,
+        }
+    }
+    for write in batch.deferrals {
+        match write {
+            DeferWrite::Defer {
+                key,
+                offset,
+                deferral,
+            } => stores.defer(partition, &key, offset, deferral).await?,
+            DeferWrite::Complete { key, offset } => {
+                stores.complete(partition, &key, offset).await?;
+            }
+            DeferWrite::Failed { key } => {
+                stores.failed(partition, &key).await?;
+            }
+        }
+    }
+    for DedupWrite { key, ttl } in batch.dedup {
+        stores.insert(key, ttl).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! The in-memory stores of one client, together.
+
+use crate::{MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
+use prosody_core::broker::TopicPartition;
+use prosody_core::clock::Timestamp;
+use prosody_core::key::Key;
+use prosody_core::store::{
+    DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
+    TimerKind, TimerStore,
+};
+use std::future::Future;
+use std::time::Duration;
+
+/// A client's timers, deferrals and dedup records, in memory; clones share
+/// them (so several clients of a test can share one set, as members of a
+/// group share Cassandra).
+///
+/// What is atomic: each write takes its store's lock on its own, so a
+/// batch ([`Stores::commit`], the default one) is applied write by write;
+/// since no write fails, every batch lands whole, but a read running
+/// meanwhile may see part of it. Nothing outlives the process: on Kafka,
+/// deferred records and timers are lost when it stops.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryStores {
+    timers: MemoryTimerStore,
+    deferred: MemoryDeferStore,
+    dedup: MemoryDedupStore,
+}
+
+impl MemoryStores {
+    /// Empty stores.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores over these three (each shared with its other clones).
+    #[must_use]
+    pub fn from_parts(
+        timers: MemoryTimerStore,
+        deferred: MemoryDeferStore,
+        dedup: MemoryDedupStore,
+    ) -> Self {
+        Self {
+            timers,
+            deferred,
+            dedup,
+        }
+    }
+
+    /// The timer store.
+    #[must_use]
+    pub fn timers(&self) -> &MemoryTimerStore {
+        &self.timers
+    }
+
+    /// The defer store.
+    #[must_use]
+    pub fn deferred(&self) -> &MemoryDeferStore {
+        &self.deferred
+    }
+
+    /// The dedup store.
+    #[must_use]
+    pub fn dedup(&self) -> &MemoryDedupStore {
+        &self.dedup
+    }
+}
+
+impl TimerStore for MemoryStores {
+    fn schedule(
+        &self,
+        partition: &TopicPartition,
+        entry: TimerEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.timers.schedule(partition, entry)
+    }
+
+    fn unschedule(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.timers.unschedule(partition, key, kind, time)
+    }
+
+    fn clear(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.timers.clear(partition, key, kind)
+    }
+
+    fn scheduled(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> impl Future<Output = Result<Vec<Timestamp>, StoreError>> + Send {
+        self.timers.scheduled(partition, key, kind)
+    }
+
+    fn load(
+        &self,
+        partition: &TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> impl Future<Output = Result<Vec<TimerEntry>, StoreError>> + Send {
+        self.timers.load(partition, from, until)
+    }
+}
+
+impl DeferStore for MemoryStores {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.deferred.peek(partition, key)
+    }
+
+    fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.deferred.defer(partition, key, offset, deferral)
+    }
+
+    fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
+        self.deferred.deferred(partition, key)
+    }
+
+    fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        self.deferred.complete(partition, key, offset)
+    }
+
+    fn failed(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> impl Future<Output = Result<u32, StoreError>> + Send {
+        self.deferred.failed(partition, key)
+    }
+
+    fn keys(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
+        self.deferred.keys(partition)
+    }
+}
+
+impl DedupStore for MemoryStores {
+    fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.dedup.contains(key)
+    }
+
+    fn insert(
+        &self,
+        key: DedupKey,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.dedup.insert(key, ttl)
+    }
+}
+
+impl Stores for MemoryStores {}

@@ -1,0 +1,118 @@
+//! From resolved settings to backends: the Kafka broker, checked, and the
+//! stores, chosen so that nothing defaults to a store that loses data.
+
+use crate::backend::Backend;
+use crate::config::{Cluster, ConfigError, Settings};
+use crate::stores::ClientStores;
+use prosody_core::broker::BrokerError;
+use prosody_kafka::{KafkaBroker, KafkaConfig};
+use prosody_memory::{MemoryBroker, MemoryStores};
+use std::sync::OnceLock;
+
+/// A broker given to the builder.
+pub(crate) enum Given {
+    /// An in-memory broker: records, and so stores, die with the process.
+    Memory(MemoryBroker),
+    /// The caller's: records may outlive the process.
+    Custom(Backend),
+}
+
+/// The in-memory broker every mock client of this process shares, unless
+/// the builder names another.
+pub(crate) fn shared_mock_broker() -> MemoryBroker {
+    static BROKER: OnceLock<MemoryBroker> = OnceLock::new();
+    BROKER.get_or_init(MemoryBroker::new).clone()
+}
+
+/// The client's stores: the ones given; in memory where records die with
+/// the process; else Cassandra with `cassandra_nodes`, else memory only when
+/// `memory_stores` says so.
+///
+/// # Errors
+///
+/// [`ConfigError::NoDurableStore`] when records outlive the process and no
+/// store does.
+pub(crate) fn stores(
+    given: Option<ClientStores>,
+    broker: Option<&Given>,
+    settings: &Settings,
+) -> Result<ClientStores, ConfigError> {
+    if let Some(stores) = given {
+        return Ok(stores);
+    }
+    let durable = match broker {
+        Some(Given::Memory(_)) => false,
+        Some(Given::Custom(_)) => true,
+        None => settings.cluster != Cluster::Mock,
+    };
+    if !durable {
+        // Mock mode keeps every store in memory, whatever cassandra_nodes
+        // says.
+        return Ok(ClientStores::new(MemoryStores::new()));
+    }
+    if !settings.cassandra.nodes.is_empty() {
+        return Err(ConfigError::Invalid {
+            option: "cassandra_nodes",
+            reason: "the Cassandra stores are not in this version".to_owned(),
+        });
+    }
+    if settings.memory_stores {
+        tracing::warn!(
+            "memory_stores is set: timers, deferred records and dedup records are lost when \
+             this process stops or its partitions move"
+        );
+        return Ok(ClientStores::new(MemoryStores::new()));
+    }
+    Err(ConfigError::NoDurableStore)
+}
+
+/// The Kafka broker of `servers`, with the settings' options and then the
+/// caller's librdkafka `properties`, once the cluster answered.
+///
+/// # Errors
+///
+/// An invalid setting, or a cluster that refused or did not answer within
+/// `connect_timeout` ([`ConfigError::Unreachable`]).
+pub(crate) async fn kafka(
+    servers: &[String],
+    settings: &Settings,
+    properties: Vec<(String, String)>,
+) -> Result<Backend, ConfigError> {
+    let invalid = |e: BrokerError| ConfigError::Invalid {
+        option: "bootstrap_servers",
+        reason: e.to_string(),
+    };
+    let mut config = KafkaConfig::new(servers.iter().cloned())
+        .map_err(invalid)?
+        .discard_threshold(settings.qos.loader.discard_threshold)
+        .statistics_interval(settings.observe.statistics_interval)
+        .group_protocol(settings.kafka.group_protocol);
+    // Where the user names the authorities themselves (`ssl.ca.pem`, say),
+    // no probing for the system's.
+    let own_ca = properties.iter().any(|(key, _)| key.starts_with("ssl.ca."));
+    for (key, value) in settings.kafka.properties() {
+        if !(own_ca && key == "ssl.ca.location") {
+            config = config.with(key, value);
+        }
+    }
+    // `kafka_property` comes last, so it wins.
+    for (key, value) in properties {
+        config = config.with(key, value);
+    }
+    let broker = KafkaBroker::new(config);
+    broker
+        .check(settings.kafka.connect_timeout)
+        .await
+        .map_err(|e| match e {
+            // librdkafka refused a setting (it names which).
+            BrokerError::Invalid(reason) => ConfigError::Invalid {
+                option: "kafka_property",
+                reason,
+            },
+            e => ConfigError::Unreachable {
+                retriable: e.is_retriable(),
+                reason: e.to_string(),
+            },
+        })?;
+    Ok(Backend::kafka(broker))
+}

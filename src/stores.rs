@@ -1,0 +1,292 @@
+//! The client's stores, whichever backend holds them: one opaque type, so
+//! no signature of the facade names a backend and adding one changes none.
+
+use prosody_core::broker::TopicPartition;
+use prosody_core::clock::Timestamp;
+use prosody_core::key::Key;
+use prosody_core::store::{
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
+    TimerKind, TimerStore,
+};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// [`Stores`] with boxed futures, so any backend fits behind one pointer.
+trait DynStores: Send + Sync {
+    fn schedule<'a>(&'a self, partition: &'a TopicPartition, entry: TimerEntry) -> Call<'a, ()>;
+    fn unschedule<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Call<'a, ()>;
+    fn clear<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        kind: TimerKind,
+    ) -> Call<'a, ()>;
+    fn scheduled<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        kind: TimerKind,
+    ) -> Call<'a, Vec<Timestamp>>;
+    fn load<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Call<'a, Vec<TimerEntry>>;
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool>;
+    fn defer<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Call<'a, ()>;
+    fn deferred<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+    ) -> Call<'a, Option<Deferred>>;
+    fn complete<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        offset: i64,
+    ) -> Call<'a, Option<i64>>;
+    fn failed<'a>(&'a self, partition: &'a TopicPartition, key: &'a Key) -> Call<'a, u32>;
+    fn keys<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, Vec<Key>>;
+    fn contains(&self, key: DedupKey) -> Call<'_, bool>;
+    fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()>;
+    fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()>;
+}
+
+impl<S: Stores> DynStores for S {
+    fn schedule<'a>(&'a self, partition: &'a TopicPartition, entry: TimerEntry) -> Call<'a, ()> {
+        Box::pin(TimerStore::schedule(self, partition, entry))
+    }
+
+    fn unschedule<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Call<'a, ()> {
+        Box::pin(TimerStore::unschedule(self, partition, key, kind, time))
+    }
+
+    fn clear<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        kind: TimerKind,
+    ) -> Call<'a, ()> {
+        Box::pin(TimerStore::clear(self, partition, key, kind))
+    }
+
+    fn scheduled<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        kind: TimerKind,
+    ) -> Call<'a, Vec<Timestamp>> {
+        Box::pin(TimerStore::scheduled(self, partition, key, kind))
+    }
+
+    fn load<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Call<'a, Vec<TimerEntry>> {
+        Box::pin(TimerStore::load(self, partition, from, until))
+    }
+
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        DeferStore::peek(self, partition, key)
+    }
+
+    fn defer<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Call<'a, ()> {
+        Box::pin(DeferStore::defer(self, partition, key, offset, deferral))
+    }
+
+    fn deferred<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+    ) -> Call<'a, Option<Deferred>> {
+        Box::pin(DeferStore::deferred(self, partition, key))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        key: &'a Key,
+        offset: i64,
+    ) -> Call<'a, Option<i64>> {
+        Box::pin(DeferStore::complete(self, partition, key, offset))
+    }
+
+    fn failed<'a>(&'a self, partition: &'a TopicPartition, key: &'a Key) -> Call<'a, u32> {
+        Box::pin(DeferStore::failed(self, partition, key))
+    }
+
+    fn keys<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, Vec<Key>> {
+        Box::pin(DeferStore::keys(self, partition))
+    }
+
+    fn contains(&self, key: DedupKey) -> Call<'_, bool> {
+        Box::pin(DedupStore::contains(self, key))
+    }
+
+    fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()> {
+        Box::pin(DedupStore::insert(self, key, ttl))
+    }
+
+    fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()> {
+        Box::pin(Stores::commit(self, partition, batch))
+    }
+}
+
+/// The stores a client uses: in memory, on Cassandra, or the ones given to
+/// [`ClientBuilder::stores`](crate::ClientBuilder::stores); clones share
+/// them.
+///
+/// Each call goes through one pointer and one boxed future; the per-record
+/// path of a message without an `id` makes no call at all (the defer
+/// stage's `peek` is answered without one where the backend can).
+#[derive(Clone)]
+pub struct ClientStores(Arc<dyn DynStores>);
+
+impl ClientStores {
+    /// Wraps a backend's stores.
+    pub(crate) fn new(stores: impl Stores) -> Self {
+        Self(Arc::new(stores))
+    }
+}
+
+impl fmt::Debug for ClientStores {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientStores").finish_non_exhaustive()
+    }
+}
+
+impl TimerStore for ClientStores {
+    async fn schedule(
+        &self,
+        partition: &TopicPartition,
+        entry: TimerEntry,
+    ) -> Result<(), StoreError> {
+        self.0.schedule(partition, entry).await
+    }
+
+    async fn unschedule(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.0.unschedule(partition, key, kind, time).await
+    }
+
+    async fn clear(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<(), StoreError> {
+        self.0.clear(partition, key, kind).await
+    }
+
+    async fn scheduled(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        self.0.scheduled(partition, key, kind).await
+    }
+
+    async fn load(
+        &self,
+        partition: &TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<TimerEntry>, StoreError> {
+        self.0.load(partition, from, until).await
+    }
+}
+
+impl DeferStore for ClientStores {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.0.peek(partition, key)
+    }
+
+    async fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Result<(), StoreError> {
+        self.0.defer(partition, key, offset, deferral).await
+    }
+
+    async fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        self.0.deferred(partition, key).await
+    }
+
+    async fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.0.complete(partition, key, offset).await
+    }
+
+    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        self.0.failed(partition, key).await
+    }
+
+    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.0.keys(partition).await
+    }
+}
+
+impl DedupStore for ClientStores {
+    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
+        self.0.contains(key).await
+    }
+
+    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
+        self.0.insert(key, ttl).await
+    }
+}
+
+impl Stores for ClientStores {
+    async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        self.0.commit(partition, batch).await
+    }
+}

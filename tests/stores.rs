@@ -1,0 +1,306 @@
+//! How a client chooses its stores, and what a store error does, on the
+//! in-memory broker under a paused clock.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+use prosody::broker::TopicPartition;
+use prosody::store::{
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
+    TimerKind, TimerStore,
+};
+use prosody::{
+    ConfigError, Context, EventHandler, Excise, HandlerError, Key, MemoryBroker, MemoryStores,
+    Message, ProsodyClient, Timer, Timestamp,
+};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const DEADLINE: Duration = Duration::from_secs(3600);
+
+/// Schedules a timer a minute out for every message, and reports it.
+#[derive(Clone)]
+struct Scheduler(mpsc::UnboundedSender<String>);
+
+impl EventHandler for Scheduler {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(&self, context: Context, _: Message<Value>) -> Result<(), HandlerError> {
+        let at = Timestamp::from_millis(prosody_core::clock::now().as_millis() + 60_000);
+        context.schedule(at).map_err(HandlerError::transient)?;
+        let _ = self.0.send(context.key().to_string());
+        Ok(())
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+/// Memory stores whose commits touching the key `refused` are rejected,
+/// and whose first `unavailable` commits fail as retriable.
+#[derive(Clone)]
+struct Picky {
+    inner: MemoryStores,
+    unavailable: Arc<AtomicUsize>,
+}
+
+impl Stores for Picky {
+    async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        if batch
+            .timers
+            .iter()
+            .any(|write| write.key.as_str() == "refused")
+        {
+            return Err(StoreError::rejected(
+                "schema version 9 is newer than this client knows",
+            ));
+        }
+        let left = self.unavailable.load(Ordering::SeqCst);
+        if left > 0 {
+            self.unavailable.store(left - 1, Ordering::SeqCst);
+            return Err(StoreError::unavailable("the store timed out"));
+        }
+        self.inner.commit(partition, batch).await
+    }
+}
+
+impl TimerStore for Picky {
+    async fn schedule(&self, p: &TopicPartition, entry: TimerEntry) -> Result<(), StoreError> {
+        self.inner.schedule(p, entry).await
+    }
+
+    async fn unschedule(
+        &self,
+        p: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.inner.unschedule(p, key, kind, time).await
+    }
+
+    async fn clear(
+        &self,
+        p: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<(), StoreError> {
+        self.inner.clear(p, key, kind).await
+    }
+
+    async fn scheduled(
+        &self,
+        p: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        self.inner.scheduled(p, key, kind).await
+    }
+
+    async fn load(
+        &self,
+        p: &TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<TimerEntry>, StoreError> {
+        self.inner.load(p, from, until).await
+    }
+}
+
+impl DeferStore for Picky {
+    async fn defer(
+        &self,
+        p: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Result<(), StoreError> {
+        self.inner.defer(p, key, offset, deferral).await
+    }
+
+    async fn deferred(
+        &self,
+        p: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        DeferStore::deferred(&self.inner, p, key).await
+    }
+
+    async fn complete(
+        &self,
+        p: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.complete(p, key, offset).await
+    }
+
+    async fn failed(&self, p: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        self.inner.failed(p, key).await
+    }
+
+    async fn keys(&self, p: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.inner.keys(p).await
+    }
+}
+
+impl DedupStore for Picky {
+    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
+        self.inner.contains(key).await
+    }
+
+    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
+        self.inner.insert(key, ttl).await
+    }
+}
+
+/// On Kafka, no store that outlives the process means no client: the
+/// build fails naming what to set, before it reaches for the cluster (the
+/// servers here answer nothing).
+#[tokio::test]
+async fn kafka_without_a_durable_store_does_not_build() {
+    let error = ProsodyClient::builder()
+        .bootstrap_servers(["127.0.0.1:9"])
+        // No Cassandra, whatever PROSODY_CASSANDRA_NODES says.
+        .cassandra_nodes(Vec::<String>::new())
+        .memory_stores(false)
+        .group_id("svc")
+        .build()
+        .await
+        .expect_err("built without a durable store");
+    assert_eq!(error, ConfigError::NoDurableStore);
+    let message = error.to_string();
+    for named in ["cassandra_nodes", "stores(", "memory_stores(true)"] {
+        assert!(message.contains(named), "{message:?} does not name {named}");
+    }
+}
+
+/// A broker of the caller's may keep its records anywhere, so it too needs
+/// stores named, or the explicit opt-in to memory.
+#[tokio::test(start_paused = true)]
+async fn a_custom_broker_takes_stores_only_when_told() {
+    let broker = MemoryBroker::new();
+    let builder = || {
+        ProsodyClient::builder()
+            .broker(broker.clone())
+            .cassandra_nodes(Vec::<String>::new())
+            .group_id("svc")
+    };
+    assert_eq!(
+        builder().build().await.expect_err("built without stores"),
+        ConfigError::NoDurableStore
+    );
+    let opted = builder().memory_stores(true).build().await;
+    assert!(opted.is_ok(), "memory_stores(true): {opted:?}");
+    let given = builder().stores(MemoryStores::new()).build().await;
+    assert!(given.is_ok(), "stores(...): {given:?}");
+}
+
+/// The stores given to the builder are the ones the client writes: a
+/// timer scheduled by a handler lands in them.
+#[tokio::test(start_paused = true)]
+async fn the_given_stores_hold_the_timers() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).expect("topic");
+    let stores = MemoryStores::new();
+    let client = ProsodyClient::builder()
+        .memory_broker(broker)
+        .stores(stores.clone())
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .build()
+        .await
+        .expect("client");
+    let (seen, mut handled) = mpsc::unbounded_channel();
+    client.subscribe(Scheduler(seen)).await.expect("subscribe");
+    client.send("t", "k", &json!({})).await.expect("send");
+    tokio::time::timeout(DEADLINE, handled.recv())
+        .await
+        .expect("handled");
+    let committed = tokio::time::timeout(DEADLINE, async {
+        while stores.timers().stored_timers() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        committed.is_ok(),
+        "the timer never reached the given stores"
+    );
+    client.shutdown().await;
+}
+
+/// A retriable store error retries the attempt; a refusal halts the
+/// partition, and liveness names the store's own words.
+#[tokio::test(start_paused = true)]
+async fn store_errors_keep_their_category() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).expect("topic");
+    let stores = Picky {
+        inner: MemoryStores::new(),
+        unavailable: Arc::new(AtomicUsize::new(2)),
+    };
+    let client = ProsodyClient::builder()
+        .memory_broker(broker)
+        .stores(stores.clone())
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .build()
+        .await
+        .expect("client");
+    let (seen, mut handled) = mpsc::unbounded_channel();
+    client.subscribe(Scheduler(seen)).await.expect("subscribe");
+    client.send("t", "k", &json!({})).await.expect("send");
+    // Two commits fail as retriable: the message is tried again until one
+    // lands.
+    let landed = tokio::time::timeout(DEADLINE, async {
+        while stores.inner.timers().stored_timers() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(landed.is_ok(), "the message's commit never landed");
+    assert_eq!(stores.unavailable.load(Ordering::SeqCst), 0);
+    let mut attempts = 0;
+    while let Ok(key) = handled.try_recv() {
+        assert_eq!(key, "k");
+        attempts += 1;
+    }
+    assert!(attempts >= 2, "handled {attempts} times: not tried again");
+    assert!(client.liveness_problems().is_empty());
+
+    client.send("t", "refused", &json!({})).await.expect("send");
+    let halted = tokio::time::timeout(DEADLINE, async {
+        while client.halted_partitions().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        halted.is_ok(),
+        "a refused commit did not halt the partition"
+    );
+    assert_eq!(
+        client.liveness_problems(),
+        [
+            "partition t/0 halted: terminal error: store rejected the operation: \
+          schema version 9 is newer than this client knows"
+        ]
+    );
+    client.shutdown().await;
+}
