@@ -84,8 +84,10 @@ pub struct DedupWrite {
 /// Everything one attempt writes to one partition's stores, in order.
 ///
 /// Invariant: the writes of each store are applied in the order given, and
-/// every write is idempotent (applying a batch twice leaves what applying
-/// it once does), so a batch that failed partway is simply written again.
+/// every write but [`DeferWrite::Failed`] is idempotent (applying such a
+/// batch twice leaves what applying it once does), so a batch that failed
+/// partway can be written again. A failure counted twice only lengthens
+/// the next retry delay.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     /// Timer changes, in order.

@@ -7,6 +7,7 @@
 
 pub mod dedup;
 pub mod defer;
+pub mod stores;
 pub mod timer;
 
 use crate::broker::conformance::Failure;
