@@ -68,6 +68,8 @@ trait DynStores: Send + Sync {
     fn contains(&self, key: DedupKey) -> Call<'_, bool>;
     fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()>;
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()>;
+    fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()>;
+    fn close(&self, partition: &TopicPartition);
 }
 
 impl<S: Stores> DynStores for S {
@@ -161,6 +163,14 @@ impl<S: Stores> DynStores for S {
 
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()> {
         Box::pin(Stores::commit(self, partition, batch))
+    }
+
+    fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()> {
+        Box::pin(Stores::open(self, partition))
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        Stores::close(self, partition);
     }
 }
 
@@ -288,5 +298,13 @@ impl DedupStore for ClientStores {
 impl Stores for ClientStores {
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         self.0.commit(partition, batch).await
+    }
+
+    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        self.0.open(partition).await
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        self.0.close(partition);
     }
 }

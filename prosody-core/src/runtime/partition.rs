@@ -12,6 +12,7 @@ use crate::codec;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
+use crate::timers::StoreAccess;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -19,6 +20,25 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, error, warn};
+
+/// The longest the stores may take to open a partition.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Tells the stores the partition is this member's, before anything of it
+/// runs; on failure the partition runs anyway (the stores stay correct,
+/// only without what they would have cached).
+async fn open(timers: &dyn StoreAccess, tp: &TopicPartition) {
+    match tokio::time::timeout(OPEN_TIMEOUT, timers.open()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            warn!(partition = %tp, %error, "opening the partition's stores failed; it runs without their cache");
+        }
+        Err(_) => {
+            warn!(partition = %tp, timeout = ?OPEN_TIMEOUT,
+                "opening the partition's stores timed out; it runs without their cache");
+        }
+    }
+}
 
 /// No committable offset yet.
 pub(crate) const NO_OFFSET: i64 = -1;
@@ -133,6 +153,7 @@ where
 {
     /// Runs until drained or until the poll loop goes away.
     pub(crate) async fn run(mut self) {
+        open(&*self.shared.timers, &self.tp).await;
         self.alarm.start().await;
         loop {
             tokio::select! {
@@ -140,12 +161,14 @@ where
                     Some(Command::Record(record)) => self.accept(record),
                     Some(Command::Drain { cancel_at, deadline, reply }) => {
                         self.drain(cancel_at, deadline).await;
+                        self.shared.timers.close();
                         let _ = reply.send(self.tracker.committable());
                         return;
                     }
                     None => {
                         self.shared.cancel.cancel();
                         self.running.abort_all();
+                        self.shared.timers.close();
                         return;
                     }
                 },

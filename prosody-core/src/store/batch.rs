@@ -151,7 +151,31 @@ impl Batch {
 ///   handles again, so at worst they repeat the new owner's (a timer
 ///   scheduled twice is one timer, an offset deferred twice is deferred
 ///   once) or count a failure twice (a longer retry delay).
+///
+/// Ownership: the runtime calls [`open`](Self::open) when this member
+/// takes a partition, before it handles any of its events, and
+/// [`close`](Self::close) once it let the partition go; a backend that
+/// caches what it read of a partition (the answers of
+/// [`DeferStore::peek`], say) keeps the cache between the two and forgets
+/// it at `close`, because another member may write the partition next.
 pub trait Stores: TimerStore + DeferStore + DedupStore + Clone {
+    /// This member now owns `partition`. The default does nothing. An error
+    /// is logged and the partition runs anyway, so a backend must stay
+    /// correct (if slower) on a partition whose open failed.
+    fn open(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = partition;
+        std::future::ready(Ok(()))
+    }
+
+    /// This member let `partition` go (or never got to open it). The
+    /// default does nothing.
+    fn close(&self, partition: &TopicPartition) {
+        let _ = partition;
+    }
+
     /// Writes one attempt's batch for `partition`. The default applies each
     /// write through the single-write methods: timers, then deferrals, then
     /// dedup records; it is not atomic (a failure stops it partway).

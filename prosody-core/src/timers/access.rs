@@ -99,6 +99,14 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
         Box::pin(self.write(batch))
     }
 
+    fn open(&self) -> StoreFuture<'_, ()> {
+        Box::pin(self.stores.open(&self.partition))
+    }
+
+    fn close(&self) {
+        self.stores.close(&self.partition);
+    }
+
     fn load(&self, from: Timestamp, until: Timestamp) -> StoreFuture<'_, Vec<Due>> {
         Box::pin(async move {
             let entries = self.stores.load(&self.partition, from, until).await?;

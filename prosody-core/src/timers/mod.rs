@@ -136,6 +136,14 @@ pub(crate) trait StoreAccess: Send + Sync {
 
     /// The partition's timers with `from <= time < until`, of every kind.
     fn load(&self, from: Timestamp, until: Timestamp) -> StoreFuture<'_, Vec<Due>>;
+
+    /// The member took the partition ([`Stores::open`](crate::store::Stores::open)).
+    fn open(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The member let the partition go ([`Stores::close`](crate::store::Stores::close)).
+    fn close(&self) {}
 }
 
 /// What every attempt of one event shares about its timers.

@@ -1,0 +1,417 @@
+//! Cassandra stores for prosody: the timers, deferred offsets and dedup
+//! records of one consumer group, in one keyspace, outliving the process.
+//!
+//! [`CassandraStores::connect`] logs in, brings the keyspace's schema to
+//! this version ([`schema`]), prepares every statement, and returns stores
+//! that implement [`Stores`]:
+//!
+//! - a commit is one request: a lone statement, or a logged batch, which
+//!   Cassandra applies whole or not at all; each write carries its own
+//!   timestamp, strictly increasing, so the writes of a batch apply in
+//!   their order and writing a batch again changes nothing;
+//! - every row carries the group, so groups sharing a keyspace never see
+//!   each other's data, and a TTL: dedup records their own (at most the
+//!   retention), everything else the retention;
+//! - a request error keeps its category: timeouts and unavailable replicas
+//!   are retriable ([`StoreError::Unavailable`]), a refusal (a schema
+//!   mismatch, a missing permission) is not ([`StoreError::Rejected`]).
+//!
+//! Concurrency: only the owner of a partition writes it. The defer store's
+//! read-modify-write (a key's queue read, changed, written back) relies on
+//! that, and on what the owner knows of its partitions (loaded at
+//! [`Stores::open`], forgotten at [`Stores::close`]). A member that lost
+//! its partition without knowing (evicted while it still runs) may still
+//! commit: its timer and dedup writes repeat the new owner's, and its
+//! deferral writes may add back an offset the new owner completed (handled
+//! again later: at-least-once) or set a head's failure count (a shorter or
+//! longer retry delay). No write of it removes what the new owner wrote
+//! later: later timestamps win.
+
+mod config;
+mod dedup;
+mod defer;
+mod error;
+pub mod schema;
+mod statements;
+mod timer;
+mod write;
+
+pub use config::CassandraConfig;
+pub use error::ConnectError;
+
+use crate::defer::Known;
+use crate::error::Classify;
+use crate::statements::Statements;
+use crate::write::{WriteClock, Writes};
+use prosody_core::broker::TopicPartition;
+use prosody_core::clock::Timestamp;
+use prosody_core::key::Key;
+use prosody_core::store::timer::SlabSize;
+use prosody_core::store::{
+    Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Deferred,
+    StoreError, Stores, TimerChange, TimerEntry, TimerKind, TimerStore,
+};
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::info;
+
+/// The timer, defer and dedup stores of one consumer group on Cassandra;
+/// clones share one session.
+#[derive(Clone)]
+pub struct CassandraStores(Arc<Inner>);
+
+pub(crate) struct Inner {
+    session: Session,
+    statements: Statements,
+    keyspace: String,
+    group: Arc<str>,
+    /// The retention as a TTL, in seconds.
+    ttl: i32,
+    slab_size: SlabSize,
+    clock: WriteClock,
+    known: Known,
+}
+
+impl fmt::Debug for CassandraStores {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CassandraStores")
+            .field("keyspace", &self.0.keyspace)
+            .field("group", &self.0.group)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A plain CQL identifier: a letter, then letters, digits or `_`, at most
+/// 48 in all.
+fn identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 48
+}
+
+fn validate(config: &CassandraConfig, group: &str) -> Result<(), ConnectError> {
+    let invalid = |option, reason: &str| {
+        Err(ConnectError::Invalid {
+            option,
+            reason: reason.to_owned(),
+        })
+    };
+    if config.nodes.is_empty() || config.nodes.iter().any(|node| node.trim().is_empty()) {
+        return invalid(
+            "cassandra_nodes",
+            "needs at least one host:port, none empty",
+        );
+    }
+    if !identifier(&config.keyspace) {
+        return Err(ConnectError::Invalid {
+            option: "cassandra_keyspace",
+            reason: format!(
+                "{:?} is not a letter followed by at most 47 letters, digits or `_`",
+                config.keyspace
+            ),
+        });
+    }
+    if config.rack.is_some() && config.datacenter.is_none() {
+        return invalid("cassandra_rack", "needs cassandra_datacenter");
+    }
+    if config.retention < Duration::from_secs(1) {
+        return invalid("cassandra_retention", "must be at least 1s");
+    }
+    if group.is_empty() {
+        return invalid("group_id", "must not be empty");
+    }
+    Ok(())
+}
+
+/// Whether a failed connection was a refused login.
+fn refused_login(error: &scylla::errors::NewSessionError) -> bool {
+    let shown = format!("{error} {error:?}");
+    [
+        "AuthenticationError",
+        "MissingAuthentication",
+        "Authentication is required",
+        "password are incorrect",
+    ]
+    .iter()
+    .any(|sign| shown.contains(sign))
+}
+
+impl CassandraStores {
+    /// Connects for consumer group `group`: logs in, migrates the keyspace
+    /// (creating it if missing), and prepares the statements.
+    ///
+    /// # Errors
+    ///
+    /// A bad option ([`ConnectError::Invalid`]), a refused login
+    /// ([`ConnectError::Authentication`]), nodes that do not answer within
+    /// the connect timeout ([`ConnectError::Unreachable`]), a keyspace of a
+    /// newer schema ([`ConnectError::NewerSchema`]) or a failed migration.
+    pub async fn connect(config: &CassandraConfig, group: &str) -> Result<Self, ConnectError> {
+        validate(config, group)?;
+        let profile = ExecutionProfile::builder()
+            .request_timeout(Some(config.request_timeout))
+            .build();
+        let mut builder = SessionBuilder::new()
+            .known_nodes(&config.nodes)
+            .connection_timeout(config.connect_timeout)
+            .default_execution_profile_handle(profile.into_handle());
+        if let Some((user, password)) = &config.credentials {
+            builder = builder.user(user.as_str(), password.as_str());
+        }
+        builder = match (&config.datacenter, &config.rack) {
+            (Some(dc), Some(rack)) => builder.prefer_datacenter_and_rack(dc.clone(), rack.clone()),
+            (Some(dc), None) => builder.prefer_datacenter(dc.clone()),
+            _ => builder,
+        };
+        let session = match tokio::time::timeout(config.connect_timeout, builder.build()).await {
+            Ok(Ok(session)) => session,
+            Ok(Err(error)) if refused_login(&error) => {
+                return Err(ConnectError::Authentication {
+                    reason: error.to_string(),
+                });
+            }
+            Ok(Err(error)) => return Err(ConnectError::Unreachable(error.to_string())),
+            Err(_) => {
+                return Err(ConnectError::Unreachable(format!(
+                    "no answer from {:?} within {:?}",
+                    config.nodes, config.connect_timeout
+                )));
+            }
+        };
+        schema::migrate(&session, &config.keyspace).await?;
+        let statements = Statements::prepare(&session, &config.keyspace)
+            .await
+            .map_err(|e| ConnectError::Migration(format!("preparing the statements: {e}")))?;
+        info!(keyspace = %config.keyspace, group, "Cassandra stores ready");
+        Ok(Self(Arc::new(Inner {
+            session,
+            statements,
+            keyspace: config.keyspace.clone(),
+            group: Arc::from(group),
+            ttl: config.ttl(),
+            slab_size: config.slab_size,
+            clock: WriteClock::default(),
+            known: Known::new(config.cache_size),
+        })))
+    }
+
+    /// Writes a batch; returns the deferral states it left.
+    async fn write(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Vec<defer::Change>, StoreError> {
+        let inner = &self.0;
+        let mut writes = Writes::default();
+        inner
+            .timer_writes(partition, &batch.timers, &mut writes)
+            .await?;
+        let changes = inner
+            .deferral_writes(partition, &batch.deferrals, &mut writes)
+            .await?;
+        inner.dedup_writes(&batch.dedup, &mut writes);
+        if writes.len() == 0 {
+            return Ok(changes);
+        }
+        // Settles the deferral states whether the write returns or is
+        // dropped midway (by its attempt's deadline, say).
+        let unsure = Unsure {
+            inner,
+            partition,
+            changes: Some(changes),
+        };
+        writes.execute(&inner.session).await?;
+        Ok(unsure.landed())
+    }
+
+    async fn deferral(
+        &self,
+        partition: &TopicPartition,
+        write: DeferWrite,
+    ) -> Result<Option<Deferred>, StoreError> {
+        let changes = self
+            .write(partition, Batch::default().deferral(write))
+            .await?;
+        Ok(changes.into_iter().next().and_then(|change| change.after))
+    }
+}
+
+/// A commit's deferral changes whose outcome is not known yet: dropped
+/// before [`Unsure::landed`], they make their keys unsure.
+struct Unsure<'a> {
+    inner: &'a Inner,
+    partition: &'a TopicPartition,
+    changes: Option<Vec<defer::Change>>,
+}
+
+impl Unsure<'_> {
+    /// The commit landed: its changes are known.
+    fn landed(mut self) -> Vec<defer::Change> {
+        let changes = self.changes.take().unwrap_or_default();
+        self.inner.settle_deferrals(self.partition, &changes, true);
+        changes
+    }
+}
+
+impl Drop for Unsure<'_> {
+    fn drop(&mut self) {
+        if let Some(changes) = self.changes.take() {
+            self.inner.settle_deferrals(self.partition, &changes, false);
+        }
+    }
+}
+
+impl Stores for CassandraStores {
+    async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        self.write(partition, batch).await.map(drop)
+    }
+
+    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        self.0.prune_slabs(partition).await?;
+        self.0.open_deferrals(partition).await
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        self.0.known.close(partition);
+    }
+}
+
+impl TimerStore for CassandraStores {
+    async fn schedule(
+        &self,
+        partition: &TopicPartition,
+        entry: TimerEntry,
+    ) -> Result<(), StoreError> {
+        let change = TimerChange::Schedule {
+            time: entry.time,
+            trace: entry.trace,
+        };
+        self.commit(
+            partition,
+            Batch::default().timer(&entry.key, entry.kind, change),
+        )
+        .await
+    }
+
+    async fn unschedule(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Result<(), StoreError> {
+        let change = TimerChange::Unschedule { time };
+        self.commit(partition, Batch::default().timer(key, kind, change))
+            .await
+    }
+
+    async fn clear(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<(), StoreError> {
+        self.commit(
+            partition,
+            Batch::default().timer(key, kind, TimerChange::Clear),
+        )
+        .await
+    }
+
+    async fn scheduled(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        self.0.scheduled(partition, key, kind).await
+    }
+
+    async fn load(
+        &self,
+        partition: &TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<TimerEntry>, StoreError> {
+        self.0.load(partition, from, until).await
+    }
+}
+
+impl DeferStore for CassandraStores {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.0.known.peek(partition, key)
+    }
+
+    async fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Result<(), StoreError> {
+        let write = DeferWrite::Defer {
+            key: key.clone(),
+            offset,
+            deferral,
+        };
+        self.deferral(partition, write).await.map(drop)
+    }
+
+    async fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        self.0.deferred(partition, key).await
+    }
+
+    async fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let write = DeferWrite::Complete {
+            key: key.clone(),
+            offset,
+        };
+        Ok(self
+            .deferral(partition, write)
+            .await?
+            .and_then(|after| after.head()))
+    }
+
+    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        let write = DeferWrite::Failed { key: key.clone() };
+        Ok(self
+            .deferral(partition, write)
+            .await?
+            .map_or(0, |after| after.failures))
+    }
+
+    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.0.deferred_keys(partition).await
+    }
+}
+
+impl DedupStore for CassandraStores {
+    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
+        self.0.contains(key).await
+    }
+
+    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
+        let batch = Batch {
+            dedup: vec![DedupWrite { key, ttl }],
+            ..Batch::default()
+        };
+        self.commit(&TopicPartition::new("", 0), batch).await
+    }
+}
+
+/// Keeps `Classify` used where the crate maps errors.
+const _: fn(scylla::errors::ExecutionError) -> StoreError = |e| e.into_store();

@@ -1,0 +1,351 @@
+//! The Cassandra stores on the real Cassandra of `scripts/services`
+//! (password authentication on): every store conformance suite, the
+//! schema's migrations under concurrent clients, the login, and the
+//! categories of request errors. Without `PROSODY_CASSANDRA_NODES` the
+//! suite prints one line and does not run.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError, schema};
+use prosody_core::broker::TopicPartition;
+use prosody_core::broker::conformance::Failure;
+use prosody_core::key::Key;
+use prosody_core::services;
+use prosody_core::store::conformance;
+use prosody_core::store::timer::{SlabSize, TimerKind, TimerStore};
+use prosody_core::store::{DeferStore, Deferral, Deferred, StoreError, Stores};
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use std::collections::HashSet;
+use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SUITE: &str = "prosody-cassandra/tests/conformance.rs (real Cassandra)";
+
+/// The keyspace this run's suites share (migrated by whichever connects
+/// first).
+fn keyspace() -> &'static str {
+    static KEYSPACE: OnceLock<String> = OnceLock::new();
+    KEYSPACE.get_or_init(|| services::unique("conformance"))
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+/// The configuration of the test Cassandra for `keyspace`, or `None`
+/// without one.
+fn config(keyspace: &str) -> Option<CassandraConfig> {
+    let nodes = services::server(services::CASSANDRA, SUITE)?;
+    Some(
+        CassandraConfig::new(nodes.split(','))
+            .keyspace(keyspace)
+            .credentials(
+                var("PROSODY_CASSANDRA_USER"),
+                var("PROSODY_CASSANDRA_PASSWORD"),
+            ),
+    )
+}
+
+async fn stores(group: &str) -> Option<CassandraStores> {
+    let config = config(keyspace())?;
+    Some(CassandraStores::connect(&config, group).await.unwrap())
+}
+
+/// A raw session, for what the stores do not do (dropping a table).
+async fn session() -> Session {
+    let nodes = var(services::CASSANDRA);
+    SessionBuilder::new()
+        .known_nodes(nodes.split(','))
+        .user(
+            var("PROSODY_CASSANDRA_USER"),
+            var("PROSODY_CASSANDRA_PASSWORD"),
+        )
+        .build()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timer_suite_passes() -> Result<(), Failure> {
+    let Some(stores) = stores("timers").await else {
+        return Ok(());
+    };
+    conformance::timer::run_all(&stores).await?;
+    // Slabs of a minute: the suite's times sit on their boundaries.
+    let config = config(keyspace())
+        .unwrap()
+        .slab_size(SlabSize::new(Duration::from_secs(60)));
+    let minute = CassandraStores::connect(&config, "timers-minute")
+        .await
+        .unwrap();
+    conformance::timer::run_all(&minute).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_defer_suite_passes() -> Result<(), Failure> {
+    let Some(stores) = stores("defer").await else {
+        return Ok(());
+    };
+    conformance::defer::run_all(&stores).await
+}
+
+/// The stores with every partition opened before its first use, as the
+/// runtime does: the defer suite then runs on what the owner knows and
+/// caches, not only on reads.
+#[derive(Clone)]
+struct Owner {
+    stores: CassandraStores,
+    opened: Arc<Mutex<HashSet<TopicPartition>>>,
+}
+
+impl Owner {
+    async fn own(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        let first = self.opened.lock().unwrap().insert(partition.clone());
+        if first {
+            self.stores.open(partition).await?;
+        }
+        Ok(())
+    }
+}
+
+impl DeferStore for Owner {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.stores.peek(partition, key)
+    }
+
+    async fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Result<(), StoreError> {
+        self.own(partition).await?;
+        self.stores.defer(partition, key, offset, deferral).await
+    }
+
+    async fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        self.own(partition).await?;
+        self.stores.deferred(partition, key).await
+    }
+
+    async fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.own(partition).await?;
+        self.stores.complete(partition, key, offset).await
+    }
+
+    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        self.own(partition).await?;
+        self.stores.failed(partition, key).await
+    }
+
+    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.own(partition).await?;
+        self.stores.keys(partition).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_defer_suite_passes_for_an_owner() -> Result<(), Failure> {
+    let Some(stores) = stores("defer-owner").await else {
+        return Ok(());
+    };
+    let owner = Owner {
+        stores,
+        opened: Arc::default(),
+    };
+    conformance::defer::run_all(&owner).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dedup_suite_passes() -> Result<(), Failure> {
+    let Some(stores) = stores("dedup").await else {
+        return Ok(());
+    };
+    conformance::dedup::run_all(&stores).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stores_suite_passes_with_two_groups() -> Result<(), Failure> {
+    let Some(mine) = stores("mine").await else {
+        return Ok(());
+    };
+    let theirs = stores("theirs").await.unwrap();
+    conformance::stores::run_all(&mine, &theirs).await
+}
+
+/// The owner answers `peek` without a read once it opened a partition,
+/// follows its own writes, and forgets the partition when it closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_knows_its_deferred_keys() {
+    let Some(stores) = stores("peek").await else {
+        return;
+    };
+    let p = TopicPartition::new(services::unique("peek"), 0);
+    let (waiting, idle) = (Key::from("waiting"), Key::from("idle"));
+    // Deferred before this member owns the partition: found at open.
+    stores
+        .defer(&p, &waiting, 3, Deferral::AfterFailure)
+        .await
+        .unwrap();
+    assert_eq!(stores.peek(&p, &idle), None, "not owned yet");
+    stores.open(&p).await.unwrap();
+    assert_eq!(stores.peek(&p, &waiting), Some(true));
+    assert_eq!(stores.peek(&p, &idle), Some(false));
+    stores
+        .defer(&p, &idle, 9, Deferral::AfterFailure)
+        .await
+        .unwrap();
+    assert_eq!(stores.peek(&p, &idle), Some(true));
+    assert_eq!(stores.complete(&p, &idle, 9).await.unwrap(), None);
+    assert_eq!(stores.peek(&p, &idle), Some(false));
+    stores.close(&p);
+    assert_eq!(stores.peek(&p, &waiting), None, "closed");
+    // Another member's write while this one does not own the partition is
+    // seen when it owns it again.
+    let other = CassandraStores::connect(&config(keyspace()).unwrap(), "peek")
+        .await
+        .unwrap();
+    other
+        .defer(&p, &idle, 11, Deferral::AfterFailure)
+        .await
+        .unwrap();
+    stores.open(&p).await.unwrap();
+    assert_eq!(stores.peek(&p, &idle), Some(true));
+}
+
+/// Many clients migrating a new keyspace at once: all connect, and the
+/// migration is recorded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_migrate_a_new_keyspace_once() {
+    let keyspace = services::unique("migrate");
+    let Some(config) = config(&keyspace) else {
+        return;
+    };
+    let clients = (0..4).map(|n| {
+        let config = config.clone();
+        tokio::spawn(async move { CassandraStores::connect(&config, &format!("g{n}")).await })
+    });
+    for client in futures_util::future::join_all(clients).await {
+        client.unwrap().unwrap();
+    }
+    let rows = session()
+        .await
+        .query_unpaged(
+            format!("SELECT version FROM {keyspace}.schema_migrations"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    let versions: Vec<i32> = rows
+        .rows::<(i32,)>()
+        .unwrap()
+        .map(|row| row.unwrap().0)
+        .collect();
+    assert_eq!(versions, [schema::VERSION]);
+}
+
+/// A keyspace migrated by a newer version is refused, naming both
+/// versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_is_refused() {
+    let keyspace = services::unique("newer");
+    let Some(config) = config(&keyspace) else {
+        return;
+    };
+    CassandraStores::connect(&config, "g").await.unwrap();
+    session()
+        .await
+        .query_unpaged(
+            format!("INSERT INTO {keyspace}.schema_migrations (version, description) VALUES (99, 'later')"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let error = CassandraStores::connect(&config, "g").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ConnectError::NewerSchema {
+                found: 99,
+                known: schema::VERSION,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(!error.is_retriable());
+    assert!(error.to_string().contains("99"), "{error}");
+}
+
+/// A wrong password fails to connect, naming authentication, and shows
+/// nowhere: not in the error, not in the configuration's `Debug`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_fails_naming_authentication() {
+    let Some(config) = config(keyspace()) else {
+        return;
+    };
+    let wrong = "wrong-secret-4242";
+    let config = config.credentials(var("PROSODY_CASSANDRA_USER"), wrong);
+    let error = CassandraStores::connect(&config, "g").await.unwrap_err();
+    assert!(
+        matches!(error, ConnectError::Authentication { .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_retriable());
+    let shown = format!("{error} {error:?} {config:?}");
+    assert!(shown.contains("authentication"), "{shown}");
+    assert!(!shown.contains(wrong), "the password shows: {shown}");
+}
+
+/// A request the server refuses (its table is gone) is not retriable; one
+/// that times out is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_errors_keep_their_category() {
+    let keyspace = services::unique("errors");
+    let Some(config) = config(&keyspace) else {
+        return;
+    };
+    let stores = CassandraStores::connect(&config, "g").await.unwrap();
+    let p = TopicPartition::new("t", 0);
+    let key = Key::from("k");
+    session()
+        .await
+        .query_unpaged(format!("DROP TABLE {keyspace}.timer_keys"), &[])
+        .await
+        .unwrap();
+    let refused = stores
+        .scheduled(&p, &key, TimerKind::Application)
+        .await
+        .unwrap_err();
+    assert!(!refused.is_retriable(), "{refused}");
+
+    let impatient = config.request_timeout(Duration::from_nanos(1));
+    let slow = CassandraStores::connect(&impatient, "g").await;
+    // Connecting itself may already time out; either way it is retriable.
+    match slow {
+        Err(error) => assert!(error.is_retriable(), "{error:?}"),
+        Ok(stores) => {
+            let error = stores.deferred(&p, &key).await.unwrap_err();
+            assert!(error.is_retriable(), "{error}");
+        }
+    }
+}
