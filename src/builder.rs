@@ -218,13 +218,19 @@ impl<C: Codec> ClientBuilder<C> {
     }
 
     /// Cassandra contact points, `host:port` (`PROSODY_CASSANDRA_NODES`,
-    /// comma-separated; default none: the stores stay in memory).
+    /// comma-separated; default none). On Kafka the client then keeps its
+    /// timers, deferred offsets and dedup records in Cassandra; `build()`
+    /// connects (within `connect_timeout`) and migrates the keyspace. Mock
+    /// mode ignores it. An empty list means no Cassandra, whatever the
+    /// variable says.
     pub fn cassandra_nodes<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
         self.options.cassandra.nodes = Some(nodes.into_iter().map(Into::into).collect());
         self
     }
 
-    /// The Cassandra keyspace (`PROSODY_CASSANDRA_KEYSPACE`; default `prosody`).
+    /// The Cassandra keyspace (`PROSODY_CASSANDRA_KEYSPACE`; default
+    /// `prosody`); created with replication factor 1 if missing (create it
+    /// yourself in production).
     pub fn cassandra_keyspace(mut self, value: impl Into<String>) -> Self {
         self.options.cassandra.keyspace = Some(value.into());
         self
@@ -249,19 +255,22 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
-    /// The Cassandra rack to prefer (`PROSODY_CASSANDRA_RACK`).
+    /// The Cassandra rack to prefer, within the datacenter
+    /// (`PROSODY_CASSANDRA_RACK`; needs `cassandra_datacenter`).
     pub fn cassandra_rack(mut self, value: impl Into<String>) -> Self {
         self.options.cassandra.rack = Some(value.into());
         self
     }
 
-    /// How long stored data lives in Cassandra (`PROSODY_CASSANDRA_RETENTION`; default 1y).
+    /// How long stored data lives in Cassandra at most, as its TTL
+    /// (`PROSODY_CASSANDRA_RETENTION`; default 1y): a timer further out
+    /// than this expires unfired.
     pub fn cassandra_retention(mut self, value: Duration) -> Self {
         self.options.cassandra.retention = Some(value);
         self
     }
 
-    /// Deferred entries cached per Cassandra defer store
+    /// Keys whose deferral state the Cassandra defer store keeps read
     /// (`PROSODY_DEFER_STORE_CACHE_SIZE`; default 8192).
     pub fn defer_store_cache_size(mut self, value: usize) -> Self {
         self.options.cassandra.defer_store_cache_size = Some(value);
@@ -421,7 +430,7 @@ impl<C: Codec> ClientBuilder<C> {
         let settings = self.options.resolve(&crate::env::process())?;
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
-        let stores = connect::stores(self.stores, self.broker.as_ref(), &settings)?;
+        let stores = connect::stores(self.stores, self.broker.as_ref(), &settings).await?;
         let broker = match (&settings.cluster, self.broker) {
             (_, Some(Given::Memory(broker))) => Backend::memory(broker),
             (_, Some(Given::Custom(broker))) => broker,

@@ -4,7 +4,9 @@
 use crate::backend::Backend;
 use crate::config::{Cluster, ConfigError, Settings};
 use crate::stores::ClientStores;
+use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
 use prosody_core::broker::BrokerError;
+use prosody_core::store::timer::SlabSize;
 use prosody_kafka::{KafkaBroker, KafkaConfig};
 use prosody_memory::{MemoryBroker, MemoryStores};
 use std::sync::OnceLock;
@@ -31,8 +33,9 @@ pub(crate) fn shared_mock_broker() -> MemoryBroker {
 /// # Errors
 ///
 /// [`ConfigError::NoDurableStore`] when records outlive the process and no
-/// store does.
-pub(crate) fn stores(
+/// store does; [`ConfigError::Cassandra`] when Cassandra refuses the login
+/// or does not answer.
+pub(crate) async fn stores(
     given: Option<ClientStores>,
     broker: Option<&Given>,
     settings: &Settings,
@@ -51,10 +54,7 @@ pub(crate) fn stores(
         return Ok(ClientStores::new(MemoryStores::new()));
     }
     if !settings.cassandra.nodes.is_empty() {
-        return Err(ConfigError::Invalid {
-            option: "cassandra_nodes",
-            reason: "the Cassandra stores are not in this version".to_owned(),
-        });
+        return cassandra(settings).await.map(ClientStores::new);
     }
     if settings.memory_stores {
         tracing::warn!(
@@ -64,6 +64,37 @@ pub(crate) fn stores(
         return Ok(ClientStores::new(MemoryStores::new()));
     }
     Err(ConfigError::NoDurableStore)
+}
+
+/// The Cassandra stores of the settings' group, connected and migrated
+/// within `connect_timeout`.
+async fn cassandra(settings: &Settings) -> Result<CassandraStores, ConfigError> {
+    let options = &settings.cassandra;
+    let mut config = CassandraConfig::new(options.nodes.iter().cloned())
+        .keyspace(options.keyspace.clone())
+        .retention(options.retention)
+        .defer_cache_size(options.defer_store_cache_size)
+        .slab_size(SlabSize::new(settings.runtime.slab_size))
+        .connect_timeout(settings.kafka.connect_timeout);
+    if let Some(user) = &options.user {
+        let password = options.password.as_ref().map_or("", |p| p.expose());
+        config = config.credentials(user.clone(), password);
+    }
+    if let Some(datacenter) = &options.datacenter {
+        config = config.datacenter(datacenter.clone());
+    }
+    if let Some(rack) = &options.rack {
+        config = config.rack(rack.clone());
+    }
+    CassandraStores::connect(&config, &settings.runtime.group_id)
+        .await
+        .map_err(|error| match error {
+            ConnectError::Invalid { option, reason } => ConfigError::Invalid { option, reason },
+            error => ConfigError::Cassandra {
+                retriable: error.is_retriable(),
+                reason: error.to_string(),
+            },
+        })
 }
 
 /// The Kafka broker of `servers`, with the settings' options and then the

@@ -152,7 +152,15 @@ async fn readyz_follows_assignment_and_livez_follows_a_stall() {
     gate.released.store(true, Ordering::Release);
     gate.release.notify_waiters();
     wait_for(&mut seen, "handled", "stuck").await;
-    assert_eq!(get(address, "/livez").await.0, 200);
+    // The record settles once its handler returned: live again then.
+    let live = async {
+        while get(address, "/livez").await.0 != 200 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(DEADLINE, live)
+        .await
+        .expect("live again once the record settled");
     assert!(!client.is_stalled());
 
     client.unsubscribe().await.unwrap();

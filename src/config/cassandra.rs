@@ -1,5 +1,4 @@
-//! The Cassandra store's options. They are validated now; the stores that
-//! use them come with the Cassandra backend.
+//! The Cassandra stores' options.
 
 use super::{ConfigError, non_empty, positive_duration, positive_size};
 use crate::env::Env;
@@ -55,10 +54,6 @@ pub(crate) struct CassandraOptions {
 /// Invariant: names are non-empty, the retention and cache size positive,
 /// and a password comes only with a user.
 #[derive(Clone, Debug)]
-#[allow(
-    dead_code,
-    reason = "validated now, read by the Cassandra stores when they come"
-)]
 pub(crate) struct Cassandra {
     /// Empty: no Cassandra (the stores stay in memory).
     pub(crate) nodes: Vec<String>,

@@ -1,9 +1,9 @@
 //! Apache Cassandra (from `scripts/services`, with password authentication)
-//! and the `scylla` driver do what the Cassandra stores will rely on: a
+//! and the `scylla` driver do what the Cassandra stores rely on: a
 //! login, prepared statements, `USING TTL`, `USING TIMESTAMP`, lightweight
 //! transactions, clustering-range reads in both orders with paging, and
 //! unlogged batches. This catches a server or driver regression before the
-//! stores are built on it. Without `PROSODY_CASSANDRA_NODES` the suite
+//! stores depend on it. Without `PROSODY_CASSANDRA_NODES` the suite
 //! prints one line and does not run.
 
 #![allow(
@@ -20,7 +20,7 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::batch::{Batch, BatchType};
 use std::time::Duration;
 
-const SUITE: &str = "tests/cassandra_smoke.rs (real Cassandra)";
+const SUITE: &str = "prosody-cassandra/tests/smoke.rs (real Cassandra)";
 
 struct Cassandra {
     nodes: Vec<String>,
