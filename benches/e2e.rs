@@ -8,7 +8,10 @@
 //! process; `E2E_BROKER=real` on the Kafka that `PROSODY_BOOTSTRAP_SERVERS`
 //! names (`scripts/services start`), in a topic of its own. `E2E_RECORDS`,
 //! `E2E_KEYS` and `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8);
-//! `E2E_CASES=best-effort,pipeline,sleep` picks the library's cases.
+//! `E2E_CASES=best-effort,pipeline,sleep` picks the library's cases;
+//! `cassandra` adds the pipeline on the Cassandra stores of
+//! `PROSODY_CASSANDRA_NODES`. `E2E_IDS=false` produces records without an
+//! `id`, which dedup lets pass without asking its store.
 
 #![allow(missing_docs)]
 #![allow(
@@ -19,8 +22,12 @@
     reason = "bench code fails loudly and prints approximate figures"
 )]
 
+#[path = "support/counting.rs"]
+mod counting;
 #[path = "support/memory.rs"]
 mod memory;
+
+use counting::Counting;
 
 use futures_util::StreamExt;
 use prosody::broker::{Broker, OutgoingRecord, Producer};
@@ -28,6 +35,7 @@ use prosody::{
     AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig,
     MemoryStores, Message, Mode, ProsodyClient, Timer, TopicOptions,
 };
+use prosody_cassandra::{CassandraConfig, CassandraStores};
 use prosody_kafka::mock::MockKafka;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
@@ -161,17 +169,23 @@ impl EventHandler for Counter {
     }
 }
 
-async fn produce(broker: &KafkaBroker, topic: &str, records: usize, keys: usize) {
+async fn produce(broker: &KafkaBroker, topic: &str, records: usize, keys: usize, ids: bool) {
     let producer = broker.producer().unwrap();
     let start = Instant::now();
     let mut sends = futures_util::stream::iter(0..records)
         .map(|n| {
             let producer = producer.clone();
             async move {
-                // About 100 bytes of JSON with `id` and `type`.
-                let payload = format!(
-                    r#"{{"id":"event-{n:010}","type":"bench.event.created","amount":{n},"note":"throughput"}}"#
-                );
+                // About 100 bytes of JSON with `type`, and `id` if asked.
+                let payload = if ids {
+                    format!(
+                        r#"{{"id":"event-{n:010}","type":"bench.event.created","amount":{n},"note":"throughput"}}"#
+                    )
+                } else {
+                    format!(
+                        r#"{{"ref":"event-{n:010}","type":"bench.event.created","amount":{n},"note":"throughput"}}"#
+                    )
+                };
                 let record = OutgoingRecord::new(topic, format!("key-{}", n % keys), payload);
                 producer.send(record, Duration::from_secs(60)).await
             }
@@ -207,17 +221,49 @@ async fn raw(target: &Target, records: usize) -> f64 {
     records as f64 / start.unwrap().elapsed().as_secs_f64()
 }
 
+/// The stores of a case.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Memory,
+    Cassandra,
+}
+
+/// The Cassandra stores of `PROSODY_CASSANDRA_NODES` for `group`, in a
+/// keyspace of this run's own.
+async fn cassandra(group: &str) -> CassandraStores {
+    let nodes = std::env::var("PROSODY_CASSANDRA_NODES")
+        .expect("the cassandra case needs PROSODY_CASSANDRA_NODES");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let config = CassandraConfig::new(nodes.split(','))
+        .keyspace(format!("bench_{}", std::process::id()))
+        .credentials(
+            var("PROSODY_CASSANDRA_USER"),
+            var("PROSODY_CASSANDRA_PASSWORD"),
+        );
+    CassandraStores::connect(&config, group).await.unwrap()
+}
+
 async fn library(
     target: &Target,
     mode: Mode,
-    group: &str,
+    (group, backend): (&str, Backend),
     records: usize,
     sleep: Option<Duration>,
 ) -> f64 {
-    let mut builder = ProsodyClient::builder()
-        .bootstrap_servers([target.servers.as_str()])
-        // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
-        .stores(MemoryStores::new());
+    let group = format!("{group}-{}", target.topic);
+    let calls = Arc::new(AtomicU64::new(0));
+    let builder = ProsodyClient::builder().bootstrap_servers([target.servers.as_str()]);
+    // The case's stores, whatever PROSODY_CASSANDRA_NODES says, counted.
+    let mut builder = match backend {
+        Backend::Memory => builder.stores(Counting {
+            inner: MemoryStores::new(),
+            calls: calls.clone(),
+        }),
+        Backend::Cassandra => builder.stores(Counting {
+            inner: cassandra(&group).await,
+            calls: calls.clone(),
+        }),
+    };
     // `E2E_KAFKA=key=value,...` tries librdkafka settings.
     for setting in std::env::var("E2E_KAFKA").unwrap_or_default().split(',') {
         if let Some((key, value)) = setting.split_once('=') {
@@ -225,7 +271,7 @@ async fn library(
         }
     }
     let client = builder
-        .group_id(format!("{group}-{}", target.topic))
+        .group_id(group)
         .subscribed_topics([target.topic.as_str()])
         .mode(mode)
         // Lifecycle events would share the producer and the CPU.
@@ -239,7 +285,11 @@ async fn library(
     done.await;
     let (start, cpu) = *counter.first.get().unwrap();
     let wall = start.elapsed().as_secs_f64();
-    println!("  CPU busy {:.2} cores", (cpu_seconds() - cpu) / wall);
+    println!(
+        "  CPU busy {:.2} cores, {:.2} store calls per record",
+        (cpu_seconds() - cpu) / wall,
+        calls.load(Ordering::Relaxed) as f64 / records as f64
+    );
     let rate = records as f64 / wall;
     if sleep.is_some() {
         // Whether the handlers, not the library, were the limit: the mean
@@ -267,8 +317,10 @@ fn main() {
     runtime.block_on(async {
         let target = Target::start(partitions).await;
         let broker = KafkaBroker::new(KafkaConfig::new([target.servers.as_str()]).unwrap());
-        produce(&broker, &target.topic, records, keys).await;
-        println!("{records} records, {keys} keys, {partitions} partitions");
+        let ids = std::env::var("E2E_IDS").map_or(true, |ids| ids != "false");
+        produce(&broker, &target.topic, records, keys, ids).await;
+        let with = if ids { "with" } else { "without" };
+        println!("{records} records {with} id, {keys} keys, {partitions} partitions");
         let raw = raw(&target, records).await;
         let report = |name: &str, rate: f64| {
             println!(
@@ -284,16 +336,42 @@ fn main() {
             std::env::var("E2E_CASES").unwrap_or_else(|_| "best-effort,pipeline,sleep".into());
         let run = |case: &str| cases.split(',').any(|c| c == case);
         if run("best-effort") {
-            let rate = library(&target, Mode::BestEffort, "best-effort", records, None).await;
+            let rate = library(
+                &target,
+                Mode::BestEffort,
+                ("best-effort", Backend::Memory),
+                records,
+                None,
+            )
+            .await;
             report("best-effort, no-op handler", rate);
         }
         if run("pipeline") {
-            let rate = library(&target, Mode::Pipeline, "pipeline", records, None).await;
+            let rate = library(
+                &target,
+                Mode::Pipeline,
+                ("pipeline", Backend::Memory),
+                records,
+                None,
+            )
+            .await;
             report("pipeline, no-op handler", rate);
+        }
+        if run("cassandra") {
+            let case = ("pipeline-cassandra", Backend::Cassandra);
+            let rate = library(&target, Mode::Pipeline, case, records, None).await;
+            report("pipeline, Cassandra stores", rate);
         }
         if run("sleep") {
             let sleep = Some(Duration::from_millis(1));
-            let rate = library(&target, Mode::Pipeline, "pipeline-sleep", records, sleep).await;
+            let rate = library(
+                &target,
+                Mode::Pipeline,
+                ("pipeline-sleep", Backend::Memory),
+                records,
+                sleep,
+            )
+            .await;
             report("pipeline, handler sleeping 1 ms", rate);
         }
     });

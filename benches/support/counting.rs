@@ -1,0 +1,153 @@
+//! A store wrapper that counts the round trips the client asks of its
+//! stores: every call but `peek`, `open` and `close`, and only the commits
+//! that write something.
+
+use prosody::broker::TopicPartition;
+use prosody::store::{
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
+    TimerKind, TimerStore,
+};
+use prosody::{Key, Timestamp};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// `inner`, counting the calls that could reach its backend.
+#[derive(Clone)]
+pub struct Counting<S> {
+    pub inner: S,
+    pub calls: Arc<AtomicU64>,
+}
+
+impl<S> Counting<S> {
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl<S: Stores> Stores for Counting<S> {
+    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        self.inner.open(partition).await
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        self.inner.close(partition);
+    }
+
+    async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        if !batch.is_empty() {
+            self.count();
+        }
+        self.inner.commit(partition, batch).await
+    }
+}
+
+impl<S: Stores> TimerStore for Counting<S> {
+    async fn schedule(
+        &self,
+        partition: &TopicPartition,
+        entry: TimerEntry,
+    ) -> Result<(), StoreError> {
+        self.count();
+        self.inner.schedule(partition, entry).await
+    }
+
+    async fn unschedule(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.count();
+        self.inner.unschedule(partition, key, kind, time).await
+    }
+
+    async fn clear(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<(), StoreError> {
+        self.count();
+        self.inner.clear(partition, key, kind).await
+    }
+
+    async fn scheduled(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        self.count();
+        self.inner.scheduled(partition, key, kind).await
+    }
+
+    async fn load(
+        &self,
+        partition: &TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<TimerEntry>, StoreError> {
+        self.count();
+        self.inner.load(partition, from, until).await
+    }
+}
+
+impl<S: Stores> DeferStore for Counting<S> {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.inner.peek(partition, key)
+    }
+
+    async fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Result<(), StoreError> {
+        self.count();
+        self.inner.defer(partition, key, offset, deferral).await
+    }
+
+    async fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        self.count();
+        DeferStore::deferred(&self.inner, partition, key).await
+    }
+
+    async fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.count();
+        self.inner.complete(partition, key, offset).await
+    }
+
+    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        self.count();
+        self.inner.failed(partition, key).await
+    }
+
+    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.count();
+        self.inner.keys(partition).await
+    }
+}
+
+impl<S: Stores> DedupStore for Counting<S> {
+    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
+        self.count();
+        self.inner.contains(key).await
+    }
+
+    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
+        self.count();
+        self.inner.insert(key, ttl).await
+    }
+}
