@@ -303,6 +303,10 @@ impl Inner {
                 keys.push(key_of(write));
             }
         }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fence = self.fence(partition).await?;
         let mut planned = Vec::with_capacity(keys.len());
         for key in keys {
             let (epoch, before) = self.state(partition, key).await?;
@@ -316,7 +320,14 @@ impl Inner {
                     DeferWrite::Failed { .. } => failed(after),
                 };
             }
-            self.difference(partition, key, before.as_ref(), after.as_ref(), writes);
+            let timestamp = fence.next();
+            self.difference(
+                partition,
+                key,
+                (before.as_ref(), after.as_ref()),
+                timestamp,
+                writes,
+            );
             planned.push(Change {
                 key: key.clone(),
                 epoch,
@@ -330,11 +341,10 @@ impl Inner {
         &self,
         partition: &TopicPartition,
         key: &Key,
-        before: Option<&Deferred>,
-        after: Option<&Deferred>,
+        (before, after): (Option<&Deferred>, Option<&Deferred>),
+        timestamp: i64,
         writes: &mut Writes,
     ) {
-        let timestamp = self.clock.next();
         let ttl = self.ttl;
         let row = || {
             (
@@ -382,13 +392,14 @@ impl Inner {
                 (ttl, timestamp, failures, g, t, p, k),
             );
         }
-        if before.is_none() {
-            let (g, t, p, k) = row();
-            writes.push(
-                &self.statements.insert_deferred_index,
-                (g, t, p, k, ttl, timestamp),
-            );
-        }
+        // Every change that leaves offsets writes the index row again, so
+        // it stays whatever earlier write (one whose outcome was unknown)
+        // lands late; and its TTL follows the newest offset's.
+        let (g, t, p, k) = row();
+        writes.push(
+            &self.statements.insert_deferred_index,
+            (g, t, p, k, ttl, timestamp),
+        );
     }
 
     /// After the commit: what it wrote is known, or, if its outcome is

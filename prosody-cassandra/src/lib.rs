@@ -6,7 +6,8 @@
 //! that implement [`Stores`]:
 //!
 //! - a commit is one request: a lone statement, or a logged batch, which
-//!   Cassandra applies whole or not at all; each write carries its own
+//!   Cassandra applies whole or not at all (more than 64 writes go as
+//!   several logged batches in order); each write carries its own
 //!   timestamp, strictly increasing, so the writes of a batch apply in
 //!   their order and writing a batch again changes nothing;
 //! - every row carries the group, so groups sharing a keyspace never see
@@ -16,21 +17,23 @@
 //!   are retriable ([`StoreError::Unavailable`]), a refusal (a schema
 //!   mismatch, a missing permission) is not ([`StoreError::Rejected`]).
 //!
-//! Concurrency: only the owner of a partition writes it. The defer store's
-//! read-modify-write (a key's queue read, changed, written back) relies on
-//! that, and on what the owner knows of its partitions (loaded at
-//! [`Stores::open`], forgotten at [`Stores::close`]). A member that lost
-//! its partition without knowing (evicted while it still runs) may still
-//! commit: its timer and dedup writes repeat the new owner's, and its
-//! deferral writes may add back an offset the new owner completed (handled
-//! again later: at-least-once) or set a head's failure count (a shorter or
-//! longer retry delay). No write of it removes what the new owner wrote
-//! later: later timestamps win.
+//! Concurrency: the runtime writes a partition only while it owns it, but
+//! an old owner may still write after the partition moved (a commit in
+//! flight, or a member evicted while it still runs). [`Stores::open`]
+//! raises the partition's ownership epoch, and every timer and deferral
+//! write of the partition carries a timestamp above every earlier
+//! ownership's (the `fence` module), so an old owner's late write neither
+//! removes nor overwrites a newer owner's: at most it adds a row for a
+//! record the new owner handles again (at-least-once). The defer store's
+//! read-modify-write of a key's queue uses what the owner knows of its
+//! partitions (loaded at `open`, forgotten at [`Stores::close`]); a write
+//! to a partition not opened takes an epoch of its own first.
 
 mod config;
 mod dedup;
 mod defer;
 mod error;
+mod fence;
 pub mod schema;
 mod statements;
 mod timer;
@@ -40,7 +43,7 @@ pub use config::CassandraConfig;
 pub use error::ConnectError;
 
 use crate::defer::Known;
-use crate::error::Classify;
+use crate::fence::Fences;
 use crate::statements::Statements;
 use crate::write::{WriteClock, Writes};
 use prosody_core::broker::TopicPartition;
@@ -57,7 +60,7 @@ use scylla::client::session_builder::SessionBuilder;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::info;
+use tracing::{info, warn};
 
 /// The timer, defer and dedup stores of one consumer group on Cassandra;
 /// clones share one session.
@@ -72,7 +75,9 @@ pub(crate) struct Inner {
     /// The retention as a TTL, in seconds.
     ttl: i32,
     slab_size: SlabSize,
+    /// Timestamps of dedup records, which belong to no partition.
     clock: WriteClock,
+    fences: Fences,
     known: Known,
 }
 
@@ -196,6 +201,7 @@ impl CassandraStores {
             ttl: config.ttl(),
             slab_size: config.slab_size,
             clock: WriteClock::default(),
+            fences: Fences::default(),
             known: Known::new(config.cache_size),
         })))
     }
@@ -271,13 +277,21 @@ impl Stores for CassandraStores {
         self.write(partition, batch).await.map(drop)
     }
 
+    /// Takes the partition (a new ownership epoch, which fences the writes
+    /// of every earlier owner), loads its deferred keys, then prunes its
+    /// empty past slabs; a failed prune is logged, not returned.
     async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        self.0.prune_slabs(partition).await?;
-        self.0.open_deferrals(partition).await
+        self.0.take(partition).await?;
+        self.0.open_deferrals(partition).await?;
+        if let Err(error) = self.0.prune_slabs(partition).await {
+            warn!(%partition, %error, "pruning empty timer slabs failed; loads read them");
+        }
+        Ok(())
     }
 
     fn close(&self, partition: &TopicPartition) {
         self.0.known.close(partition);
+        self.0.fences.forget(partition);
     }
 }
 
@@ -412,6 +426,3 @@ impl DedupStore for CassandraStores {
         self.commit(&TopicPartition::new("", 0), batch).await
     }
 }
-
-/// Keeps `Classify` used where the crate maps errors.
-const _: fn(scylla::errors::ExecutionError) -> StoreError = |e| e.into_store();

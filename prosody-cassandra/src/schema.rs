@@ -25,35 +25,44 @@ struct Migration {
 }
 
 /// Every migration, oldest first; versions count up from one.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "timers (slabs, slab index, key index), deferred offsets, dedup records",
-    statements: &[
-        "CREATE TABLE IF NOT EXISTS {ks}.timer_slabs (
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "timers (slabs, slab index, key index), deferred offsets, dedup records",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {ks}.timer_slabs (
             group_id text, topic text, part int, slab bigint,
             at bigint, key text, kind tinyint, trace text,
             PRIMARY KEY ((group_id, topic, part, slab), at, key, kind))",
-        "CREATE TABLE IF NOT EXISTS {ks}.timer_slab_index (
+            "CREATE TABLE IF NOT EXISTS {ks}.timer_slab_index (
             group_id text, topic text, part int, slab bigint,
             PRIMARY KEY ((group_id, topic, part), slab))",
-        "CREATE TABLE IF NOT EXISTS {ks}.timer_keys (
+            "CREATE TABLE IF NOT EXISTS {ks}.timer_keys (
             group_id text, topic text, part int, key text, kind tinyint, at bigint,
             PRIMARY KEY ((group_id, topic, part, key), kind, at))",
-        "CREATE TABLE IF NOT EXISTS {ks}.deferred (
+            "CREATE TABLE IF NOT EXISTS {ks}.deferred (
             group_id text, topic text, part int, key text, record_offset bigint,
             failures int static,
             PRIMARY KEY ((group_id, topic, part, key), record_offset))",
-        "CREATE TABLE IF NOT EXISTS {ks}.deferred_keys (
+            "CREATE TABLE IF NOT EXISTS {ks}.deferred_keys (
             group_id text, topic text, part int, key text,
             PRIMARY KEY ((group_id, topic, part), key))",
-        "CREATE TABLE IF NOT EXISTS {ks}.dedup (
+            "CREATE TABLE IF NOT EXISTS {ks}.dedup (
             group_id text, id blob,
             PRIMARY KEY ((group_id, id)))",
-    ],
-}];
+        ],
+    },
+    Migration {
+        version: 2,
+        description: "partition ownership epochs, which fence an old owner's writes",
+        statements: &["CREATE TABLE IF NOT EXISTS {ks}.partition_owners (
+            group_id text, topic text, part int, epoch bigint, owner text,
+            PRIMARY KEY ((group_id, topic, part)))"],
+    },
+];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 1;
+pub const VERSION: i32 = 2;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

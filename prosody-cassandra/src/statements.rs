@@ -1,17 +1,20 @@
 //! Every statement the stores run, prepared once at connect.
 
+use crate::fence::Owners;
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::statement::prepared::PreparedStatement;
 
 /// Column lists the statements share: a partition of a group.
-const PART: &str = "group_id = ? AND topic = ? AND part = ?";
+pub(crate) const PART: &str = "group_id = ? AND topic = ? AND part = ?";
 
 /// The prepared statements.
 ///
 /// Invariant: each is prepared against the keyspace's tables at
-/// [`crate::schema::VERSION`]; writes carry `USING TIMESTAMP ?` (so the
-/// writes of one batch apply in the order given) and inserts a TTL.
+/// [`crate::schema::VERSION`]; writes of the stores carry `USING TIMESTAMP
+/// ?` (so the writes of one batch apply in the order given, and an old
+/// owner's lose to a new one's) and inserts a TTL. The ownership table's
+/// writes are conditional, and its read serial.
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub(crate) insert_slab: PreparedStatement,
@@ -24,6 +27,7 @@ pub(crate) struct Statements {
     pub(crate) select_timer_key: PreparedStatement,
     pub(crate) select_slab_index: PreparedStatement,
     pub(crate) select_slab: PreparedStatement,
+    pub(crate) select_slab_any: PreparedStatement,
     pub(crate) insert_deferred: PreparedStatement,
     pub(crate) set_failures: PreparedStatement,
     pub(crate) delete_deferred: PreparedStatement,
@@ -34,9 +38,11 @@ pub(crate) struct Statements {
     pub(crate) select_deferred_keys: PreparedStatement,
     pub(crate) insert_dedup: PreparedStatement,
     pub(crate) select_dedup: PreparedStatement,
+    pub(crate) owners: Owners,
 }
 
 impl Statements {
+    #[allow(clippy::too_many_lines, reason = "a flat list of statements")]
     pub(crate) async fn prepare(session: &Session, ks: &str) -> Result<Self, PrepareError> {
         let prepare = |cql: String| async move {
             let mut statement = session.prepare(cql).await?;
@@ -92,6 +98,10 @@ impl Statements {
                  WHERE {PART} AND slab = ? AND at >= ? AND at < ?"
             ))
             .await?,
+            select_slab_any: prepare(format!(
+                "SELECT at FROM {ks}.timer_slabs WHERE {PART} AND slab = ? LIMIT 1"
+            ))
+            .await?,
             insert_deferred: prepare(format!(
                 "INSERT INTO {ks}.deferred (group_id, topic, part, key, record_offset) \
                  VALUES (?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?"
@@ -136,6 +146,7 @@ impl Statements {
                 "SELECT id FROM {ks}.dedup WHERE group_id = ? AND id = ?"
             ))
             .await?,
+            owners: Owners::prepare(session, ks).await?,
         })
     }
 }

@@ -166,19 +166,22 @@ impl Inner {
     /// removal; a slab's index row written later (a timer scheduled into
     /// the past) carries a later timestamp and survives.
     pub(crate) async fn prune_slabs(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        let removal = self.clock.next();
+        let removal = self.fence(partition).await?.next();
         let now = to_seconds(clock::now());
         let last = self.slab_size.slab_of_seconds(now).saturating_sub(2);
         let slabs = self.slabs(partition, i64::MIN, last).await?;
         let empty: Vec<i64> = stream::iter(slabs)
             .map(|slab| async move {
-                let size =
-                    i64::try_from(self.slab_size.as_duration().as_secs()).unwrap_or(i64::MAX);
-                let start = slab.saturating_mul(size);
+                let (group, topic, part) = part(self, partition);
                 let held = self
-                    .slab(partition, slab, start, start.saturating_add(size))
-                    .await?;
-                Ok::<_, StoreError>(held.is_empty().then_some(slab))
+                    .session
+                    .execute_unpaged(&self.statements.select_slab_any, (group, topic, part, slab))
+                    .await
+                    .map_err(Classify::into_store)?
+                    .into_rows_result()
+                    .map_err(StoreError::rejected)?
+                    .rows_num();
+                Ok::<_, StoreError>((held == 0).then_some(slab))
             })
             .buffer_unordered(CONCURRENT_SLABS)
             .try_filter_map(|slab| async move { Ok(slab) })
@@ -208,6 +211,10 @@ impl Inner {
         changes: &[TimerWrite],
         writes: &mut Writes,
     ) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let fence = self.fence(partition).await?;
         let mut live: HashMap<(Key, TimerKind), BTreeSet<i64>> = HashMap::new();
         for write in changes {
             if write.change == TimerChange::Clear
@@ -224,7 +231,7 @@ impl Inner {
         }
         for write in changes {
             let times = live.get_mut(&(write.key.clone(), write.kind));
-            self.timer_statements(partition, write, times, writes)?;
+            self.timer_statements(partition, write, times, fence.next(), writes)?;
         }
         Ok(())
     }
@@ -236,9 +243,9 @@ impl Inner {
         partition: &TopicPartition,
         TimerWrite { key, kind, change }: &TimerWrite,
         times: Option<&mut BTreeSet<i64>>,
+        timestamp: i64,
         writes: &mut Writes,
     ) -> Result<(), StoreError> {
-        let timestamp = self.clock.next();
         let code = kind_code(*kind)?;
         let (group, topic, part) = part(self, partition);
         let name = key.to_string();

@@ -10,6 +10,10 @@ use scylla::statement::prepared::PreparedStatement;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The most statements in one logged batch: far below Cassandra's default
+/// `batch_size_fail_threshold` (50 KiB) for rows of this schema.
+const CHUNK: usize = 64;
+
 /// One statement's values.
 pub(crate) type Row = Box<dyn SerializeRow + Send + Sync>;
 
@@ -34,11 +38,28 @@ impl Writes {
         self.statements.len()
     }
 
-    /// Runs the writes: one statement on its own, several as a logged
-    /// batch, which Cassandra applies whole or not at all (its batch log
-    /// replays a batch a coordinator accepted, even if the coordinator
+    /// Runs the writes: one statement on its own, up to [`CHUNK`] as a
+    /// logged batch, which Cassandra applies whole or not at all (its batch
+    /// log replays a batch a coordinator accepted, even if the coordinator
     /// fails midway), though readers may see part of it while it applies.
-    pub(crate) async fn execute(mut self, session: &Session) -> Result<(), StoreError> {
+    /// More go as several logged batches, one after another: each whole,
+    /// together not atomic, and, like every commit, safe to write again.
+    pub(crate) async fn execute(self, session: &Session) -> Result<(), StoreError> {
+        let mut statements = self.statements.into_iter();
+        let mut rows = self.rows.into_iter();
+        loop {
+            let chunk = Self {
+                statements: statements.by_ref().take(CHUNK).collect(),
+                rows: rows.by_ref().take(CHUNK).collect(),
+            };
+            if chunk.statements.is_empty() {
+                return Ok(());
+            }
+            chunk.run(session).await?;
+        }
+    }
+
+    async fn run(mut self, session: &Session) -> Result<(), StoreError> {
         match self.statements.len() {
             0 => Ok(()),
             1 => {
@@ -69,14 +90,11 @@ impl Writes {
     }
 }
 
-/// Write timestamps in microseconds since the epoch, strictly increasing
-/// within the process: of two writes of one cell, the later one wins, and
-/// the writes of one batch apply in their order (a clear then a schedule of
-/// one key keeps the schedule).
-///
-/// Across processes the wall clocks order the writes: members' clocks must
-/// agree to well within the time a partition takes to move between them
-/// (NTP keeps them to milliseconds; a rebalance takes longer).
+/// Write timestamps of dedup records, in microseconds since the epoch,
+/// strictly increasing within the process. A dedup record belongs to no
+/// partition, and every write of one is the same insert, so clocks need not
+/// agree across members. (Timer and deferral writes take theirs from the
+/// partition's [`Fence`](crate::fence::Fence).)
 #[derive(Debug, Default)]
 pub(crate) struct WriteClock {
     last: AtomicI64,
