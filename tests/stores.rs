@@ -25,7 +25,8 @@ use tokio::sync::mpsc;
 
 const DEADLINE: Duration = Duration::from_secs(3600);
 
-/// Schedules a timer a minute out for every message, and reports it.
+/// Schedules a timer a minute out for every message, and reports it; fails
+/// a message whose payload says `"fail": true`, transiently, every time.
 #[derive(Clone)]
 struct Scheduler(mpsc::UnboundedSender<String>);
 
@@ -33,7 +34,14 @@ impl EventHandler for Scheduler {
     type Payload = Value;
     type Output = ();
 
-    async fn on_message(&self, context: Context, _: Message<Value>) -> Result<(), HandlerError> {
+    async fn on_message(
+        &self,
+        context: Context,
+        message: Message<Value>,
+    ) -> Result<(), HandlerError> {
+        if message.payload["fail"] == json!(true) {
+            return Err(HandlerError::transient("asked to fail"));
+        }
         let at = Timestamp::from_millis(prosody_core::clock::now().as_millis() + 60_000);
         context.schedule(at).map_err(HandlerError::transient)?;
         let _ = self.0.send(context.key().to_string());
@@ -50,11 +58,13 @@ impl EventHandler for Scheduler {
 }
 
 /// Memory stores whose commits touching the key `refused` are rejected,
-/// and whose first `unavailable` commits fail as retriable.
+/// whose first `unavailable` commits fail as retriable, and whose timer
+/// loads are rejected if `refuse_loads`.
 #[derive(Clone)]
 struct Picky {
     inner: MemoryStores,
     unavailable: Arc<AtomicUsize>,
+    refuse_loads: bool,
 }
 
 impl Stores for Picky {
@@ -116,6 +126,9 @@ impl TimerStore for Picky {
         from: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<TimerEntry>, StoreError> {
+        if self.refuse_loads {
+            return Err(StoreError::rejected("table timer_slabs does not exist"));
+        }
         self.inner.load(p, from, until).await
     }
 }
@@ -244,27 +257,46 @@ async fn the_given_stores_hold_the_timers() {
     client.shutdown().await;
 }
 
-/// A retriable store error retries the attempt; a refusal halts the
-/// partition, and liveness names the store's own words.
-#[tokio::test(start_paused = true)]
-async fn store_errors_keep_their_category() {
+/// A client on a broker of its own (topic `t`, one partition) with
+/// `stores`, consuming with a [`Scheduler`] that reports to the receiver.
+async fn client_with(stores: Picky) -> (ProsodyClient, mpsc::UnboundedReceiver<String>) {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).expect("topic");
-    let stores = Picky {
-        inner: MemoryStores::new(),
-        unavailable: Arc::new(AtomicUsize::new(2)),
-    };
     let client = ProsodyClient::builder()
         .memory_broker(broker)
-        .stores(stores.clone())
+        .stores(stores)
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])
         .build()
         .await
         .expect("client");
-    let (seen, mut handled) = mpsc::unbounded_channel();
+    let (seen, handled) = mpsc::unbounded_channel();
     client.subscribe(Scheduler(seen)).await.expect("subscribe");
+    (client, handled)
+}
+
+/// Waits until the client halted a partition; `false` past the deadline.
+async fn halts(client: &ProsodyClient) -> bool {
+    tokio::time::timeout(DEADLINE, async {
+        while client.halted_partitions().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// A retriable store error retries the attempt; a refusal halts the
+/// partition, and liveness names the store's own words.
+#[tokio::test(start_paused = true)]
+async fn store_errors_keep_their_category() {
+    let stores = Picky {
+        inner: MemoryStores::new(),
+        unavailable: Arc::new(AtomicUsize::new(2)),
+        refuse_loads: false,
+    };
+    let (client, mut handled) = client_with(stores.clone()).await;
     client.send("t", "k", &json!({})).await.expect("send");
     // Two commits fail as retriable: the message is tried again until one
     // lands.
@@ -285,15 +317,61 @@ async fn store_errors_keep_their_category() {
     assert!(client.liveness_problems().is_empty());
 
     client.send("t", "refused", &json!({})).await.expect("send");
-    let halted = tokio::time::timeout(DEADLINE, async {
-        while client.halted_partitions().is_empty() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    assert!(
+        halts(&client).await,
+        "a refused commit did not halt the partition"
+    );
+    assert_eq!(
+        client.liveness_problems(),
+        [
+            "partition t/0 halted: terminal error: store rejected the operation: \
+          schema version 9 is newer than this client knows"
+        ]
+    );
+    client.shutdown().await;
+}
+
+/// A store that refuses to load a partition's timers (they could never
+/// fire) halts the partition at once, naming the refusal.
+#[tokio::test(start_paused = true)]
+async fn a_refused_timer_load_halts_the_partition() {
+    let (client, _handled) = client_with(Picky {
+        inner: MemoryStores::new(),
+        unavailable: Arc::default(),
+        refuse_loads: true,
     })
     .await;
     assert!(
-        halted.is_ok(),
-        "a refused commit did not halt the partition"
+        halts(&client).await,
+        "a refused timer load did not halt the partition"
+    );
+    assert_eq!(
+        client.liveness_problems(),
+        [
+            "partition t/0 halted: loading timers: store rejected the operation: \
+          table timer_slabs does not exist"
+        ]
+    );
+    client.shutdown().await;
+}
+
+/// A deferral the store refuses (pipeline mode defers a record that keeps
+/// failing) halts the partition rather than retrying forever.
+#[tokio::test(start_paused = true)]
+async fn a_refused_deferral_halts_the_partition() {
+    let (client, _handled) = client_with(Picky {
+        inner: MemoryStores::new(),
+        unavailable: Arc::default(),
+        refuse_loads: false,
+    })
+    .await;
+    client
+        .send("t", "refused", &json!({"fail": true}))
+        .await
+        .expect("send");
+    assert!(
+        halts(&client).await,
+        "a refused deferral did not halt the partition"
     );
     assert_eq!(
         client.liveness_problems(),

@@ -87,6 +87,10 @@ where
                 deferral: Deferral::AfterFailure,
             });
         if let Err(store) = timers.write(batch).await {
+            if !store.is_retriable() {
+                // A refusal halts the partition, naming the store's error.
+                return Err(store.into_handler());
+            }
             warn!(%key, offset, %store, "deferring failed; the retry stage tries again");
             return Err(error);
         }

@@ -113,6 +113,8 @@ pub(crate) struct Alarm {
     horizon: Option<i64>,
     /// After a failed load, when to try again.
     retry_at: Option<Instant>,
+    /// Why the store refused a load (not retriable): the partition halts.
+    pub(crate) refused: Option<Arc<str>>,
     slab: i64,
     pub(crate) wake: Pin<Box<Sleep>>,
 }
@@ -147,6 +149,7 @@ impl Alarm {
             delayed: Delayed::default(),
             horizon: None,
             retry_at: None,
+            refused: None,
             slab: i64::try_from(slab.as_secs()).unwrap_or(i64::MAX).max(1),
             wake: Box::pin(tokio::time::sleep(Duration::ZERO)),
         }
@@ -171,6 +174,10 @@ impl Alarm {
                 }
                 self.horizon = Some(until);
                 self.retry_at = None;
+            }
+            Ok(Err(error)) if !error.is_retriable() => {
+                self.refused = Some(Arc::from(format!("loading timers: {error}")));
+                self.retry_at = Some(Instant::now() + RELOAD_DELAY);
             }
             Ok(Err(error)) => {
                 warn!(%error, "loading timers failed; trying again");

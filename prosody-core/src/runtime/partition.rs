@@ -155,6 +155,7 @@ where
     pub(crate) async fn run(mut self) {
         open(&*self.shared.timers, &self.tp).await;
         self.alarm.start().await;
+        self.halt_if_refused();
         loop {
             tokio::select! {
                 command = self.commands.recv() => match command {
@@ -183,6 +184,7 @@ where
                             self.start(key, work);
                         }
                     }
+                    self.halt_if_refused();
                 }
             }
         }
@@ -291,6 +293,14 @@ where
         }
         if let Some(next) = self.queues.complete(&key) {
             self.start(key, next);
+        }
+    }
+
+    /// Halts if the store refused to load the partition's timers: they
+    /// could never fire, so the partition must not look healthy.
+    fn halt_if_refused(&mut self) {
+        if let Some(reason) = self.alarm.refused.take() {
+            self.halt(reason);
         }
     }
 
