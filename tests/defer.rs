@@ -64,9 +64,8 @@ impl Backends {
         probe: &Probe,
         id: u32,
         max_concurrency: usize,
-        threshold: f64,
     ) -> ProsodyClient<JsonCodec<Script>> {
-        self.member_in(Mode::Pipeline, probe, id, max_concurrency, threshold)
+        self.member_in(Mode::Pipeline, probe, id, max_concurrency)
             .await
     }
 
@@ -77,7 +76,6 @@ impl Backends {
         probe: &Probe,
         id: u32,
         max_concurrency: usize,
-        threshold: f64,
     ) -> ProsodyClient<JsonCodec<Script>> {
         let client = ProsodyClient::builder()
             .mode(mode)
@@ -92,7 +90,7 @@ impl Backends {
             .subscribed_topics([TOPIC])
             .max_concurrency(max_concurrency)
             .max_uncommitted(16)
-            .defer_failure_threshold(threshold)
+            .defer_failure_threshold(0.9)
             .build()
             .await
             .expect("client");
@@ -158,7 +156,7 @@ fn run(workload: &Workload) -> Result<(), TestCaseError> {
         backends.produce(&workload.records).await;
         let probe = Probe::default();
         let conc = workload.max_concurrency;
-        let mut live = vec![backends.member(&probe, 0, conc, 0.9).await];
+        let mut live = vec![backends.member(&probe, 0, conc).await];
         let total = workload.records.len();
         if let Some((join_after, first_leaves)) = workload.rebalance {
             let reached = tokio::time::timeout(DEADLINE, probe.wait_handled(join_after)).await;
@@ -167,7 +165,7 @@ fn run(workload: &Workload) -> Result<(), TestCaseError> {
                 "only {} of {join_after} handled",
                 probe.handled()
             );
-            live.push(backends.member(&probe, 1, conc, 0.9).await);
+            live.push(backends.member(&probe, 1, conc).await);
             if first_leaves {
                 live.remove(0).shutdown().await;
             }
@@ -243,7 +241,7 @@ async fn the_partition_advances_past_a_deferred_record() {
     records.push(script("slow", 0));
     backends.produce(&records).await;
     let probe = Probe::default();
-    let member = backends.member(&probe, 0, 4, 0.9).await;
+    let member = backends.member(&probe, 0, 4).await;
     tokio::time::timeout(DEADLINE, probe.wait_handled(20))
         .await
         .expect("the other keys are handled");
@@ -286,7 +284,7 @@ async fn above_the_failure_threshold_the_partition_stops_until_failures_stop() {
         .collect();
     backends.produce(&records).await;
     let probe = Probe::default();
-    let member = backends.member(&probe, 0, 8, 0.9).await;
+    let member = backends.member(&probe, 0, 8).await;
     // Everything fails: after a long while the partition still has not
     // reached its end, and a few records at most were deferred before the
     // gate closed.
@@ -338,7 +336,7 @@ async fn a_duplicate_behind_a_deferred_record_is_skipped() {
     ];
     backends.produce(&records).await;
     let probe = Probe::default();
-    let member = backends.member(&probe, 0, 4, 0.9).await;
+    let member = backends.member(&probe, 0, 4).await;
     tokio::time::timeout(DEADLINE, probe.wait_handled(2))
         .await
         .expect("handled");
@@ -359,7 +357,7 @@ async fn a_backlog_outlives_a_switch_to_a_mode_without_deferral() {
     let backends = Backends::new(1);
     backends.produce(&[script("k", 1, None)]).await;
     let probe = Probe::default();
-    let first = backends.member(&probe, 0, 4, 0.9).await;
+    let first = backends.member(&probe, 0, 4).await;
     tokio::time::timeout(DEADLINE, async {
         while backends.deferred.stored_keys() == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -368,9 +366,7 @@ async fn a_backlog_outlives_a_switch_to_a_mode_without_deferral() {
     .await
     .expect("deferred");
     first.shutdown().await;
-    let best_effort = backends
-        .member_in(Mode::BestEffort, &probe, 1, 4, 0.9)
-        .await;
+    let best_effort = backends.member_in(Mode::BestEffort, &probe, 1, 4).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(probe.handled(), 0);
     assert_eq!(
@@ -384,7 +380,7 @@ async fn a_backlog_outlives_a_switch_to_a_mode_without_deferral() {
         "the defer timer was removed"
     );
     best_effort.shutdown().await;
-    let again = backends.member(&probe, 2, 4, 0.9).await;
+    let again = backends.member(&probe, 2, 4).await;
     tokio::time::timeout(DEADLINE, probe.wait_handled(1))
         .await
         .expect("the backlog drains back in pipeline mode");

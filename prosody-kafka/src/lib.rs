@@ -82,6 +82,8 @@ impl KafkaBroker {
                 ("enable.auto.offset.store", "false"),
                 ("enable.partition.eof", "true"),
                 ("auto.offset.reset", "error"),
+                // A read waits for its fetch: keep it short.
+                ("fetch.wait.max.ms", "50"),
                 // A partition stays assigned after a read: bound what it
                 // prefetches meanwhile.
                 ("queued.min.messages", "1000"),

@@ -21,252 +21,19 @@
     reason = "test code fails loudly"
 )]
 
-use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
+mod member;
+
+use member::{MEMBER, Seen, World, builder, member_main, spawn_member};
+use prosody::Timestamp;
+use prosody::broker::TopicPartition;
 use prosody::store::{DeferStore, TimerStore};
-use prosody::{
-    AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig, Message,
-    ProsodyClient, Timer, Timestamp, TopicOptions,
-};
-use prosody_cassandra::{CassandraConfig, CassandraStores};
-use prosody_core::clock;
-use prosody_core::services;
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, ExitCode, Stdio};
+use std::collections::BTreeSet;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const SUITE: &str = "tests/durable.rs (real Kafka and Cassandra)";
-/// Set in a member's environment: its name.
-const MEMBER: &str = "DURABLE_MEMBER";
 const DEADLINE: Duration = Duration::from_secs(180);
-
-/// What a member saw, one JSON line each.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-struct Seen {
-    member: String,
-    /// `message`, `failed` or `timer`.
-    event: String,
-    key: String,
-    n: Option<u64>,
-    /// A timer's time, in milliseconds.
-    time: Option<i64>,
-    /// When it ran, in milliseconds.
-    at: i64,
-}
-
-/// Where a member reports: its stdout (a member process), or a log.
-#[derive(Clone)]
-enum Out {
-    Stdout,
-    Log(Arc<Mutex<Vec<Seen>>>),
-}
-
-/// Fails the records marked for this member (transiently, so the pipeline
-/// defers them); schedules the timers a record asks for; reports the rest.
-#[derive(Clone)]
-struct Witness {
-    member: String,
-    out: Out,
-}
-
-impl Witness {
-    fn report(&self, event: &str, key: &str, n: Option<u64>, time: Option<i64>) {
-        let seen = Seen {
-            member: self.member.clone(),
-            event: event.to_owned(),
-            key: key.to_owned(),
-            n,
-            time,
-            at: clock::now().as_millis(),
-        };
-        match &self.out {
-            Out::Stdout => {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{}", serde_json::to_string(&seen).unwrap());
-                let _ = out.flush();
-            }
-            Out::Log(log) => log.lock().unwrap().push(seen),
-        }
-    }
-}
-
-impl EventHandler for Witness {
-    type Payload = Value;
-    type Output = ();
-
-    async fn on_message(
-        &self,
-        context: Context,
-        message: Message<Value>,
-    ) -> Result<(), HandlerError> {
-        let key = message.key.to_string();
-        let n = message.payload["n"].as_u64();
-        if message.payload["fail_at"].as_str() == Some(self.member.as_str()) {
-            self.report("failed", &key, n, None);
-            return Err(HandlerError::transient("this member fails it"));
-        }
-        if let Some(seconds) = message.payload["timer_in"].as_i64() {
-            let at = Timestamp::from_millis(clock::now().as_millis() + seconds * 1000);
-            context.schedule(at).map_err(HandlerError::permanent)?;
-        }
-        self.report("message", &key, n, None);
-        Ok(())
-    }
-
-    async fn on_timer(&self, _: Context, timer: Timer) -> Result<(), HandlerError> {
-        self.report(
-            "timer",
-            timer.key.as_str(),
-            None,
-            Some(timer.time.as_millis()),
-        );
-        Ok(())
-    }
-
-    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
-        Ok(())
-    }
-}
-
-/// The servers, and the names one scenario uses.
-#[derive(Clone)]
-struct World {
-    servers: String,
-    topic: String,
-    group: String,
-    keyspace: String,
-    partitions: i32,
-}
-
-impl World {
-    async fn new(name: &str, partitions: i32) -> Option<Self> {
-        let servers = services::server(services::KAFKA, SUITE)?;
-        services::server(services::CASSANDRA, SUITE)?;
-        let world = Self {
-            servers,
-            topic: services::unique(name),
-            group: services::unique(&format!("{name}_group")),
-            keyspace: services::unique(name),
-            partitions,
-        };
-        let options = TopicOptions {
-            partitions: Some(partitions),
-            replication_factor: Some(1),
-            ..TopicOptions::default()
-        };
-        AdminClient::with_config(&world.kafka())
-            .unwrap()
-            .create_topic(&world.topic, &options)
-            .await
-            .unwrap();
-        Some(world)
-    }
-
-    fn kafka(&self) -> KafkaConfig {
-        KafkaConfig::new(self.servers.split(',')).unwrap()
-    }
-
-    /// The environment that configures a member: everything else (the
-    /// servers, the Cassandra login) it reads from `scripts/services env`.
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("PROSODY_GROUP_ID", self.group.clone()),
-            ("PROSODY_SUBSCRIBED_TOPICS", self.topic.clone()),
-            ("PROSODY_CASSANDRA_KEYSPACE", self.keyspace.clone()),
-            ("PROSODY_SOURCE_SYSTEM", "producer".to_owned()),
-            ("PROSODY_DEFER_BASE", "1s".to_owned()),
-            ("PROSODY_PROBE_PORT", "none".to_owned()),
-        ]
-    }
-
-    /// A member in this process, reporting to `log`.
-    async fn member(&self, name: &str, log: &Arc<Mutex<Vec<Seen>>>) -> ProsodyClient {
-        let client = builder()
-            .group_id(self.group.as_str())
-            .subscribed_topics([self.topic.as_str()])
-            .cassandra_keyspace(self.keyspace.as_str())
-            .source_system("producer")
-            .defer_base(Duration::from_secs(1))
-            .disable_probe()
-            .build()
-            .await
-            .unwrap();
-        let witness = Witness {
-            member: name.to_owned(),
-            out: Out::Log(Arc::clone(log)),
-        };
-        client.subscribe(witness).await.unwrap();
-        client
-    }
-
-    /// The group's stores, read as a member would.
-    async fn stores(&self) -> CassandraStores {
-        let nodes = std::env::var(services::CASSANDRA).unwrap();
-        let config = CassandraConfig::new(nodes.split(','))
-            .keyspace(self.keyspace.as_str())
-            .credentials(
-                std::env::var("PROSODY_CASSANDRA_USER").unwrap(),
-                std::env::var("PROSODY_CASSANDRA_PASSWORD").unwrap(),
-            );
-        CassandraStores::connect(&config, &self.group)
-            .await
-            .unwrap()
-    }
-
-    fn partitions(&self) -> impl Iterator<Item = TopicPartition> + '_ {
-        (0..self.partitions).map(|p| TopicPartition::new(self.topic.as_str(), p))
-    }
-
-    /// Sends records of (key, payload); returns each partition's end.
-    async fn send(&self, records: &[(String, Value)]) -> BTreeMap<i32, i64> {
-        let producer = KafkaBroker::new(self.kafka()).producer().unwrap();
-        let mut ends = BTreeMap::new();
-        for (key, payload) in records {
-            let record = OutgoingRecord::new(self.topic.as_str(), key.clone(), payload.to_string());
-            let delivery = producer
-                .send(record, Duration::from_secs(30))
-                .await
-                .unwrap();
-            let end: &mut i64 = ends.entry(delivery.partition).or_default();
-            *end = (*end).max(delivery.offset + 1);
-        }
-        ends
-    }
-
-    /// Whether the group committed every partition to `ends`, read without
-    /// joining the group.
-    fn committed_to(&self, ends: &BTreeMap<i32, i64>) -> bool {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.servers)
-            .set("group.id", &self.group)
-            .create()
-            .unwrap();
-        let mut list = TopicPartitionList::new();
-        for p in ends.keys() {
-            list.add_partition(&self.topic, *p);
-        }
-        let Ok(committed) = consumer.committed_offsets(list, Duration::from_secs(10)) else {
-            return false;
-        };
-        ends.iter().all(|(p, end)| {
-            committed
-                .find_partition(&self.topic, *p)
-                .is_some_and(|e| e.offset() == Offset::Offset(*end))
-        })
-    }
-}
-
-/// A builder with what every member here shares.
-fn builder() -> prosody::ClientBuilder {
-    ProsodyClient::builder()
-        .kafka_property("session.timeout.ms", "6000")
-        .kafka_property("heartbeat.interval.ms", "1000")
-}
 
 /// Waits for `done`, polling, within the deadline.
 async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
@@ -285,74 +52,6 @@ fn handled(log: &[Seen], event: &str) -> BTreeSet<u64> {
         .filter(|seen| seen.event == event)
         .filter_map(|seen| seen.n)
         .collect()
-}
-
-/// A member process, killed (SIGKILL) when dropped: a failing scenario
-/// leaves none behind.
-struct Process(std::process::Child);
-
-impl Process {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A member process: this binary again, as member `name` of `world`, its
-/// reports collected into `log` by a reader thread.
-fn spawn_member(world: &World, name: &str, log: &Arc<Mutex<Vec<Seen>>>) -> Process {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .env(MEMBER, name)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (variable, value) in world.env() {
-        command.env(variable, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let log = Arc::clone(log);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str::<Seen>(&line) {
-                Ok(seen) => log.lock().unwrap().push(seen),
-                Err(_) => eprintln!("member: {line}"),
-            }
-        }
-    });
-    Process(child)
-}
-
-/// The member process's life: build from the environment, consume until
-/// killed.
-fn member_main(name: String) -> ExitCode {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let client = match builder().build().await {
-            Ok(client) => client,
-            Err(error) => {
-                eprintln!("member {name} did not build: {error}");
-                return ExitCode::from(2);
-            }
-        };
-        let witness = Witness {
-            member: name,
-            out: Out::Stdout,
-        };
-        client.subscribe(witness).await.unwrap();
-        std::future::pending::<ExitCode>().await
-    })
 }
 
 /// Per key: a record with a timer 30 s out (even keys), one member A fails
@@ -426,6 +125,95 @@ fn check_killed(by_a: &[Seen], by_b: &[Seen], all: &BTreeSet<u64>) {
             time - seen.at
         );
     }
+}
+
+/// 300 records over 20 keys, each taking 100 ms: one in seven fails at A
+/// (so A defers it and the rest of its key waits), each key's fifth
+/// schedules a timer 20 s out. Returns the records and the numbers of the
+/// timer records.
+fn busy_workload() -> (Vec<(String, Value)>, BTreeSet<u64>) {
+    let mut records = Vec::new();
+    let mut timers = BTreeSet::new();
+    for n in 0..300_u64 {
+        let mut payload = json!({"n": n, "sleep_ms": 100});
+        if n % 7 == 3 {
+            payload["fail_at"] = json!("A");
+        }
+        if n / 20 == 5 {
+            payload["timer_in"] = json!(20);
+            timers.insert(n);
+        }
+        records.push((format!("key-{}", n % 20), payload));
+    }
+    (records, timers)
+}
+
+/// Member A (a process) is killed with SIGKILL while it is busy (deferred
+/// retries running, commits to Kafka and Cassandra in flight), once it
+/// committed past a record it deferred. Member B handles
+/// every record, each key's first handlings in offset order, and fires at
+/// least one timer per timer record (A's or its own), none early.
+async fn a_member_killed_while_busy_loses_nothing() -> Option<()> {
+    let world = World::new("busy", 4).await?;
+    let (records, timer_records) = busy_workload();
+    let delivered = world.deliver(&records).await;
+    let deferred: Vec<(i32, i64)> = records
+        .iter()
+        .zip(&delivered)
+        .filter(|((_, payload), _)| payload["fail_at"] == "A")
+        .map(|(_, at)| *at)
+        .collect();
+    let log_a = Arc::new(Mutex::new(Vec::new()));
+    let mut a = spawn_member(&world, "A", &log_a);
+    // Killed once it committed past a record it deferred (so only the
+    // stores remember that record), with its retries still running.
+    until("A committed past a deferred record", async || {
+        let committed = world.committed();
+        handled(&log_a.lock().unwrap(), "message").len() >= 30
+            && deferred
+                .iter()
+                .any(|(p, offset)| committed.get(p).is_some_and(|c| c > offset))
+    })
+    .await;
+    a.kill();
+    let by_a = log_a.lock().unwrap().clone();
+    let log_b = Arc::new(Mutex::new(Vec::new()));
+    let b = world.member("B", &log_b).await;
+    let every = |log_b: &[Seen]| {
+        let mut every = handled(&by_a, "message");
+        every.extend(handled(log_b, "message"));
+        every
+    };
+    until("B handled the rest and fired the timers", async || {
+        let log = log_b.lock().unwrap();
+        every(&log).len() == records.len()
+            && log.iter().filter(|seen| seen.event == "timer").count() >= timer_records.len()
+    })
+    .await;
+    b.shutdown().await;
+    let by_b = log_b.lock().unwrap().clone();
+    for k in 0..20 {
+        let key = format!("key-{k}");
+        let mut firsts: Vec<u64> = Vec::new();
+        for seen in by_a.iter().chain(&by_b) {
+            if seen.event == "message" && seen.key == key {
+                let n = seen.n.unwrap();
+                if !firsts.contains(&n) {
+                    firsts.push(n);
+                }
+            }
+        }
+        assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{key}: {firsts:?}");
+    }
+    for seen in by_b.iter().filter(|seen| seen.event == "timer") {
+        let time = seen.time.unwrap();
+        assert!(
+            seen.at >= time,
+            "fired {} ms early: {seen:?}",
+            time - seen.at
+        );
+    }
+    Some(())
 }
 
 /// Member A (a process) defers records and schedules timers, and is killed;
@@ -573,12 +361,15 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .unwrap();
-    let scenarios: [(&str, Scenario); 3] = [
+    let scenarios: [(&str, Scenario); 4] = [
         ("a_wrong_cassandra_password_fails_the_build", || {
             Box::pin(a_wrong_cassandra_password_fails_the_build())
         }),
         ("a_killed_member_loses_nothing", || {
             Box::pin(a_killed_member_loses_nothing())
+        }),
+        ("a_member_killed_while_busy_loses_nothing", || {
+            Box::pin(a_member_killed_while_busy_loses_nothing())
         }),
         ("a_deferred_record_moves_with_its_partition", || {
             Box::pin(a_deferred_record_moves_with_its_partition())
