@@ -66,8 +66,9 @@ pub(crate) async fn stores(
     Err(ConfigError::NoDurableStore)
 }
 
-/// The Cassandra stores of the settings' group, connected and migrated
-/// within `connect_timeout`.
+/// The Cassandra stores of the settings' group: reached and logged in
+/// within `connect_timeout`, then migrated (waiting for another client's
+/// migration up to two minutes).
 async fn cassandra(settings: &Settings) -> Result<CassandraStores, ConfigError> {
     let options = &settings.cassandra;
     let mut config = CassandraConfig::new(options.nodes.iter().cloned())
@@ -76,9 +77,8 @@ async fn cassandra(settings: &Settings) -> Result<CassandraStores, ConfigError> 
         .defer_cache_size(options.defer_store_cache_size)
         .slab_size(SlabSize::new(settings.runtime.slab_size))
         .connect_timeout(settings.kafka.connect_timeout);
-    if let Some(user) = &options.user {
-        let password = options.password.as_ref().map_or("", |p| p.expose());
-        config = config.credentials(user.clone(), password);
+    if let (Some(user), Some(password)) = (&options.user, &options.password) {
+        config = config.credentials(user.clone(), password.expose());
     }
     if let Some(datacenter) = &options.datacenter {
         config = config.datacenter(datacenter.clone());

@@ -52,7 +52,7 @@ pub(crate) struct CassandraOptions {
 /// The options resolved.
 ///
 /// Invariant: names are non-empty, the retention and cache size positive,
-/// and a password comes only with a user.
+/// and a user and a password come together or not at all.
 #[derive(Clone, Debug)]
 pub(crate) struct Cassandra {
     /// Empty: no Cassandra (the stores stay in memory).
@@ -88,11 +88,20 @@ impl CassandraOptions {
                 .read::<String>("PROSODY_CASSANDRA_PASSWORD")?
                 .map(Secret),
         };
-        if password.is_some() && user.is_none() {
-            return Err(ConfigError::Invalid {
-                option: "cassandra_password",
-                reason: "is set without cassandra_user".to_owned(),
-            });
+        match (&user, &password) {
+            (None, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    option: "cassandra_password",
+                    reason: "is set without cassandra_user".to_owned(),
+                });
+            }
+            (Some(_), None) => {
+                return Err(ConfigError::Invalid {
+                    option: "cassandra_password",
+                    reason: "is required with cassandra_user".to_owned(),
+                });
+            }
+            _ => {}
         }
         Ok(Cassandra {
             nodes,

@@ -414,3 +414,15 @@ fn a_password_never_shows() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_user_needs_a_password() {
+    let error = resolve(base(), &[("PROSODY_CASSANDRA_USER", "app")])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.contains("cassandra_password") && error.contains("required"),
+        "{error}"
+    );
+}

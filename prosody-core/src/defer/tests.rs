@@ -3,6 +3,7 @@
 
 mod drain;
 mod fakes;
+mod store;
 
 use super::DeferConfig;
 use super::gate::MIN_EVENTS;

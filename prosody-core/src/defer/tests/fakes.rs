@@ -1,6 +1,7 @@
 //! Small fakes of what the defer stage talks to, and a harness tying them
 //! to one defer service.
 
+pub(super) use super::store::FakeStore;
 use crate::broker::{Record, TopicPartition};
 use crate::clock::Timestamp;
 use crate::context::Demand;
@@ -11,7 +12,7 @@ use crate::handler::EventRequest;
 use crate::key::Key;
 use crate::loader::{LoadError, Loader};
 use crate::store::StoreError;
-use crate::store::defer::{DeferStore, Deferral, Deferred};
+use crate::store::defer::DeferStore;
 use crate::store::timer::{TimerKind, round_to_second};
 use crate::store::{Batch, DeferWrite, TimerChange, TimerWrite};
 use crate::testkit;
@@ -134,174 +135,6 @@ impl StoreAccess for FakeTimers {
 
     fn load(&self, _from: Timestamp, _until: Timestamp) -> StoreFuture<'_, Vec<Due>> {
         Box::pin(ready(Ok(Vec::new())))
-    }
-}
-
-type Queues = BTreeMap<(TopicPartition, Key), (BTreeSet<i64>, u32)>;
-
-/// A defer store after the contract of `store::defer`, which can fail and
-/// can answer `peek` or leave it to `deferred`.
-#[derive(Clone, Default)]
-pub(super) struct FakeStore {
-    queues: Arc<Mutex<Queues>>,
-    /// Whether `peek` answers (`Some`) or not (`None`).
-    peeks: bool,
-    /// Makes `defer` fail.
-    pub(super) fail_defer: Arc<AtomicBool>,
-    /// Makes every call fail.
-    pub(super) fail_all: Arc<AtomicBool>,
-}
-
-impl FakeStore {
-    pub(super) fn new(peeks: bool) -> Self {
-        Self {
-            peeks,
-            ..Self::default()
-        }
-    }
-
-    /// Queues `offsets` for `key`, as earlier deferrals would have: a fresh
-    /// queue's head failed once, the others wait behind it.
-    pub(super) fn put(&self, key: &str, offsets: &[i64]) {
-        let mut queues = self.queues.lock().unwrap();
-        let queue = queues.entry((partition(), Key::from(key))).or_default();
-        if queue.0.is_empty() {
-            queue.1 = 1;
-        }
-        queue.0.extend(offsets);
-    }
-
-    /// The key's offsets and head failure count, `None` if it has none.
-    pub(super) fn queue(&self, key: &str) -> Option<(Vec<i64>, u32)> {
-        let queues = self.queues.lock().unwrap();
-        let (offsets, failures) = queues.get(&(partition(), Key::from(key)))?;
-        Some((offsets.iter().copied().collect(), *failures))
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.queues.lock().unwrap().is_empty()
-    }
-
-    /// Completes the head `offset` of `key` at once (a handler's commit).
-    pub(super) fn complete_now(&self, key: &Key, offset: i64) {
-        let mut queues = self.queues.lock().unwrap();
-        let at = (partition(), key.clone());
-        if let Some((offsets, failures)) = queues.get_mut(&at)
-            && offsets.first() == Some(&offset)
-        {
-            offsets.pop_first();
-            *failures = 0;
-            if offsets.is_empty() {
-                queues.remove(&at);
-            }
-        }
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.queues.lock().unwrap().len()
-    }
-
-    fn down(&self) -> Result<(), StoreError> {
-        if self.fail_all.load(Ordering::Relaxed) {
-            return Err(StoreError::unavailable("store down"));
-        }
-        Ok(())
-    }
-}
-
-impl DeferStore for FakeStore {
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        let at = (partition.clone(), key.clone());
-        self.peeks
-            .then(|| self.queues.lock().unwrap().contains_key(&at))
-    }
-
-    fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        ready(self.down().and_then(|()| {
-            if self.fail_defer.load(Ordering::Relaxed) {
-                return Err(StoreError::unavailable("defer down"));
-            }
-            let mut queues = self.queues.lock().unwrap();
-            let (offsets, failures) = queues.entry((partition.clone(), key.clone())).or_default();
-            if offsets.insert(offset) && offsets.first() == Some(&offset) {
-                *failures = deferral.failures();
-            }
-            Ok(())
-        }))
-    }
-
-    fn deferred(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
-        ready(self.down().map(|()| {
-            let queues = self.queues.lock().unwrap();
-            let (offsets, failures) = queues.get(&(partition.clone(), key.clone()))?;
-            Some(Deferred {
-                offsets: offsets.iter().copied().collect(),
-                failures: *failures,
-            })
-        }))
-    }
-
-    fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
-        ready(self.down().map(|()| {
-            let mut queues = self.queues.lock().unwrap();
-            let at = (partition.clone(), key.clone());
-            let (offsets, failures) = queues.get_mut(&at)?;
-            if offsets.first() != Some(&offset) {
-                return offsets.first().copied();
-            }
-            offsets.pop_first();
-            *failures = 0;
-            let next = offsets.first().copied();
-            if next.is_none() {
-                queues.remove(&at);
-            }
-            next
-        }))
-    }
-
-    fn failed(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> impl Future<Output = Result<u32, StoreError>> + Send {
-        ready(self.down().map(|()| {
-            let mut queues = self.queues.lock().unwrap();
-            queues
-                .get_mut(&(partition.clone(), key.clone()))
-                .map_or(0, |(_, failures)| {
-                    *failures = failures.saturating_add(1);
-                    *failures
-                })
-        }))
-    }
-
-    fn keys(
-        &self,
-        partition: &TopicPartition,
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
-        ready(self.down().map(|()| {
-            let queues = self.queues.lock().unwrap();
-            queues
-                .keys()
-                .filter(|(p, _)| p == partition)
-                .map(|(_, key)| key.clone())
-                .collect()
-        }))
     }
 }
 
