@@ -58,16 +58,27 @@ impl EventHandler for Scheduler {
 }
 
 /// Memory stores whose commits touching the key `refused` are rejected,
-/// whose first `unavailable` commits fail as retriable, and whose timer
-/// loads are rejected if `refuse_loads`.
-#[derive(Clone)]
+/// whose first `unavailable` commits fail as retriable, whose timer
+/// loads are rejected if `refuse_loads`, and whose first `failing_opens`
+/// opens fail as retriable.
+#[derive(Clone, Default)]
 struct Picky {
     inner: MemoryStores,
     unavailable: Arc<AtomicUsize>,
     refuse_loads: bool,
+    failing_opens: Arc<AtomicUsize>,
 }
 
 impl Stores for Picky {
+    async fn open(&self, _: &TopicPartition) -> Result<(), StoreError> {
+        let left = self.failing_opens.load(Ordering::SeqCst);
+        if left > 0 {
+            self.failing_opens.store(left - 1, Ordering::SeqCst);
+            return Err(StoreError::unavailable("the store is starting"));
+        }
+        Ok(())
+    }
+
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         if batch
             .timers
@@ -294,7 +305,7 @@ async fn store_errors_keep_their_category() {
     let stores = Picky {
         inner: MemoryStores::new(),
         unavailable: Arc::new(AtomicUsize::new(2)),
-        refuse_loads: false,
+        ..Picky::default()
     };
     let (client, mut handled) = client_with(stores.clone()).await;
     client.send("t", "k", &json!({})).await.expect("send");
@@ -336,9 +347,8 @@ async fn store_errors_keep_their_category() {
 #[tokio::test(start_paused = true)]
 async fn a_refused_timer_load_halts_the_partition() {
     let (client, _handled) = client_with(Picky {
-        inner: MemoryStores::new(),
-        unavailable: Arc::default(),
         refuse_loads: true,
+        ..Picky::default()
     })
     .await;
     assert!(
@@ -359,12 +369,7 @@ async fn a_refused_timer_load_halts_the_partition() {
 /// failing) halts the partition rather than retrying forever.
 #[tokio::test(start_paused = true)]
 async fn a_refused_deferral_halts_the_partition() {
-    let (client, _handled) = client_with(Picky {
-        inner: MemoryStores::new(),
-        unavailable: Arc::default(),
-        refuse_loads: false,
-    })
-    .await;
+    let (client, _handled) = client_with(Picky::default()).await;
     client
         .send("t", "refused", &json!({"fail": true}))
         .await
@@ -379,6 +384,27 @@ async fn a_refused_deferral_halts_the_partition() {
             "partition t/0 halted: terminal error: store rejected the operation: \
           schema version 9 is newer than this client knows"
         ]
+    );
+    client.shutdown().await;
+}
+
+/// A partition whose stores do not open yet (they take ownership there)
+/// handles nothing until they do: the runtime tries again, and the record
+/// waits.
+#[tokio::test(start_paused = true)]
+async fn a_partition_waits_for_its_stores_to_open() {
+    let stores = Picky {
+        failing_opens: Arc::new(AtomicUsize::new(3)),
+        ..Picky::default()
+    };
+    let (client, mut handled) = client_with(stores.clone()).await;
+    client.send("t", "k", &json!({})).await.expect("send");
+    let key = tokio::time::timeout(DEADLINE, handled.recv()).await;
+    assert_eq!(key.ok().flatten().as_deref(), Some("k"));
+    assert_eq!(
+        stores.failing_opens.load(Ordering::SeqCst),
+        0,
+        "handled before the stores opened"
     );
     client.shutdown().await;
 }

@@ -24,18 +24,22 @@ use tracing::{debug, error, warn};
 /// The longest the stores may take to open a partition.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Tells the stores the partition is this member's, before anything of it
-/// runs; on failure the partition runs anyway (the stores stay correct,
-/// only without what they would have cached).
-async fn open(timers: &dyn StoreAccess, tp: &TopicPartition) {
+/// The longest wait between two tries at opening a partition's stores.
+const OPEN_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Tells the stores the partition is this member's; `false` (logged) if
+/// they failed or did not answer in time.
+async fn open(timers: &dyn StoreAccess, tp: &TopicPartition) -> bool {
     match tokio::time::timeout(OPEN_TIMEOUT, timers.open()).await {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => true,
         Ok(Err(error)) => {
-            warn!(partition = %tp, %error, "opening the partition's stores failed; it runs without their cache");
+            warn!(partition = %tp, %error, "opening the partition's stores failed; trying again");
+            false
         }
         Err(_) => {
             warn!(partition = %tp, timeout = ?OPEN_TIMEOUT,
-                "opening the partition's stores timed out; it runs without their cache");
+                "opening the partition's stores timed out; trying again");
+            false
         }
     }
 }
@@ -153,9 +157,14 @@ where
 {
     /// Runs until drained or until the poll loop goes away.
     pub(crate) async fn run(mut self) {
-        open(&*self.shared.timers, &self.tp).await;
+        let Some(waiting) = self.open_stores().await else {
+            return;
+        };
         self.alarm.start().await;
         self.halt_if_refused();
+        for record in waiting {
+            self.accept(record);
+        }
         loop {
             tokio::select! {
                 command = self.commands.recv() => match command {
@@ -185,6 +194,52 @@ where
                         }
                     }
                     self.halt_if_refused();
+                }
+            }
+        }
+    }
+
+    /// Opens the partition's stores before anything of it runs, trying
+    /// again (after 1 s, doubling to 30 s) while they fail: the stores take
+    /// ownership there (a backend may fence earlier owners), so nothing of
+    /// the partition is handled or written before. Records that arrive
+    /// meanwhile wait, and are returned; `None` when a drain or the end of
+    /// the poll loop stopped the wait.
+    async fn open_stores(&mut self) -> Option<Vec<Record>> {
+        let mut waiting = Vec::new();
+        let mut delay = Duration::from_secs(1);
+        loop {
+            let (timers, tp) = (Arc::clone(&self.shared.timers), self.tp.clone());
+            let attempt = async move {
+                let opened = open(&*timers, &tp).await;
+                if !opened {
+                    tokio::time::sleep(delay).await;
+                }
+                opened
+            };
+            tokio::pin!(attempt);
+            loop {
+                tokio::select! {
+                    opened = &mut attempt => {
+                        if opened {
+                            return Some(waiting);
+                        }
+                        delay = (delay * 2).min(OPEN_RETRY_MAX);
+                        break;
+                    }
+                    command = self.commands.recv() => match command {
+                        Some(Command::Record(record)) => waiting.push(record),
+                        Some(Command::Drain { reply, .. }) => {
+                            // Nothing ran: nothing of it is settled.
+                            self.shared.timers.close();
+                            let _ = reply.send(self.tracker.committable());
+                            return None;
+                        }
+                        None => {
+                            self.shared.timers.close();
+                            return None;
+                        }
+                    },
                 }
             }
         }

@@ -159,9 +159,10 @@ impl Batch {
 /// [`DeferStore::peek`], say) keeps the cache between the two and forgets
 /// it at `close`, because another member may write the partition next.
 pub trait Stores: TimerStore + DeferStore + DedupStore + Clone {
-    /// This member now owns `partition`. The default does nothing. An error
-    /// is logged and the partition runs anyway, so a backend must stay
-    /// correct (if slower) on a partition whose open failed.
+    /// This member now owns `partition`. The default does nothing. The
+    /// runtime handles nothing of the partition, and so writes nothing,
+    /// until an open succeeds: it logs an error and tries again (after 1 s,
+    /// doubling to 30 s), the records waiting meanwhile.
     fn open(
         &self,
         partition: &TopicPartition,
