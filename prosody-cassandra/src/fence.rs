@@ -17,11 +17,12 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::store::StoreError;
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
-use scylla::statement::Consistency;
 use scylla::statement::prepared::PreparedStatement;
-use std::collections::HashMap;
+use scylla::statement::{Consistency, SerialConsistency};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher as _, Hasher as _, RandomState};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The bits of a timestamp that count the writes of one ownership.
@@ -30,6 +31,9 @@ const COUNT_BITS: u32 = 40;
 /// Added to every epoch, so fenced timestamps lie above every wall-clock
 /// microsecond timestamp until the year 2112 (schema version 1 wrote those).
 const FLOOR: i64 = 4096;
+
+/// The highest epoch: its timestamps still fit in an `i64`.
+const MAX_EPOCH: i64 = (i64::MAX >> COUNT_BITS) - FLOOR - 1;
 
 /// Attempts at raising an epoch that other members keep raising first.
 const ATTEMPTS: usize = 8;
@@ -53,21 +57,24 @@ impl Owners {
             .await?;
         // After any conditional write in progress.
         select.set_consistency(Consistency::Serial);
-        select.set_is_idempotent(true);
+        let conditional = |cql: String| async move {
+            let mut statement = session.prepare(cql).await?;
+            // Global, as the read: members in two datacenters must not both
+            // win one epoch.
+            statement.set_serial_consistency(Some(SerialConsistency::Serial));
+            Ok::<_, PrepareError>(statement)
+        };
         Ok(Self {
             select,
-            insert: session
-                .prepare(format!(
-                    "INSERT INTO {ks}.partition_owners (group_id, topic, part, epoch, owner) \
-                     VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
-                ))
-                .await?,
-            raise: session
-                .prepare(format!(
-                    "UPDATE {ks}.partition_owners SET epoch = ?, owner = ? WHERE {PART} \
-                     IF epoch = ?"
-                ))
-                .await?,
+            insert: conditional(format!(
+                "INSERT INTO {ks}.partition_owners (group_id, topic, part, epoch, owner) \
+                 VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
+            ))
+            .await?,
+            raise: conditional(format!(
+                "UPDATE {ks}.partition_owners SET epoch = ?, owner = ? WHERE {PART} IF epoch = ?"
+            ))
+            .await?,
         })
     }
 }
@@ -100,59 +107,101 @@ impl Fence {
 }
 
 /// The fences of the partitions this client writes.
+///
+/// Invariant: only [`Inner::take`] (at `open`) raises the epoch of a
+/// partition this client opened or closed before; a write to a partition
+/// closed since is refused, so a member that let a partition go can never
+/// raise itself above its next owner.
 #[derive(Debug, Default)]
 pub(crate) struct Fences {
-    held: Mutex<HashMap<TopicPartition, Arc<Fence>>>,
+    held: Mutex<Held>,
     /// Makes each raise's owner token unique within the process.
     raises: AtomicU64,
 }
 
+#[derive(Debug, Default)]
+struct Held {
+    fences: HashMap<TopicPartition, Arc<Fence>>,
+    closed: HashSet<TopicPartition>,
+}
+
+/// What a write finds of its partition.
+enum Found {
+    Fence(Arc<Fence>),
+    /// Never opened here: direct use, outside the runtime.
+    Unowned,
+    /// Closed here, and not opened again.
+    Closed,
+}
+
 impl Fences {
-    fn get(&self, partition: &TopicPartition) -> Option<Arc<Fence>> {
-        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.get(partition).cloned()
+    fn lock(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Installs `fence` unless `replace` is false and one is held already;
-    /// returns the one held afterwards.
-    fn install(&self, partition: &TopicPartition, fence: Fence, replace: bool) -> Arc<Fence> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if !replace && let Some(existing) = held.get(partition) {
+    fn find(&self, partition: &TopicPartition) -> Found {
+        let held = self.lock();
+        match held.fences.get(partition) {
+            Some(fence) => Found::Fence(Arc::clone(fence)),
+            None if held.closed.contains(partition) => Found::Closed,
+            None => Found::Unowned,
+        }
+    }
+
+    /// Installs `fence` unless one with a later base is held (a concurrent
+    /// raise of this client's won); returns the one held afterwards.
+    fn install(&self, partition: &TopicPartition, fence: Fence) -> Arc<Fence> {
+        let mut held = self.lock();
+        held.closed.remove(partition);
+        if let Some(existing) = held.fences.get(partition)
+            && existing.base >= fence.base
+        {
             return Arc::clone(existing);
         }
         let fence = Arc::new(fence);
-        held.insert(partition.clone(), Arc::clone(&fence));
+        held.fences.insert(partition.clone(), Arc::clone(&fence));
         fence
     }
 
     pub(crate) fn forget(&self, partition: &TopicPartition) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.remove(partition);
+        let mut held = self.lock();
+        held.fences.remove(partition);
+        held.closed.insert(partition.clone());
     }
 
+    /// A token no other raise shares: the process, the time, a count and
+    /// the random keys of the standard library's hasher.
     fn token(&self) -> String {
         let n = self.raises.fetch_add(1, Ordering::Relaxed);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        format!("{}-{nanos}-{n}", std::process::id())
+        let random = RandomState::new().build_hasher().finish();
+        format!("{}-{nanos}-{n}-{random:016x}", std::process::id())
     }
 }
 
 impl Inner {
-    /// The partition's fence: the one held, else a new ownership's.
+    /// The partition's fence: the one `open` took; for a partition this
+    /// client never opened (direct use, outside the runtime), a new
+    /// ownership's. A partition closed since refuses the write.
     pub(crate) async fn fence(&self, partition: &TopicPartition) -> Result<Arc<Fence>, StoreError> {
-        if let Some(fence) = self.fences.get(partition) {
-            return Ok(fence);
+        match self.fences.find(partition) {
+            Found::Fence(fence) => Ok(fence),
+            Found::Unowned => {
+                let epoch = self.raise(partition).await?;
+                Ok(self.fences.install(partition, Fence::new(epoch)))
+            }
+            Found::Closed => Err(StoreError::rejected(format!(
+                "{partition} was closed: this client no longer owns it, and writes nothing to it"
+            ))),
         }
-        let epoch = self.raise(partition).await?;
-        Ok(self.fences.install(partition, Fence::new(epoch), false))
     }
 
     /// Starts a new ownership of the partition: later than any before it.
     pub(crate) async fn take(&self, partition: &TopicPartition) -> Result<(), StoreError> {
         let epoch = self.raise(partition).await?;
-        self.fences.install(partition, Fence::new(epoch), true);
+        self.fences.install(partition, Fence::new(epoch));
         Ok(())
     }
 
@@ -170,31 +219,36 @@ impl Inner {
         for _ in 0..ATTEMPTS {
             let token = self.fences.token();
             let (group, topic, part) = row();
-            match self.owner(partition).await? {
-                None => self
-                    .session
-                    .execute_unpaged(
-                        &self.statements.owners.insert,
-                        (group, topic, part, 1_i64, token.as_str()),
-                    )
-                    .await
-                    .map_err(Classify::into_store)?,
-                Some((epoch, _)) => self
-                    .session
-                    .execute_unpaged(
-                        &self.statements.owners.raise,
-                        (
-                            epoch.saturating_add(1),
-                            token.as_str(),
-                            group,
-                            topic,
-                            part,
-                            epoch,
-                        ),
-                    )
-                    .await
-                    .map_err(Classify::into_store)?,
+            let written = match self.owner(partition).await? {
+                None => {
+                    self.session
+                        .execute_unpaged(
+                            &self.statements.owners.insert,
+                            (group, topic, part, 1_i64, token.as_str()),
+                        )
+                        .await
+                }
+                Some((epoch, _)) if epoch >= MAX_EPOCH => {
+                    return Err(StoreError::rejected(format!(
+                        "{partition}: its ownership epoch reached {epoch}, the most this schema holds"
+                    )));
+                }
+                Some((epoch, _)) => {
+                    self.session
+                        .execute_unpaged(
+                            &self.statements.owners.raise,
+                            (epoch + 1, token.as_str(), group, topic, part, epoch),
+                        )
+                        .await
+                }
             };
+            // A conditional write that timed out may have applied: the
+            // serial read below tells.
+            if let Err(error) = written.map_err(Classify::into_store)
+                && !error.is_retriable()
+            {
+                return Err(error);
+            }
             if let Some((epoch, owner)) = self.owner(partition).await?
                 && owner == token
             {

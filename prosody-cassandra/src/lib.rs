@@ -5,11 +5,11 @@
 //! this version ([`schema`]), prepares every statement, and returns stores
 //! that implement [`Stores`]:
 //!
-//! - a commit is one request: a lone statement, or a logged batch, which
-//!   Cassandra applies whole or not at all (more than 64 writes go as
-//!   several logged batches in order); each write carries its own
-//!   timestamp, strictly increasing, so the writes of a batch apply in
-//!   their order and writing a batch again changes nothing;
+//! - a commit is a lone statement, or a logged batch, which Cassandra
+//!   applies whole or not at all (more than 64 writes go as several logged
+//!   batches in order); each write carries its own timestamp, later than
+//!   every earlier write of the same cells, so the writes of a batch apply
+//!   in their order and writing a batch again changes nothing;
 //! - every row carries the group, so groups sharing a keyspace never see
 //!   each other's data, and a TTL: dedup records their own (at most the
 //!   retention), everything else the retention;
@@ -26,8 +26,11 @@
 //! removes nor overwrites a newer owner's: at most it adds a row for a
 //! record the new owner handles again (at-least-once). The defer store's
 //! read-modify-write of a key's queue uses what the owner knows of its
-//! partitions (loaded at `open`, forgotten at [`Stores::close`]); a write
-//! to a partition not opened takes an epoch of its own first.
+//! partitions (loaded at `open`, forgotten at [`Stores::close`]). A write
+//! to a partition this client never opened (direct use, outside the
+//! runtime) takes an epoch of its own first; one to a partition it closed
+//! is refused. The epoch's transactions run at `SERIAL` (a quorum of every
+//! datacenter).
 
 mod config;
 mod dedup;

@@ -10,8 +10,9 @@ use scylla::statement::prepared::PreparedStatement;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The most statements in one logged batch: far below Cassandra's default
-/// `batch_size_fail_threshold` (50 KiB) for rows of this schema.
+/// The most statements in one logged batch: below Cassandra's default
+/// `batch_size_fail_threshold` (50 KiB) for rows of this schema with keys
+/// and traces of a few hundred bytes.
 const CHUNK: usize = 64;
 
 /// One statement's values.

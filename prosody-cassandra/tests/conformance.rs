@@ -217,6 +217,13 @@ async fn an_owner_knows_its_deferred_keys() {
     assert_eq!(stores.peek(&p, &idle), Some(false));
     stores.close(&p);
     assert_eq!(stores.peek(&p, &waiting), None, "closed");
+    // Closed, it writes nothing more to the partition: it could not take
+    // an epoch above the next owner's.
+    let late = stores.defer(&p, &idle, 10, Deferral::AfterFailure).await;
+    assert!(
+        late.as_ref().is_err_and(|e| !e.is_retriable()),
+        "a write after close: {late:?}"
+    );
     // Another member's write while this one does not own the partition is
     // seen when it owns it again.
     let other = CassandraStores::connect(&config(keyspace()).unwrap(), "peek")
