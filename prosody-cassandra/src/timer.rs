@@ -249,6 +249,21 @@ impl Inner {
         let code = kind_code(*kind)?;
         let (group, topic, part) = part(self, partition);
         let name = key.to_string();
+        // Removes the key's timer at `at` from its slab.
+        let delete_slab_row = |writes: &mut Writes, at: i64| {
+            let slab = self.slab_size.slab_of_seconds(at);
+            let row = (
+                timestamp,
+                group.clone(),
+                topic.clone(),
+                part,
+                slab,
+                at,
+                name.clone(),
+                code,
+            );
+            writes.push(&self.statements.delete_slab, row);
+        };
         match change {
             TimerChange::Schedule { time, trace } => {
                 let at = to_seconds(*time);
@@ -284,20 +299,7 @@ impl Inner {
             }
             TimerChange::Unschedule { time } => {
                 let at = to_seconds(*time);
-                let slab = self.slab_size.slab_of_seconds(at);
-                writes.push(
-                    &self.statements.delete_slab,
-                    (
-                        timestamp,
-                        group.clone(),
-                        topic.clone(),
-                        part,
-                        slab,
-                        at,
-                        name.clone(),
-                        code,
-                    ),
-                );
+                delete_slab_row(writes, at);
                 writes.push(
                     &self.statements.delete_timer_key,
                     (timestamp, group, topic, part, name, code, at),
@@ -308,20 +310,7 @@ impl Inner {
             }
             TimerChange::Clear => {
                 for at in times.map(std::mem::take).unwrap_or_default() {
-                    let slab = self.slab_size.slab_of_seconds(at);
-                    writes.push(
-                        &self.statements.delete_slab,
-                        (
-                            timestamp,
-                            group.clone(),
-                            topic.clone(),
-                            part,
-                            slab,
-                            at,
-                            name.clone(),
-                            code,
-                        ),
-                    );
+                    delete_slab_row(writes, at);
                 }
                 writes.push(
                     &self.statements.delete_timer_kind,
