@@ -35,6 +35,12 @@ pub struct ClientBuilder<C = JsonCodec> {
     kafka: Vec<(String, String)>,
 }
 
+impl<C> ClientBuilder<C> {
+    pub(crate) fn options_mut(&mut self) -> &mut Options {
+        &mut self.options
+    }
+}
+
 macro_rules! qos_setters {
     ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {$(
         $(#[$doc])*
@@ -427,10 +433,21 @@ impl<C: Codec> ClientBuilder<C> {
     /// unreachable cluster fails here, naming the cause
     /// ([`ConfigError::Unreachable`]).
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
-        let settings = self.options.resolve(&crate::env::process())?;
+        let mut settings = self.options.resolve(&crate::env::process())?;
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
         let stores = connect::stores(self.stores, self.broker.as_ref(), &settings).await?;
+        if !settings.runtime.state.is_empty() {
+            let mut registry = (*settings.runtime.state).clone();
+            registry
+                .identify(&stores)
+                .await
+                .map_err(|error| ConfigError::StateStore {
+                    retriable: error.is_retriable(),
+                    reason: error.to_string(),
+                })?;
+            settings.runtime.state = Arc::new(registry);
+        }
         let broker = match (&settings.cluster, self.broker) {
             (_, Some(Given::Memory(broker))) => Backend::memory(broker),
             (_, Some(Given::Custom(broker))) => broker,

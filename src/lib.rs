@@ -31,7 +31,9 @@ pub use prosody_kafka::{
     AdminClient, AdminError, KafkaBroker, KafkaConfig, TopicDescription, TopicOptions,
 };
 pub use prosody_memory::{
-    MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStores, MemoryTimerStore,
+    MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStateStore, MemoryStores,
+    MemoryTimerStore,
 };
+pub use prosody_state as state;
 pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};
 pub use stores::ClientStores;

@@ -1,12 +1,13 @@
 //! The client's stores, whichever backend holds them: one opaque type, so
 //! no signature of the facade names a backend and adding one changes none.
 
+use bytes::Bytes;
 use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
-    TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
+    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::fmt;
 use std::future::Future;
@@ -67,6 +68,25 @@ trait DynStores: Send + Sync {
     fn keys<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, Vec<Key>>;
     fn contains(&self, key: DedupKey) -> Call<'_, bool>;
     fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()>;
+    fn identify<'a>(&'a self, name: &'a str, identity: &'a str) -> Call<'a, String>;
+    fn cell<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        collection: &'a str,
+        key: &'a Key,
+        item: &'a [u8],
+    ) -> Call<'a, Option<Bytes>>;
+    #[allow(clippy::too_many_arguments, reason = "the trait method's arguments")]
+    fn cells<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        collection: &'a str,
+        key: &'a Key,
+        range: &'a ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Call<'a, Vec<(Bytes, Bytes)>>;
+    fn write<'a>(&'a self, partition: &'a TopicPartition, write: StateWrite) -> Call<'a, ()>;
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()>;
     fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()>;
     fn close(&self, partition: &TopicPartition);
@@ -159,6 +179,38 @@ impl<S: Stores> DynStores for S {
 
     fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()> {
         Box::pin(DedupStore::insert(self, key, ttl))
+    }
+
+    fn identify<'a>(&'a self, name: &'a str, identity: &'a str) -> Call<'a, String> {
+        Box::pin(StateStore::identify(self, name, identity))
+    }
+
+    fn cell<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        collection: &'a str,
+        key: &'a Key,
+        item: &'a [u8],
+    ) -> Call<'a, Option<Bytes>> {
+        Box::pin(StateStore::cell(self, partition, collection, key, item))
+    }
+
+    fn cells<'a>(
+        &'a self,
+        partition: &'a TopicPartition,
+        collection: &'a str,
+        key: &'a Key,
+        range: &'a ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Call<'a, Vec<(Bytes, Bytes)>> {
+        Box::pin(StateStore::cells(
+            self, partition, collection, key, range, direction, limit,
+        ))
+    }
+
+    fn write<'a>(&'a self, partition: &'a TopicPartition, write: StateWrite) -> Call<'a, ()> {
+        Box::pin(StateStore::write(self, partition, write))
     }
 
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()> {
@@ -292,6 +344,40 @@ impl DedupStore for ClientStores {
 
     async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
         self.0.insert(key, ttl).await
+    }
+}
+
+impl StateStore for ClientStores {
+    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
+        self.0.identify(name, identity).await
+    }
+
+    async fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.0.cell(partition, collection, key, item).await
+    }
+
+    async fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.0
+            .cells(partition, collection, key, range, direction, limit)
+            .await
+    }
+
+    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
+        self.0.write(partition, write).await
     }
 }
 

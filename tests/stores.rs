@@ -8,10 +8,11 @@
     reason = "test code fails loudly"
 )]
 
+use bytes::Bytes;
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
-    TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
+    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{
     ConfigError, Context, EventHandler, Excise, HandlerError, Key, MemoryBroker, MemoryStores,
@@ -178,6 +179,40 @@ impl DeferStore for Picky {
 
     async fn keys(&self, p: &TopicPartition) -> Result<Vec<Key>, StoreError> {
         self.inner.keys(p).await
+    }
+}
+
+impl StateStore for Picky {
+    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
+        self.inner.identify(name, identity).await
+    }
+
+    async fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.inner.cell(partition, collection, key, item).await
+    }
+
+    async fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.inner
+            .cells(partition, collection, key, range, direction, limit)
+            .await
+    }
+
+    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
+        self.inner.write(partition, write).await
     }
 }
 

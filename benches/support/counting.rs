@@ -2,10 +2,11 @@
 //! stores: every call but `peek`, `open` and `close`, and only the commits
 //! that write something.
 
+use bytes::Bytes;
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
-    TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
+    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{Key, Timestamp};
 use std::sync::Arc;
@@ -137,6 +138,42 @@ impl<S: Stores> DeferStore for Counting<S> {
     async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
         self.count();
         self.inner.keys(partition).await
+    }
+}
+
+impl<S: Stores> StateStore for Counting<S> {
+    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
+        self.inner.identify(name, identity).await
+    }
+
+    async fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.count();
+        self.inner.cell(partition, collection, key, item).await
+    }
+
+    async fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.count();
+        self.inner
+            .cells(partition, collection, key, range, direction, limit)
+            .await
+    }
+
+    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
+        self.inner.write(partition, write).await
     }
 }
 

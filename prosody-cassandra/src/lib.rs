@@ -32,6 +32,7 @@
 //! is refused. The epoch's transactions run at `SERIAL` (a quorum of every
 //! datacenter).
 
+mod cells;
 mod config;
 mod dedup;
 mod defer;
@@ -49,13 +50,15 @@ use crate::defer::Known;
 use crate::fence::Fences;
 use crate::statements::Statements;
 use crate::write::{WriteClock, Writes};
+use bytes::Bytes;
 use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::timer::SlabSize;
 use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Deferred,
-    StoreError, Stores, TimerChange, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Deferred, Direction,
+    ItemRange, StateStore, StateWrite, StoreError, Stores, TimerChange, TimerEntry, TimerKind,
+    TimerStore,
 };
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
@@ -222,6 +225,9 @@ impl CassandraStores {
             .await?;
         let changes = inner
             .deferral_writes(partition, &batch.deferrals, &mut writes)
+            .await?;
+        inner
+            .state_writes(partition, &batch.state, &mut writes)
             .await?;
         inner.dedup_writes(&batch.dedup, &mut writes);
         if writes.len() == 0 {
@@ -413,6 +419,44 @@ impl DeferStore for CassandraStores {
 
     async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
         self.0.deferred_keys(partition).await
+    }
+}
+
+impl StateStore for CassandraStores {
+    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
+        self.0.identify(name, identity).await
+    }
+
+    async fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.0.cell(partition, collection, key, item).await
+    }
+
+    async fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.0
+            .cells(partition, collection, key, range, direction, limit)
+            .await
+    }
+
+    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
+        let batch = Batch {
+            state: vec![write],
+            ..Batch::default()
+        };
+        self.commit(partition, batch).await
     }
 }
 

@@ -59,10 +59,22 @@ const MIGRATIONS: &[Migration] = &[
             group_id text, topic text, part int, epoch bigint, owner text,
             PRIMARY KEY ((group_id, topic, part)))"],
     },
+    Migration {
+        version: 3,
+        description: "keyed state: cells per (partition, collection, key), collection identities",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {ks}.state_cells (
+            group_id text, topic text, part int, coll text, key text, item blob, value blob,
+            PRIMARY KEY ((group_id, topic, part, coll, key), item))",
+            "CREATE TABLE IF NOT EXISTS {ks}.state_collections (
+            group_id text, name text, identity text,
+            PRIMARY KEY ((group_id, name)))",
+        ],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

@@ -1,5 +1,6 @@
 //! Every statement the stores run, prepared once at connect.
 
+use crate::cells::CellStatements;
 use crate::fence::Owners;
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
@@ -39,6 +40,7 @@ pub(crate) struct Statements {
     pub(crate) insert_dedup: PreparedStatement,
     pub(crate) select_dedup: PreparedStatement,
     pub(crate) owners: Owners,
+    pub(crate) cells: CellStatements,
 }
 
 impl Statements {
@@ -147,6 +149,7 @@ impl Statements {
             ))
             .await?,
             owners: Owners::prepare(session, ks).await?,
+            cells: CellStatements::prepare(session, ks).await?,
         })
     }
 }

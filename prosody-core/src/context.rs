@@ -4,6 +4,7 @@
 use crate::clock::Timestamp;
 use crate::event::Topic;
 use crate::key::Key;
+use crate::state::{AttemptState, Definition, StateError};
 use crate::timers::{self, Rider, TimerError, TimerOp, Timers};
 use std::future::Future;
 use std::sync::Arc;
@@ -66,6 +67,8 @@ pub struct Context {
     /// What stages add to the attempt's batch, written only with the
     /// handler's changes when the attempt succeeds.
     riders: Option<Arc<Vec<Rider>>>,
+    /// The key's keyed state, if the client registered collections.
+    state: Option<Arc<AttemptState>>,
 }
 
 impl Context {
@@ -92,6 +95,7 @@ impl Context {
             wait: None,
             timers: None,
             riders: None,
+            state: None,
         }
     }
 
@@ -107,6 +111,57 @@ impl Context {
     pub(crate) fn with_fresh_timers(mut self) -> Self {
         self.timers = self.timers.as_ref().map(Timers::fresh);
         self
+    }
+
+    /// The same context with access to its key's state.
+    #[must_use]
+    pub(crate) fn with_state(mut self, state: Arc<AttemptState>) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// The same context with nothing pending in its state, for one attempt.
+    #[must_use]
+    pub(crate) fn with_fresh_state(mut self) -> Self {
+        self.state = self.state.as_deref().map(AttemptState::fresh);
+        self
+    }
+
+    /// The attempt's state, to commit it once it succeeded.
+    pub(crate) fn attempt_state(&self) -> Option<&Arc<AttemptState>> {
+        self.state.as_ref()
+    }
+
+    /// Binds this key's collection of `definition` for this attempt.
+    ///
+    /// What the handle writes is pending until the handler succeeds, then
+    /// lands in one write with the attempt's timers; a failed attempt's
+    /// changes are dropped, and its retry does not see them. The handle
+    /// borrows the context, so it cannot outlive the handler; a clone of
+    /// the context kept past it gets [`StateError::AttemptEnded`].
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Unregistered`] if the client did not register the
+    /// definition (`state_collections`), [`StateError::Mismatch`] if the
+    /// store keeps another kind or payload under its name, and
+    /// [`StateError::Unavailable`] outside the runtime.
+    pub fn state<D: Definition>(&self, definition: &D) -> Result<D::Handle<'_>, StateError> {
+        let state = self.state.as_deref().ok_or(StateError::Unavailable)?;
+        Ok(definition.bind(state.slot(definition.spec())?))
+    }
+
+    /// Clears every registered collection of this key when the attempt
+    /// succeeds: what an excise handler does to forget the key.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Unavailable`] outside the runtime or after the attempt.
+    pub fn clear_state(&self) -> Result<(), StateError> {
+        self.state
+            .as_deref()
+            .ok_or(StateError::Unavailable)?
+            .clear_all()
     }
 
     /// The attempt's timers, to commit them once it succeeded.

@@ -103,10 +103,15 @@ impl fmt::Debug for HandlerError {
     }
 }
 
-/// Any standard error converts with `?` as a transient error.
+/// Any standard error converts with `?` as a transient error, but for a
+/// [`StateError`](crate::state::StateError), which keeps its own category.
 impl<E: StdError + Send + Sync + 'static> From<E> for HandlerError {
     fn from(error: E) -> Self {
-        Self::transient(error)
+        let any: &dyn std::any::Any = &error;
+        match any.downcast_ref::<crate::state::StateError>() {
+            Some(state) => Self::new(state.category(), error),
+            None => Self::transient(error),
+        }
     }
 }
 

@@ -4,8 +4,9 @@ use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Encoded, Event, Excise, Message, Timer};
-use crate::store::StoreError;
+use crate::state::{AttemptState, StateError, StateGuard};
 use crate::store::timer::TimerKind;
+use crate::store::{Batch, StoreError};
 use crate::timeout::ReturnedLate;
 use crate::timers::TimerOp;
 use futures_util::FutureExt;
@@ -89,7 +90,8 @@ impl<T> Settlement for Option<T> {
 /// A handler as the innermost `tower::Service` of a stack: it decodes each
 /// event of the stack with its codec and calls the handler.
 ///
-/// Invariant: the handler only ever sees events that decoded; a key that is
+/// Invariant: the handler only ever sees events that decoded, and never a
+/// record its key's state marks applied (its changes landed already); a key that is
 /// not UTF-8 or a payload the codec rejects fails the call with a permanent
 /// [`DecodeError`] before the handler runs. Its
 /// response is the handler's output, or `None` for a timer. A handler that
@@ -173,9 +175,9 @@ where
             Ok(event) => event,
             Err(error) => return Box::pin(std::future::ready(Err(HandlerError::permanent(error)))),
         };
-        // Each attempt stages its own timer changes; they are written only
-        // if the handler succeeds.
-        let context = context.with_fresh_timers();
+        // Each attempt stages its own timer and state changes; they are
+        // written only if the handler succeeds.
+        let context = context.with_fresh_timers().with_fresh_state();
         if let Event::Timer(timer) = &event
             && timer.kind != TimerKind::Application
         {
@@ -192,11 +194,24 @@ where
             // schedules the same second again keeps that new timer.
             timers.stage(TimerOp::Unschedule(timer.time));
         }
+        let offset = match &event {
+            Event::Message(message) => Some(message.offset),
+            Event::Excise(excise) => Some(excise.offset),
+            Event::Timer(_) => None,
+        };
         let call = async move {
             let timers = context.timers().cloned();
             let key = context.key().clone();
             let deadline = context.deadline().cloned();
             let riders = context.riders().to_vec();
+            let state = StateGuard(context.attempt_state().cloned());
+            if let (Some(attempt), Some(offset)) = (&state.0, offset)
+                && applied(attempt, offset).await?
+            {
+                // Its state changes landed before a crash or a hand-off
+                // kept its offset from being committed: not again.
+                return Ok(None);
+            }
             let output = match event {
                 Event::Message(message) => handler.on_message(context, message).await.map(Some),
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
@@ -208,8 +223,26 @@ where
                 return Err(HandlerError::transient(ReturnedLate));
             }
             if let Some(timers) = timers {
+                let mut writes = Vec::new();
+                if let Some(attempt) = &state.0 {
+                    let sealed = attempt.seal();
+                    if !sealed.uncommitted.is_empty() {
+                        let batch = Batch {
+                            state: sealed.uncommitted,
+                            ..Batch::default()
+                        };
+                        timers
+                            .write(batch)
+                            .await
+                            .map_err(StoreError::into_handler)?;
+                    }
+                    writes = sealed.transactional;
+                    if let (true, Some(offset)) = (sealed.wrote, offset) {
+                        writes.push(attempt.marker(offset, sealed.marker_ttl));
+                    }
+                }
                 timers
-                    .commit(&key, &riders)
+                    .commit(&key, &riders, writes)
                     .await
                     .map_err(StoreError::into_handler)?;
             }
@@ -223,6 +256,12 @@ where
                 .map(|result| result.unwrap_or_else(|_| Err(HandlerError::transient(Panicked)))),
         )
     }
+}
+
+/// Whether the key's state marks the record at `offset` applied.
+async fn applied(attempt: &AttemptState, offset: i64) -> Result<bool, HandlerError> {
+    let applied = attempt.applied().await.map_err(StateError::into_handler)?;
+    Ok(applied.is_some_and(|applied| applied >= offset))
 }
 
 /// A complete stack the runtime can drive: any cloneable `tower::Service` of

@@ -49,6 +49,7 @@ pub mod scheduler;
 #[cfg(feature = "conformance")]
 pub mod services;
 pub mod shutdown;
+pub mod state;
 pub mod store;
 pub mod telemetry;
 #[cfg(test)]

@@ -38,6 +38,7 @@
 //! ```
 
 mod assignment;
+mod cells;
 mod consumer;
 mod dedup;
 mod defer;
@@ -49,6 +50,7 @@ mod state;
 mod stores;
 mod timer;
 
+pub use cells::MemoryStateStore;
 pub use consumer::MemoryConsumer;
 pub use dedup::MemoryDedupStore;
 pub use defer::MemoryDeferStore;

@@ -1,17 +1,18 @@
 //! The in-memory stores of one client, together.
 
-use crate::{MemoryDedupStore, MemoryDeferStore, MemoryTimerStore};
+use crate::{MemoryDedupStore, MemoryDeferStore, MemoryStateStore, MemoryTimerStore};
+use bytes::Bytes;
 use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    DedupKey, DedupStore, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry,
-    TimerKind, TimerStore,
+    DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
+    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::future::Future;
 use std::time::Duration;
 
-/// A client's timers, deferrals and dedup records, in memory; clones share
+/// A client's timers, deferrals, keyed state and dedup records, in memory; clones share
 /// them (so several clients of a test can share one set, as members of a
 /// group share Cassandra).
 ///
@@ -25,6 +26,7 @@ pub struct MemoryStores {
     timers: MemoryTimerStore,
     deferred: MemoryDeferStore,
     dedup: MemoryDedupStore,
+    state: MemoryStateStore,
 }
 
 impl MemoryStores {
@@ -45,6 +47,7 @@ impl MemoryStores {
             timers,
             deferred,
             dedup,
+            state: MemoryStateStore::default(),
         }
     }
 
@@ -64,6 +67,12 @@ impl MemoryStores {
     #[must_use]
     pub fn dedup(&self) -> &MemoryDedupStore {
         &self.dedup
+    }
+
+    /// The keyed-state store.
+    #[must_use]
+    pub fn state(&self) -> &MemoryStateStore {
+        &self.state
     }
 }
 
@@ -173,6 +182,47 @@ impl DedupStore for MemoryStores {
         ttl: Duration,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.dedup.insert(key, ttl)
+    }
+}
+
+impl StateStore for MemoryStores {
+    fn identify(
+        &self,
+        name: &str,
+        identity: &str,
+    ) -> impl Future<Output = Result<String, StoreError>> + Send {
+        self.state.identify(name, identity)
+    }
+
+    fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send {
+        self.state.cell(partition, collection, key, item)
+    }
+
+    fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(Bytes, Bytes)>, StoreError>> + Send {
+        self.state
+            .cells(partition, collection, key, range, direction, limit)
+    }
+
+    fn write(
+        &self,
+        partition: &TopicPartition,
+        write: StateWrite,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.state.write(partition, write)
     }
 }
 

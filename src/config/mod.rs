@@ -5,6 +5,7 @@ mod cassandra;
 mod kafka;
 mod observe;
 mod qos;
+mod state;
 
 pub(crate) use cassandra::Cassandra;
 pub use cassandra::Secret;
@@ -78,6 +79,14 @@ pub enum ConfigError {
         /// certificate, `true` for a cluster that did not answer.
         retriable: bool,
     },
+    /// The store did not record the keyed-state collections' identities.
+    #[error("recording the state collections' kinds in the store failed: {reason}")]
+    StateStore {
+        /// What the store said.
+        reason: String,
+        /// Whether trying again may help.
+        retriable: bool,
+    },
 }
 
 /// Options as given to the builder; `None` falls back to the environment,
@@ -103,6 +112,7 @@ pub(crate) struct Options {
     pub(crate) observe: observe::ObserveOptions,
     pub(crate) cassandra: cassandra::CassandraOptions,
     pub(crate) kafka: kafka::KafkaOptions,
+    pub(crate) state: state::StateOptions,
 }
 
 /// Where the client's broker is.
@@ -246,7 +256,8 @@ impl Options {
                 .collect::<Result<Vec<_>, _>>()?;
             Cluster::Kafka(servers)
         };
-        let runtime = self.runtime(env, RuntimeConfig::new(group_id), allowed_events)?;
+        let mut runtime = self.runtime(env, RuntimeConfig::new(group_id), allowed_events)?;
+        runtime.state = Arc::new(std::mem::take(&mut self.state).resolve(env)?);
         let send_timeout = positive_duration(
             "send_timeout",
             env.layer(self.send_timeout, "PROSODY_SEND_TIMEOUT", || {

@@ -29,6 +29,7 @@ fn option_of(error: &ConfigError) -> &str {
         ConfigError::Environment { variable, .. } => variable,
         ConfigError::Unreachable { .. } => "bootstrap_servers",
         ConfigError::NoDurableStore | ConfigError::Cassandra { .. } => "cassandra_nodes",
+        ConfigError::StateStore { .. } => "state_collections",
     }
 }
 

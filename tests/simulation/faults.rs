@@ -6,6 +6,7 @@
 use crate::handler::{Entry, Probe, What};
 use crate::scenario::Rng;
 use crate::scenario::Script;
+use bytes::Bytes;
 use prosody::MemoryStores;
 use prosody::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Delivery, OutgoingRecord,
@@ -16,7 +17,9 @@ use prosody_core::clock::Timestamp;
 use prosody_core::store::dedup::{DedupKey, DedupStore};
 use prosody_core::store::defer::{DeferStore, Deferral, Deferred};
 use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore};
-use prosody_core::store::{Batch, StoreError, Stores, TimerChange};
+use prosody_core::store::{
+    Batch, Direction, ItemRange, StateStore, StateWrite, StoreError, Stores, TimerChange,
+};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -270,9 +273,12 @@ fn prefix(batch: &Batch, count: usize) -> Batch {
     let count = count - timers.len();
     let deferrals: Vec<_> = batch.deferrals.iter().take(count).cloned().collect();
     let count = count - deferrals.len();
+    let state: Vec<_> = batch.state.iter().take(count).cloned().collect();
+    let count = count - state.len();
     Batch {
         timers,
         deferrals,
+        state,
         dedup: batch.dedup.iter().take(count).copied().collect(),
     }
 }
@@ -427,6 +433,47 @@ impl DeferStore for FaultyStores {
     async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
         self.call("listing deferred keys", self.inner.keys(partition))
             .await
+    }
+}
+
+impl StateStore for FaultyStores {
+    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
+        self.inner.identify(name, identity).await
+    }
+
+    async fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.call(
+            "a state read",
+            self.inner.cell(partition, collection, key, item),
+        )
+        .await
+    }
+
+    async fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.call(
+            "a state scan",
+            self.inner
+                .cells(partition, collection, key, range, direction, limit),
+        )
+        .await
+    }
+
+    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
+        self.inner.write(partition, write).await
     }
 }
 

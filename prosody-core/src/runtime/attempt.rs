@@ -9,6 +9,7 @@ use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Timer, Topic};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
+use crate::state::{AttemptState, Registry};
 use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::store::{Batch, TimerChange};
 use crate::timers::{StoreAccess, Timers};
@@ -71,6 +72,8 @@ pub(crate) struct Shared<S> {
     pub(crate) backoff: Backoff,
     /// The partition's timers, for handlers' contexts.
     pub(crate) timers: Arc<dyn StoreAccess>,
+    /// The client's state collections: `None` when it registered none.
+    pub(crate) state: Option<Arc<Registry>>,
     pub(crate) topic: Topic,
     pub(crate) partition: i32,
 }
@@ -83,6 +86,7 @@ impl<S: Clone> Clone for Shared<S> {
             cancel: self.cancel.clone(),
             backoff: self.backoff,
             timers: Arc::clone(&self.timers),
+            state: self.state.clone(),
             topic: Arc::clone(&self.topic),
             partition: self.partition,
         }
@@ -174,6 +178,14 @@ where
         .with_demand(demand)
         .with_attempt(attempt.saturating_add(1))
         .with_timers(timers.clone());
+        let context = match &shared.state {
+            Some(registry) => context.with_state(AttemptState::new(
+                Arc::clone(&shared.timers),
+                Arc::clone(registry),
+                key.clone(),
+            )),
+            None => context,
+        };
         let call = shared
             .service
             .clone()

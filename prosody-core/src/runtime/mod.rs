@@ -19,6 +19,7 @@ use crate::broker::TopicPartition;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
+use crate::state::Registry;
 use crate::store::Stores;
 use partition::PartitionState;
 use std::num::NonZeroUsize;
@@ -54,6 +55,8 @@ pub struct RuntimeConfig {
     /// How far ahead a partition holds its timers in memory: one slab of
     /// the timer store (`slab_size`, default 1h).
     pub slab_size: Duration,
+    /// The keyed-state collections handlers may bind (empty: none).
+    pub state: Arc<Registry>,
 }
 
 impl RuntimeConfig {
@@ -70,6 +73,7 @@ impl RuntimeConfig {
             retry_base: Duration::from_millis(20),
             max_retry_delay: Duration::from_secs(300),
             slab_size: Duration::from_secs(3600),
+            state: Arc::default(),
         }
     }
 }

@@ -154,6 +154,7 @@ where
                         max: self.config.max_retry_delay,
                     },
                     timers: Arc::clone(&timers),
+                    state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     topic: Arc::clone(&tp.topic),
                     partition: tp.partition,
                 },

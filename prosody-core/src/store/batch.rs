@@ -1,13 +1,15 @@
 //! One attempt's writes, and the stores that take them together.
 //!
-//! Everything an attempt changes (its handler's timers, the dedup record of
-//! its message, the deferral bookkeeping of the defer stage) is gathered in
+//! Everything an attempt changes (its handler's timers and keyed state, the
+//! dedup record of its message, the deferral bookkeeping of the defer
+//! stage) is gathered in
 //! one [`Batch`] and written with one [`Stores::commit`] once the attempt
 //! succeeded, before its event settles. A failed attempt writes nothing.
 
 use super::StoreError;
 use super::dedup::{DedupKey, DedupStore};
 use super::defer::{DeferStore, Deferral};
+use super::state::{StateStore, StateWrite};
 use super::timer::{TimerEntry, TimerKind, TimerStore};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
@@ -94,6 +96,8 @@ pub struct Batch {
     pub timers: Vec<TimerWrite>,
     /// Deferral changes, in order.
     pub deferrals: Vec<DeferWrite>,
+    /// Keyed-state changes, in order.
+    pub state: Vec<StateWrite>,
     /// Dedup records.
     pub dedup: Vec<DedupWrite>,
 }
@@ -102,13 +106,16 @@ impl Batch {
     /// Whether the batch writes nothing.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.timers.is_empty() && self.deferrals.is_empty() && self.dedup.is_empty()
+        self.timers.is_empty()
+            && self.deferrals.is_empty()
+            && self.state.is_empty()
+            && self.dedup.is_empty()
     }
 
     /// How many writes the batch holds.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.timers.len() + self.deferrals.len() + self.dedup.len()
+        self.timers.len() + self.deferrals.len() + self.state.len() + self.dedup.len()
     }
 
     /// The same batch with a timer change.
@@ -130,8 +137,8 @@ impl Batch {
     }
 }
 
-/// The stores of one client: its timers, deferrals and dedup records, in
-/// one backend, for one consumer group.
+/// The stores of one client: its timers, deferrals, keyed state and dedup
+/// records, in one backend, for one consumer group.
 ///
 /// Contract (checked by the conformance suite, `store::conformance::stores`):
 /// - a store instance belongs to one consumer group: two instances for two
@@ -158,7 +165,7 @@ impl Batch {
 /// caches what it read of a partition (the answers of
 /// [`DeferStore::peek`], say) keeps the cache between the two and forgets
 /// it at `close`, because another member may write the partition next.
-pub trait Stores: TimerStore + DeferStore + DedupStore + Clone {
+pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
     /// This member now owns `partition`. The default does nothing. The
     /// runtime handles nothing of the partition, and so writes nothing,
     /// until an open succeeds: it logs an error and tries again (after 1 s,
@@ -179,7 +186,8 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + Clone {
 
     /// Writes one attempt's batch for `partition`. The default applies each
     /// write through the single-write methods: timers, then deferrals, then
-    /// dedup records; it is not atomic (a failure stops it partway).
+    /// state, then dedup records; it is not atomic (a failure stops it
+    /// partway).
     fn commit(
         &self,
         partition: &TopicPartition,
@@ -226,6 +234,9 @@ pub async fn apply<S: Stores>(
                 stores.failed(partition, &key).await?;
             }
         }
+    }
+    for write in batch.state {
+        stores.write(partition, write).await?;
     }
     for DedupWrite { key, ttl } in batch.dedup {
         stores.insert(key, ttl).await?;

@@ -7,6 +7,7 @@
 
 pub mod dedup;
 pub mod defer;
+pub mod state;
 pub mod stores;
 pub mod timer;
 

@@ -8,6 +8,7 @@
 mod batch;
 pub mod dedup;
 pub mod defer;
+pub mod state;
 pub mod timer;
 
 #[cfg(feature = "conformance")]
@@ -16,6 +17,7 @@ pub mod conformance;
 pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite, apply};
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferStore, Deferral, Deferred};
+pub use state::{Direction, ItemRange, StateChange, StateStore, StateWrite};
 pub use timer::{TimerEntry, TimerKind, TimerStore};
 
 use crate::error::{BoxError, HandlerError};

@@ -6,7 +6,8 @@ use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, to_seconds};
-use crate::store::{Batch, Stores, TimerChange};
+use crate::store::{Batch, Direction, ItemRange, Stores, TimerChange};
+use bytes::Bytes;
 use tokio::sync::mpsc;
 
 /// A change the partition task applies to its due queue.
@@ -97,6 +98,29 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
 
     fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
         Box::pin(self.write(batch))
+    }
+
+    fn cell<'a>(
+        &'a self,
+        collection: &'a str,
+        key: &'a Key,
+        item: &'a [u8],
+    ) -> StoreFuture<'a, Option<Bytes>> {
+        Box::pin(self.stores.cell(&self.partition, collection, key, item))
+    }
+
+    fn cells<'a>(
+        &'a self,
+        collection: &'a str,
+        key: &'a Key,
+        range: &'a ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<(Bytes, Bytes)>> {
+        Box::pin(
+            self.stores
+                .cells(&self.partition, collection, key, range, direction, limit),
+        )
     }
 
     fn open(&self) -> StoreFuture<'_, ()> {

@@ -12,7 +12,10 @@ pub(crate) use due::DueQueue;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{Batch, DedupWrite, DeferWrite, StoreError, TimerChange};
+use crate::store::{
+    Batch, DedupWrite, DeferWrite, Direction, ItemRange, StateWrite, StoreError, TimerChange,
+};
+use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -136,6 +139,34 @@ pub(crate) trait StoreAccess: Send + Sync {
 
     /// The partition's timers with `from <= time < until`, of every kind.
     fn load(&self, from: Timestamp, until: Timestamp) -> StoreFuture<'_, Vec<Due>>;
+
+    /// The value of a state cell of `key`.
+    fn cell<'a>(
+        &'a self,
+        collection: &'a str,
+        key: &'a Key,
+        item: &'a [u8],
+    ) -> StoreFuture<'a, Option<Bytes>> {
+        let _ = (collection, key, item);
+        Box::pin(std::future::ready(Err(StoreError::rejected(
+            "this store access keeps no state",
+        ))))
+    }
+
+    /// A page of state cells of `key`.
+    fn cells<'a>(
+        &'a self,
+        collection: &'a str,
+        key: &'a Key,
+        range: &'a ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<(Bytes, Bytes)>> {
+        let _ = (collection, key, range, direction, limit);
+        Box::pin(std::future::ready(Err(StoreError::rejected(
+            "this store access keeps no state",
+        ))))
+    }
 
     /// The member took the partition ([`Stores::open`](crate::store::Stores::open)).
     fn open(&self) -> StoreFuture<'_, ()> {
@@ -298,11 +329,17 @@ impl Timers {
         Ok(times.into_iter().collect())
     }
 
-    /// Writes the staged changes and the `riders` in one batch; called once
-    /// the attempt succeeded.
-    pub(crate) async fn commit(&self, key: &Key, riders: &[Rider]) -> Result<(), StoreError> {
+    /// Writes the staged changes, the `riders` and the attempt's `state`
+    /// changes in one batch; called once the attempt succeeded.
+    pub(crate) async fn commit(
+        &self,
+        key: &Key,
+        riders: &[Rider],
+        state: Vec<StateWrite>,
+    ) -> Result<(), StoreError> {
         let ops = std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner));
         let mut batch = timer_batch(key, TimerKind::Application, ops);
+        batch.state = state;
         for rider in riders {
             match rider {
                 Rider::Dedup(write) => batch.dedup.push(*write),

@@ -1,0 +1,242 @@
+//! A sequence per key, pushed and popped at both ends.
+
+use crate::codec::{decode, encode};
+use crate::scan::scan;
+use bytes::Bytes;
+use futures_util::Stream;
+use futures_util::stream::{self, StreamExt};
+use prosody_core::state::{Slot, StateError};
+use prosody_core::store::{Direction, ItemRange};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+
+/// The deque of one key as stored: slots `head..tail`, each an item named
+/// by its position in an order-preserving encoding, and the bounds under
+/// the empty item.
+///
+/// Invariant: `head <= tail`; an empty deque stores nothing (its last pop
+/// clears it). A slot whose cell expired (its TTL passed since it was
+/// pushed) reads as absent: pops, peeks and scans pass over it, and
+/// [`DequeState::len`] still counts it until a pop passes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Bounds {
+    head: i64,
+    tail: i64,
+}
+
+/// The item of position `at`: its bytes sort as the positions do.
+fn slot_item(at: i64) -> Bytes {
+    Bytes::copy_from_slice(&(at.cast_unsigned() ^ (1 << 63)).to_be_bytes())
+}
+
+/// The deque of one key of one collection, for one attempt.
+///
+/// Invariant: reads see the committed deque under this attempt's pushes
+/// and pops; with a capacity, a push never leaves more than that many
+/// slots.
+#[derive(Debug)]
+pub struct DequeState<'a, T> {
+    slot: Slot<'a>,
+    _item: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for DequeState<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for DequeState<'_, T> {}
+
+impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
+    pub(crate) fn new(slot: Slot<'a>) -> Self {
+        Self {
+            slot,
+            _item: PhantomData,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        self.slot.spec().name
+    }
+
+    async fn bounds(&self) -> Result<Bounds, StateError> {
+        let Some(bytes) = self.slot.get(&[]).await? else {
+            return Ok(Bounds::default());
+        };
+        let malformed = StateError::Malformed {
+            collection: self.name(),
+            reason: "a deque's bounds are not 16 bytes",
+        };
+        let (head, tail) = bytes.split_at_checked(8).ok_or(malformed)?;
+        let read = |half: &[u8]| <[u8; 8]>::try_from(half).map(i64::from_be_bytes);
+        match (read(head), read(tail)) {
+            (Ok(head), Ok(tail)) if head <= tail => Ok(Bounds { head, tail }),
+            _ => Err(StateError::Malformed {
+                collection: self.name(),
+                reason: "a deque's bounds are not 16 bytes of head <= tail",
+            }),
+        }
+    }
+
+    fn set_bounds(&self, bounds: Bounds) -> Result<(), StateError> {
+        if bounds.head == bounds.tail {
+            return self.slot.clear();
+        }
+        let mut bytes = Vec::with_capacity(16);
+        bytes.extend_from_slice(&bounds.head.to_be_bytes());
+        bytes.extend_from_slice(&bounds.tail.to_be_bytes());
+        self.slot.put(Bytes::new(), Bytes::from(bytes))
+    }
+
+    fn over_capacity(&self, bounds: Bounds) -> bool {
+        self.slot
+            .spec()
+            .capacity
+            .is_some_and(|capacity| bounds.tail.abs_diff(bounds.head) > capacity)
+    }
+
+    /// Adds `item` at the back; past the capacity, the front item drops.
+    pub async fn push_back(&self, item: &T) -> Result<(), StateError> {
+        let bytes = encode(self.name(), item)?;
+        let mut bounds = self.bounds().await?;
+        self.slot.put(slot_item(bounds.tail), bytes)?;
+        bounds.tail += 1;
+        while self.over_capacity(bounds) {
+            self.slot.delete(slot_item(bounds.head))?;
+            bounds.head += 1;
+        }
+        self.set_bounds(bounds)
+    }
+
+    /// Adds `item` at the front; past the capacity, the back item drops.
+    pub async fn push_front(&self, item: &T) -> Result<(), StateError> {
+        let bytes = encode(self.name(), item)?;
+        let mut bounds = self.bounds().await?;
+        bounds.head -= 1;
+        self.slot.put(slot_item(bounds.head), bytes)?;
+        while self.over_capacity(bounds) {
+            bounds.tail -= 1;
+            self.slot.delete(slot_item(bounds.tail))?;
+        }
+        self.set_bounds(bounds)
+    }
+
+    /// Removes and returns the front item.
+    pub async fn pop_front(&self) -> Result<Option<T>, StateError> {
+        let mut bounds = self.bounds().await?;
+        let mut found = None;
+        while found.is_none() && bounds.head < bounds.tail {
+            let item = slot_item(bounds.head);
+            found = self.slot.get(&item).await?;
+            self.slot.delete(item)?;
+            bounds.head += 1;
+        }
+        self.set_bounds(bounds)?;
+        found.map(|bytes| decode(self.name(), &bytes)).transpose()
+    }
+
+    /// Removes and returns the back item.
+    pub async fn pop_back(&self) -> Result<Option<T>, StateError> {
+        let mut bounds = self.bounds().await?;
+        let mut found = None;
+        while found.is_none() && bounds.head < bounds.tail {
+            bounds.tail -= 1;
+            let item = slot_item(bounds.tail);
+            found = self.slot.get(&item).await?;
+            self.slot.delete(item)?;
+        }
+        self.set_bounds(bounds)?;
+        found.map(|bytes| decode(self.name(), &bytes)).transpose()
+    }
+
+    async fn peek(&self, direction: Direction) -> Result<Option<T>, StateError> {
+        let range = Self::range(self.bounds().await?);
+        let page = self.slot.page(range, direction, 1).await?;
+        page.items
+            .first()
+            .map(|(_, bytes)| decode(self.name(), bytes))
+            .transpose()
+    }
+
+    /// The front item.
+    pub async fn peek_front(&self) -> Result<Option<T>, StateError> {
+        self.peek(Direction::Forward).await
+    }
+
+    /// The back item.
+    pub async fn peek_back(&self) -> Result<Option<T>, StateError> {
+        self.peek(Direction::Backward).await
+    }
+
+    /// The item `index` places from the front.
+    pub async fn get(&self, index: u64) -> Result<Option<T>, StateError> {
+        let bounds = self.bounds().await?;
+        let Some(at) = i64::try_from(index)
+            .ok()
+            .and_then(|index| bounds.head.checked_add(index))
+            .filter(|at| *at < bounds.tail)
+        else {
+            return Ok(None);
+        };
+        match self.slot.get(&slot_item(at)).await? {
+            Some(bytes) => decode(self.name(), &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// How many slots the deque holds.
+    pub async fn len(&self) -> Result<u64, StateError> {
+        let bounds = self.bounds().await?;
+        Ok(bounds.tail.abs_diff(bounds.head))
+    }
+
+    /// Whether the deque holds nothing.
+    pub async fn is_empty(&self) -> Result<bool, StateError> {
+        Ok(self.len().await? == 0)
+    }
+
+    fn range(bounds: Bounds) -> ItemRange {
+        ItemRange {
+            from: slot_item(bounds.head),
+            until: Some(slot_item(bounds.tail)),
+        }
+    }
+
+    /// The items front to back (`Forward`) or back to front, fetched in
+    /// chunks.
+    pub fn values(
+        &self,
+        direction: Direction,
+    ) -> impl Stream<Item = Result<T, StateError>> + Send + 'a {
+        let this = *self;
+        let name = self.name();
+        stream::once(async move { this.bounds().await }).flat_map(move |bounds| match bounds {
+            Ok(bounds) => scan(
+                this.slot,
+                Self::range(bounds),
+                direction,
+                move |_, value| decode(name, &value),
+            )
+            .left_stream(),
+            Err(error) => stream::iter([Err(error)]).right_stream(),
+        })
+    }
+
+    /// Removes every item.
+    pub async fn clear(&self) -> Result<(), StateError> {
+        self.slot.clear()
+    }
+
+    /// Writes this collection's pending changes now: a later failure of the
+    /// attempt does not undo them.
+    pub async fn commit(&self) -> Result<(), StateError> {
+        self.slot.commit().await
+    }
+
+    /// Drops this collection's changes since its last commit.
+    pub fn rollback(&self) -> Result<(), StateError> {
+        self.slot.rollback()
+    }
+}

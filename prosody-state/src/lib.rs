@@ -1,0 +1,47 @@
+//! Keyed state for prosody handlers: per key, values, maps and deques of
+//! a serde type, read and written through the handler's context.
+//!
+//! A definition names a collection and fixes what it holds; it is a
+//! `const`, so it can live in a `static`:
+//!
+//! ```
+//! use prosody_state::{DequeDef, MapDef, ValueDef};
+//! use std::time::Duration;
+//!
+//! static COUNT: ValueDef<u64> = ValueDef::new("count").ttl(Duration::from_secs(30 * 86_400));
+//! static TOTALS: MapDef<f64> = MapDef::new("totals");
+//! static RECENT: DequeDef<String> = DequeDef::new("recent").capacity(100);
+//! ```
+//!
+//! The client registers each definition (`state_collections`), and a
+//! handler binds its key's collection with `context.state(&COUNT)?`. What a
+//! handler writes is pending until it succeeds, then lands in one write
+//! with its timers and the marker that its record was applied; a failed
+//! attempt leaves no trace, and its retry does not see its writes.
+//!
+//! Invariant of every handle: a read sees the attempt's earlier writes,
+//! and a handle cannot outlive its handler (it borrows the context).
+
+// Every operation is async, as the seeds' API is: a write may need a read
+// or a store round trip in a later version without changing its callers.
+#![allow(
+    clippy::unused_async,
+    reason = "every state operation is async by contract"
+)]
+
+mod codec;
+mod definition;
+mod deque;
+mod map;
+mod scan;
+mod value;
+
+pub use definition::{DequeDef, MapDef, ValueDef};
+pub use deque::DequeState;
+pub use map::MapState;
+pub use prosody_core::state::{Kind, Payload, ReadCache, Spec, SpecError, StateError};
+pub use prosody_core::store::Direction;
+pub use value::ValueState;
+
+/// How many items a scan fetches from the store at a time.
+pub const CHUNK: usize = 64;

@@ -1,0 +1,137 @@
+//! Values under string keys, per key, in key order.
+
+use crate::codec::{decode, encode};
+use crate::scan::scan;
+use bytes::Bytes;
+use futures_util::Stream;
+use prosody_core::state::{Slot, StateError};
+use prosody_core::store::{Direction, ItemRange};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+
+/// The key's map of one collection, for one attempt.
+///
+/// Invariant: every read (point reads and scans) sees the committed
+/// entries under this attempt's changes; scans run in key order (byte
+/// order of the UTF-8 keys, which is `str` order).
+#[derive(Debug)]
+pub struct MapState<'a, V> {
+    slot: Slot<'a>,
+    _value: PhantomData<fn() -> V>,
+}
+
+fn entry_name(collection: &'static str, item: &[u8]) -> Result<String, StateError> {
+    String::from_utf8(item.to_vec()).map_err(|_| StateError::Malformed {
+        collection,
+        reason: "a map entry's key is not UTF-8",
+    })
+}
+
+impl<V> Clone for MapState<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<V> Copy for MapState<'_, V> {}
+
+impl<'a, V: Serialize + DeserializeOwned + Send + Sync + 'a> MapState<'a, V> {
+    pub(crate) fn new(slot: Slot<'a>) -> Self {
+        Self {
+            slot,
+            _value: PhantomData,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        self.slot.spec().name
+    }
+
+    /// The value under `entry`.
+    pub async fn get(&self, entry: &str) -> Result<Option<V>, StateError> {
+        match self.slot.get(entry.as_bytes()).await? {
+            Some(bytes) => decode(self.name(), &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The values under `entries`, in their order.
+    pub async fn get_many(&self, entries: &[&str]) -> Result<Vec<Option<V>>, StateError> {
+        let mut values = Vec::with_capacity(entries.len());
+        for entry in entries {
+            values.push(self.get(entry).await?);
+        }
+        Ok(values)
+    }
+
+    /// Whether `entry` has a value.
+    pub async fn contains(&self, entry: &str) -> Result<bool, StateError> {
+        Ok(self.slot.get(entry.as_bytes()).await?.is_some())
+    }
+
+    /// Sets `entry` to `value`. JSON `null` is refused
+    /// ([`StateError::NullValue`]): [`remove`](Self::remove) instead.
+    pub async fn set(&self, entry: &str, value: &V) -> Result<(), StateError> {
+        let bytes = encode(self.name(), value)?;
+        self.slot
+            .put(Bytes::copy_from_slice(entry.as_bytes()), bytes)
+    }
+
+    /// Removes `entry`.
+    pub async fn remove(&self, entry: &str) -> Result<(), StateError> {
+        self.slot.delete(Bytes::copy_from_slice(entry.as_bytes()))
+    }
+
+    /// Removes every entry.
+    pub async fn clear(&self) -> Result<(), StateError> {
+        self.slot.clear()
+    }
+
+    /// The entries in key order (`Forward`) or reversed, fetched in chunks.
+    pub fn items(
+        &self,
+        direction: Direction,
+    ) -> impl Stream<Item = Result<(String, V), StateError>> + Send + 'a {
+        let name = self.name();
+        scan(
+            self.slot,
+            ItemRange::all(),
+            direction,
+            move |item, value| Ok((entry_name(name, &item)?, decode(name, &value)?)),
+        )
+    }
+
+    /// The keys in order (`Forward`) or reversed, fetched in chunks.
+    pub fn keys(
+        &self,
+        direction: Direction,
+    ) -> impl Stream<Item = Result<String, StateError>> + Send + 'a {
+        let name = self.name();
+        scan(self.slot, ItemRange::all(), direction, move |item, _| {
+            entry_name(name, &item)
+        })
+    }
+
+    /// The values in key order, fetched in chunks.
+    pub fn values(&self) -> impl Stream<Item = Result<V, StateError>> + Send + 'a {
+        let name = self.name();
+        scan(
+            self.slot,
+            ItemRange::all(),
+            Direction::Forward,
+            move |_, value| decode(name, &value),
+        )
+    }
+
+    /// Writes this collection's pending changes now: a later failure of the
+    /// attempt does not undo them.
+    pub async fn commit(&self) -> Result<(), StateError> {
+        self.slot.commit().await
+    }
+
+    /// Drops this collection's changes since its last commit.
+    pub fn rollback(&self) -> Result<(), StateError> {
+        self.slot.rollback()
+    }
+}

@@ -1,0 +1,156 @@
+//! The keyed-state options: the collections handlers may bind, and the
+//! recovery delay their TTLs must exceed.
+
+use super::{ConfigError, shown};
+use crate::builder::ClientBuilder;
+use crate::env::Env;
+use prosody_core::state::{Registry, Spec};
+use std::time::Duration;
+
+/// The default `state_recovery_delay`.
+pub(crate) const RECOVERY_DELAY: Duration = Duration::from_secs(30);
+
+/// The keyed-state options as given.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StateOptions {
+    pub(crate) collections: Vec<Spec>,
+    pub(crate) recovery_delay: Option<Duration>,
+}
+
+impl StateOptions {
+    /// The registry of the collections, checked against the recovery delay.
+    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
+        self,
+        env: &Env<F>,
+    ) -> Result<Registry, ConfigError> {
+        let delay = env.layer(self.recovery_delay, "PROSODY_STATE_RECOVERY_DELAY", || {
+            RECOVERY_DELAY
+        })?;
+        if delay.subsec_nanos() != 0 || delay < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid {
+                option: "state_recovery_delay",
+                reason: format!("got {}; must be whole seconds, at least 1s", shown(delay)),
+            });
+        }
+        Registry::new(self.collections, delay).map_err(|error| ConfigError::Invalid {
+            option: "state_collections",
+            reason: error.to_string(),
+        })
+    }
+}
+
+impl<C> ClientBuilder<C> {
+    /// The keyed-state collections handlers may bind
+    /// (`state_collections`): each definition's `spec()`, names unique.
+    /// Replaces any given before.
+    pub fn state_collections(mut self, collections: impl IntoIterator<Item = Spec>) -> Self {
+        self.options_mut().state.collections = collections.into_iter().collect();
+        self
+    }
+
+    /// How long after a crash a half-written state change is resolved
+    /// (`state_recovery_delay`; `PROSODY_STATE_RECOVERY_DELAY`; default
+    /// 30s, whole seconds, at least 1s). Every collection's TTL must be
+    /// longer.
+    pub fn state_recovery_delay(mut self, delay: Duration) -> Self {
+        self.options_mut().state.recovery_delay = Some(delay);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StateOptions;
+    use crate::config::ConfigError;
+    use crate::env::Env;
+    use prosody_core::state::{Kind, Payload, Spec};
+    use std::time::Duration;
+
+    fn resolve(collections: Vec<Spec>, vars: &[(&str, &str)]) -> Result<usize, ConfigError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let env = Env::from_fn(move |name: &str| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        });
+        let options = StateOptions {
+            collections,
+            recovery_delay: None,
+        };
+        options.resolve(&env).map(|registry| registry.specs().len())
+    }
+
+    fn spec(name: &'static str, kind: Kind) -> Spec {
+        Spec::new(name, kind, Payload::Json)
+    }
+
+    fn ttl(millis: u64) -> Spec {
+        let mut spec = spec("c", Kind::Value);
+        spec.ttl = Some(Duration::from_millis(millis));
+        spec
+    }
+
+    type Case = (
+        Vec<Spec>,
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+
+    /// Each rule of a collection or of the recovery delay fails the build
+    /// naming the option and, for a collection, the collection and rule.
+    #[test]
+    fn each_bad_collection_names_its_rule() {
+        let mut wide = spec("c", Kind::Map);
+        wide.keyset_limit = 4097;
+        let mut empty = spec("c", Kind::Deque);
+        empty.capacity = Some(0);
+        let mut published = spec("c", Kind::Deque);
+        published.payload = Payload::Message;
+        published.published = true;
+        let cases: Vec<Case> = vec![
+            (
+                vec![spec("c", Kind::Value), spec("c", Kind::Map)],
+                &[],
+                "registered twice",
+            ),
+            (vec![spec("", Kind::Value)], &[], "empty name"),
+            (vec![ttl(1500)], &[], "whole seconds"),
+            (vec![ttl(30_000)], &[], "longer than state_recovery_delay"),
+            (
+                vec![ttl(60_000)],
+                &[("PROSODY_STATE_RECOVERY_DELAY", "2m")],
+                "longer than state_recovery_delay",
+            ),
+            (vec![wide], &[], "keyset_limit 4097"),
+            (vec![empty], &[], "capacity 0"),
+            (vec![published], &[], "published"),
+        ];
+        for (collections, vars, rule) in cases {
+            let error = resolve(collections.clone(), vars).expect_err(rule);
+            let ConfigError::Invalid { option, reason } = &error else {
+                panic!("{collections:?}: {error:?}");
+            };
+            assert_eq!(*option, "state_collections", "{collections:?}");
+            assert!(reason.contains(rule), "{reason:?} does not say {rule:?}");
+        }
+        for delay in ["500ms", "0s", "1500ms"] {
+            let error =
+                resolve(vec![], &[("PROSODY_STATE_RECOVERY_DELAY", delay)]).expect_err(delay);
+            assert!(
+                matches!(
+                    &error,
+                    ConfigError::Invalid {
+                        option: "state_recovery_delay",
+                        ..
+                    }
+                ),
+                "{delay}: {error:?}"
+            );
+        }
+        assert_eq!(
+            resolve(vec![ttl(86_400_000), spec("d", Kind::Map)], &[]),
+            Ok(2)
+        );
+    }
+}
