@@ -15,6 +15,7 @@
     reason = "test code fails loudly"
 )]
 
+mod errors;
 mod model;
 
 use futures_util::TryStreamExt;
@@ -274,5 +275,38 @@ proptest! {
     #[test]
     fn deques_match_the_model(steps in scenario::steps(scenario::deque_op())) {
         scenario::check(&steps)?;
+    }
+}
+
+const SUITE: &str = "tests/state (real Cassandra)";
+
+/// The real Cassandra's stores, or `None` (after one line) without one.
+async fn cassandra() -> Option<prosody_cassandra::CassandraStores> {
+    let nodes = prosody_core::services::server(prosody_core::services::CASSANDRA, SUITE)?;
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+    let config = prosody_cassandra::CassandraConfig::new(nodes.split(','))
+        .keyspace("prosody_state_model")
+        .credentials(
+            var("PROSODY_CASSANDRA_USER"),
+            var("PROSODY_CASSANDRA_PASSWORD"),
+        );
+    Some(
+        prosody_cassandra::CassandraStores::connect(&config, "g")
+            .await
+            .expect("Cassandra"),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    /// The same scenarios, every kind at once, on the real Cassandra.
+    #[test]
+    fn every_kind_matches_the_model_on_cassandra(
+        steps in scenario::steps(prop_oneof![scenario::value_op(), scenario::map_op(), scenario::deque_op()].boxed()),
+    ) {
+        if prosody_core::services::server(prosody_core::services::CASSANDRA, SUITE).is_some() {
+            scenario::check_on(&steps, || Box::pin(async { cassandra().await.expect("Cassandra") }))?;
+        }
     }
 }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use prosody::broker::TopicPartition;
-use prosody::store::{Direction, ItemRange, StateStore};
+use prosody::store::{Direction, ItemRange, StateStore, Stores};
 use prosody::{JsonCodec, Key, MemoryBroker, MemoryStores, ProsodyClient};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use tokio::sync::mpsc;
@@ -91,14 +91,15 @@ pub fn steps(op: BoxedStrategy<Op>) -> impl Strategy<Value = Vec<Step>> {
 
 type Client = ProsodyClient<JsonCodec<(u64, Script)>>;
 
-struct World {
+struct World<S> {
     broker: MemoryBroker,
-    stores: MemoryStores,
+    stores: S,
+    topic: String,
     shared: Shared,
     done: mpsc::UnboundedSender<u64>,
 }
 
-impl World {
+impl<S: Stores> World<S> {
     async fn member(&self) -> Client {
         let client = ProsodyClient::builder()
             .codec(JsonCodec::<(u64, Script)>::new())
@@ -106,7 +107,7 @@ impl World {
             .stores(self.stores.clone())
             .group_id("g")
             .source_system("upstream")
-            .subscribed_topics([TOPIC])
+            .subscribed_topics([self.topic.as_str()])
             .state_collections([super::VALUE.spec(), super::MAP.spec(), super::DEQUE.spec()])
             .build()
             .await
@@ -122,30 +123,56 @@ impl World {
     }
 }
 
-/// Runs one scenario on a paused clock; the failure names what differed.
+/// Runs one scenario on the memory stores under a paused clock; the
+/// failure names what differed.
 pub fn check(steps: &[Step]) -> Result<(), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    runtime.block_on(scenario(steps))
+    runtime.block_on(scenario(steps, MemoryStores::new(), TOPIC.to_owned()))
 }
 
-async fn scenario(steps: &[Step]) -> Result<(), TestCaseError> {
+/// Runs one scenario on `stores` (the real Cassandra's, say) in real time,
+/// on a topic of its own.
+pub fn check_on<S: Stores>(
+    steps: &[Step],
+    stores: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = S>>>,
+) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .try_init();
+    runtime.block_on(async {
+        let stores = stores().await;
+        scenario(steps, stores, prosody_core::services::unique("state_model")).await
+    })
+}
+
+async fn scenario<S: Stores>(
+    steps: &[Step],
+    stores: S,
+    topic: String,
+) -> Result<(), TestCaseError> {
     let broker = MemoryBroker::new();
-    broker.create_topic(TOPIC, 2).expect("topic");
+    broker.create_topic(&topic, 2).expect("topic");
     let (done, mut succeeded) = mpsc::unbounded_channel();
     let world = World {
         broker,
-        stores: MemoryStores::new(),
+        stores,
+        topic,
         shared: Shared::default(),
         done,
     };
     let sender = ProsodyClient::builder()
         .codec(JsonCodec::<(u64, Script)>::new())
         .memory_broker(world.broker.clone())
-        .stores(world.stores.clone())
+        .stores(MemoryStores::new())
         .group_id("sender")
         .build()
         .await
@@ -161,7 +188,7 @@ async fn scenario(steps: &[Step]) -> Result<(), TestCaseError> {
                     waiting.insert(next_id);
                     let payload = (next_id, script.clone());
                     sender
-                        .send(TOPIC, KEYS[usize::from(*key)], &payload)
+                        .send(&world.topic, KEYS[usize::from(*key)], &payload)
                         .await
                         .expect("send");
                 }
@@ -192,10 +219,13 @@ async fn scenario(steps: &[Step]) -> Result<(), TestCaseError> {
     let committed = lock(&world.shared.committed).clone();
     let partitions = lock(&world.shared.partitions).clone();
     for (key, model) in committed {
-        let p = TopicPartition::new(TOPIC, partitions.get(&key).copied().unwrap_or(0));
-        let stored = stored(&world.stores, &p, &key).await?;
+        let p = TopicPartition::new(
+            world.topic.as_str(),
+            partitions.get(&key).copied().unwrap_or(0),
+        );
+        let held = stored(&world.stores, &p, &key).await?;
         prop_assert_eq!(
-            &stored,
+            &held,
             &model,
             "the store's state of {} after the run",
             key
@@ -206,7 +236,7 @@ async fn scenario(steps: &[Step]) -> Result<(), TestCaseError> {
 
 /// What the store holds for `key`, read cold (no attempt, no cache).
 async fn stored(
-    stores: &MemoryStores,
+    stores: &impl StateStore,
     p: &TopicPartition,
     key: &Key,
 ) -> Result<Model, TestCaseError> {

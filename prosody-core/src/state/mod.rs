@@ -143,6 +143,7 @@ pub trait Definition {
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
     specs: Vec<Spec>,
+    recovery_delay: Duration,
     /// Names whose stored identity differs: (name, stored identity).
     mismatched: Vec<(&'static str, String)>,
 }
@@ -170,8 +171,15 @@ impl Registry {
         }
         Ok(Self {
             specs: checked,
+            recovery_delay,
             mismatched: Vec::new(),
         })
+    }
+
+    /// The recovery delay the specs were checked against.
+    #[must_use]
+    pub fn recovery_delay(&self) -> Duration {
+        self.recovery_delay
     }
 
     /// The registered specs.
