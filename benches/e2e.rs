@@ -10,7 +10,8 @@
 //! `E2E_KEYS` and `E2E_PARTITIONS` change the defaults (200,000, 10,000, 8);
 //! `E2E_CASES=best-effort,pipeline,sleep` picks the library's cases;
 //! `cassandra` adds the pipeline on the Cassandra stores of
-//! `PROSODY_CASSANDRA_NODES`. `E2E_IDS=false` produces records without an
+//! `PROSODY_CASSANDRA_NODES`; `state` and `state-cassandra` a handler that
+//! counts its key's records in keyed state, on memory and on Cassandra. `E2E_IDS=false` produces records without an
 //! `id`, which dedup lets pass without asking its store.
 
 #![allow(missing_docs)]
@@ -31,6 +32,7 @@ use counting::Counting;
 
 use futures_util::StreamExt;
 use prosody::broker::{Broker, OutgoingRecord, Producer};
+use prosody::state::ValueDef;
 use prosody::{
     AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig,
     MemoryStores, Message, Mode, ProsodyClient, Timer, TopicOptions,
@@ -122,7 +124,12 @@ struct Counter {
     done: Arc<Notify>,
     target: usize,
     sleep: Option<Duration>,
+    /// Whether each record adds one to its key's [`COUNT`].
+    counts: bool,
 }
+
+/// Records per key, for the keyed-state cases.
+static COUNT: ValueDef<u64> = ValueDef::new("count");
 
 impl Counter {
     fn new(target: usize, sleep: Option<Duration>) -> Self {
@@ -133,6 +140,7 @@ impl Counter {
             done: Arc::default(),
             target,
             sleep,
+            counts: false,
         }
     }
 
@@ -147,8 +155,13 @@ impl EventHandler for Counter {
     type Payload = Value;
     type Output = ();
 
-    async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
+    async fn on_message(&self, context: Context, _: Message<Value>) -> Result<(), HandlerError> {
         self.first.get_or_init(|| (Instant::now(), cpu_seconds()));
+        if self.counts {
+            let count = context.state(&COUNT)?;
+            let next = count.get().await?.unwrap_or(0) + 1;
+            count.set(&next).await?;
+        }
         if let Some(sleep) = self.sleep {
             let start = Instant::now();
             tokio::time::sleep(sleep).await;
@@ -248,7 +261,7 @@ async fn library(
     mode: Mode,
     (group, backend): (&str, Backend),
     records: usize,
-    sleep: Option<Duration>,
+    (sleep, counts): (Option<Duration>, bool),
 ) -> f64 {
     let group = format!("{group}-{}", target.topic);
     let calls = Arc::new(AtomicU64::new(0));
@@ -270,6 +283,9 @@ async fn library(
             builder = builder.kafka_property(key, value);
         }
     }
+    if counts {
+        builder = builder.state_collections([COUNT.spec()]);
+    }
     let client = builder
         .group_id(group)
         .subscribed_topics([target.topic.as_str()])
@@ -279,7 +295,8 @@ async fn library(
         .build()
         .await
         .unwrap();
-    let counter = Counter::new(records, sleep);
+    let mut counter = Counter::new(records, sleep);
+    counter.counts = counts;
     let done = counter.done.notified();
     client.subscribe(counter.clone()).await.unwrap();
     done.await;
@@ -341,7 +358,7 @@ fn main() {
                 Mode::BestEffort,
                 ("best-effort", Backend::Memory),
                 records,
-                None,
+                (None, false),
             )
             .await;
             report("best-effort, no-op handler", rate);
@@ -352,15 +369,26 @@ fn main() {
                 Mode::Pipeline,
                 ("pipeline", Backend::Memory),
                 records,
-                None,
+                (None, false),
             )
             .await;
             report("pipeline, no-op handler", rate);
         }
         if run("cassandra") {
             let case = ("pipeline-cassandra", Backend::Cassandra);
-            let rate = library(&target, Mode::Pipeline, case, records, None).await;
+            let rate = library(&target, Mode::Pipeline, case, records, (None, false)).await;
             report("pipeline, Cassandra stores", rate);
+        }
+        // A counter per key in keyed state, on each backend.
+        if run("state") {
+            let case = ("pipeline-state", Backend::Memory);
+            let rate = library(&target, Mode::Pipeline, case, records, (None, true)).await;
+            report("pipeline, counter in keyed state, memory", rate);
+        }
+        if run("state-cassandra") {
+            let case = ("pipeline-state-cassandra", Backend::Cassandra);
+            let rate = library(&target, Mode::Pipeline, case, records, (None, true)).await;
+            report("pipeline, counter in keyed state, Cassandra", rate);
         }
         if run("sleep") {
             let sleep = Some(Duration::from_millis(1));
@@ -369,7 +397,7 @@ fn main() {
                 Mode::Pipeline,
                 ("pipeline-sleep", Backend::Memory),
                 records,
-                sleep,
+                (sleep, false),
             )
             .await;
             report("pipeline, handler sleeping 1 ms", rate);

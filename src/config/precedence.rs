@@ -99,7 +99,7 @@ fn rows() -> Vec<Row> {
         row!("send_timeout", "PROSODY_SEND_TIMEOUT", Some("1s"), |n| millis(n, 1, 600_000), |b, t| b.send_timeout(parse(t)), |s| duration(s.send_timeout)),
         row!("retry_base", "PROSODY_RETRY_BASE", Some("20ms"), |n| millis(n, 1, 60_000), |b, t| b.retry_base(parse(t)), |s| duration(s.runtime.retry_base)),
         row!("max_retry_delay", "PROSODY_RETRY_MAX_DELAY", Some("5m"), |n| millis(n, 60_000, 86_400_000), |b, t| b.max_retry_delay(parse(t)), |s| duration(s.runtime.max_retry_delay)),
-        row!("state_recovery_delay", "PROSODY_STATE_RECOVERY_DELAY", Some("30s"), |n| format!("{}s", 1 + n % 3600), |b, t| b.state_recovery_delay(parse(t)), |s| duration(s.runtime.state.recovery_delay())),
+        row!("state_recovery_delay", "PROSODY_STATE_RECOVERY_DELAY", Some("30s"), |n| duration(Duration::from_secs(1 + n % 3600)), |b, t| b.state_recovery_delay(parse(t)), |s| duration(s.runtime.state.recovery_delay())),
         row!("slab_size", "PROSODY_SLAB_SIZE", Some("1h"), |n| millis(n, 1000, 86_400_000), |b, t| b.slab_size(parse(t)), |s| duration(s.runtime.slab_size)),
         row!("max_concurrency", "PROSODY_MAX_CONCURRENCY", Some("32"), size, |b, t| b.max_concurrency(parse(t)), |s| s.qos.scheduler.max_concurrency.to_string()),
         row!("max_retries", "PROSODY_MAX_RETRIES", Some("3"), |n| (n % 1000).to_string(), |b, t| b.max_retries(parse(t)), |s| s.qos.max_retries.to_string()),

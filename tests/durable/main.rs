@@ -10,6 +10,9 @@
 //!   over; the next member handles the record (the loss this suite guards
 //!   against).
 //!
+//! - A counter per key counts each record once across a SIGKILL and a
+//!   rebalance (`counter.rs`).
+//!
 //! Its own harness (`harness = false`), so that it can run as a member:
 //! with `DURABLE_MEMBER` set it is one, printing what it handles as JSON
 //! lines. Without the servers it prints one line and does not run.
@@ -21,6 +24,7 @@
     reason = "test code fails loudly"
 )]
 
+mod counter;
 mod member;
 
 use member::{MEMBER, Seen, World, builder, member_main, spawn_member};
@@ -361,7 +365,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .unwrap();
-    let scenarios: [(&str, Scenario); 4] = [
+    let scenarios: [(&str, Scenario); 5] = [
         ("a_wrong_cassandra_password_fails_the_build", || {
             Box::pin(a_wrong_cassandra_password_fails_the_build())
         }),
@@ -373,6 +377,9 @@ fn main() -> ExitCode {
         }),
         ("a_deferred_record_moves_with_its_partition", || {
             Box::pin(a_deferred_record_moves_with_its_partition())
+        }),
+        ("a_counter_counts_each_record_once", || {
+            Box::pin(counter::a_counter_counts_each_record_once())
         }),
     ];
     let mut failed = 0;

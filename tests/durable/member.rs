@@ -3,6 +3,7 @@
 //! its own.
 
 use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
+use prosody::state::ValueDef;
 use prosody::{
     AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig, Message,
     ProsodyClient, Timer, Timestamp, TopicOptions,
@@ -21,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SUITE: &str = "tests/durable (real Kafka and Cassandra)";
+
+/// The records a key's members counted (`count` records only).
+pub static COUNT: ValueDef<u64> = ValueDef::new("count");
 /// Set in a member's environment: its name.
 pub const MEMBER: &str = "DURABLE_MEMBER";
 
@@ -88,7 +92,17 @@ impl EventHandler for Witness {
         if let Some(ms) = message.payload["sleep_ms"].as_u64() {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
-        if message.payload["fail_at"].as_str() == Some(self.member.as_str()) {
+        let fails = message.payload["fail_at"].as_str() == Some(self.member.as_str());
+        if message.payload["count"] == true {
+            // Counted before it fails: a failed attempt's count is dropped.
+            let count = context.state(&COUNT)?;
+            let next = count.get().await?.unwrap_or(0) + 1;
+            count.set(&next).await?;
+            if !fails {
+                self.report("counted", &key, n, None);
+            }
+        }
+        if fails {
             self.report("failed", &key, n, None);
             return Err(HandlerError::transient("this member fails it"));
         }
@@ -264,6 +278,7 @@ impl World {
 /// A builder with what every member here shares.
 pub fn builder() -> prosody::ClientBuilder {
     ProsodyClient::builder()
+        .state_collections([COUNT.spec()])
         .kafka_property("session.timeout.ms", "6000")
         .kafka_property("heartbeat.interval.ms", "1000")
 }

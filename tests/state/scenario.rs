@@ -224,12 +224,7 @@ async fn scenario<S: Stores>(
             partitions.get(&key).copied().unwrap_or(0),
         );
         let held = stored(&world.stores, &p, &key).await?;
-        prop_assert_eq!(
-            &held,
-            &model,
-            "the store's state of {} after the run",
-            key
-        );
+        prop_assert_eq!(&held, &model, "the store's state of {} after the run", key);
     }
     Ok(())
 }
