@@ -1,6 +1,7 @@
 //! Scenario generators, and the run of one scenario against the model.
 
 use super::{DEADLINE, Scripted, Shared, Step, TOPIC, lock};
+use crate::landing::Landing;
 use crate::model::{Model, Op, Script};
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -9,6 +10,7 @@ use prosody::broker::TopicPartition;
 use prosody::store::{Direction, ItemRange, StateStore, Stores};
 use prosody::{JsonCodec, Key, MemoryBroker, MemoryStores, ProsodyClient};
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
@@ -93,7 +95,7 @@ type Client = ProsodyClient<JsonCodec<(u64, Script)>>;
 
 struct World<S> {
     broker: MemoryBroker,
-    stores: S,
+    stores: Landing<S>,
     topic: String,
     shared: Shared,
     done: mpsc::UnboundedSender<u64>,
@@ -131,7 +133,22 @@ pub fn check(steps: &[Step]) -> Result<(), TestCaseError> {
         .start_paused(true)
         .build()
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    runtime.block_on(scenario(steps, MemoryStores::new(), TOPIC.to_owned()))
+    runtime.block_on(scenario(steps, MemoryStores::new(), TOPIC.to_owned(), None))
+}
+
+/// [`check`] with unsure commits, drawn from `seed`.
+pub fn check_faulty(steps: &[Step], seed: u64) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    runtime.block_on(scenario(
+        steps,
+        MemoryStores::new(),
+        TOPIC.to_owned(),
+        Some(seed),
+    ))
 }
 
 /// Runs one scenario on `stores` (the real Cassandra's, say) in real time,
@@ -150,7 +167,13 @@ pub fn check_on<S: Stores>(
         .try_init();
     runtime.block_on(async {
         let stores = stores().await;
-        scenario(steps, stores, prosody_core::services::unique("state_model")).await
+        scenario(
+            steps,
+            stores,
+            prosody_core::services::unique("state_model"),
+            None,
+        )
+        .await
     })
 }
 
@@ -158,15 +181,22 @@ async fn scenario<S: Stores>(
     steps: &[Step],
     stores: S,
     topic: String,
+    faults: Option<u64>,
 ) -> Result<(), TestCaseError> {
     let broker = MemoryBroker::new();
     broker.create_topic(&topic, 2).expect("topic");
     let (done, mut succeeded) = mpsc::unbounded_channel();
+    let shared = Shared::default();
     let world = World {
         broker,
-        stores,
+        stores: Landing {
+            inner: stores,
+            shared: shared.clone(),
+            done: done.clone(),
+            faults: faults.map(|seed| Arc::new(Mutex::new(seed))),
+        },
         topic,
-        shared: Shared::default(),
+        shared,
         done,
     };
     let sender = ProsodyClient::builder()
@@ -223,7 +253,7 @@ async fn scenario<S: Stores>(
             world.topic.as_str(),
             partitions.get(&key).copied().unwrap_or(0),
         );
-        let held = stored(&world.stores, &p, &key).await?;
+        let held = stored(&world.stores.inner, &p, &key).await?;
         prop_assert_eq!(&held, &model, "the store's state of {} after the run", key);
     }
     Ok(())

@@ -1,0 +1,232 @@
+//! The stores of the state scenarios: memory (or any) stores that tell the
+//! model when an attempt's commit lands, and may make it unsure.
+
+use super::{Shared, lock};
+use bytes::Bytes;
+use prosody::broker::TopicPartition;
+use prosody::store::{
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
+    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+};
+use prosody::{Key, Timestamp};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// `inner`, promoting an attempt's model state once its commit (the one
+/// with its key's applied marker) lands. With `faults`, such a commit
+/// fails one time in four before it writes anything, and one time in four
+/// after it landed (a timeout whose write went through).
+#[derive(Clone)]
+pub struct Landing<S> {
+    pub inner: S,
+    pub shared: Shared,
+    pub done: mpsc::UnboundedSender<u64>,
+    pub faults: Option<Arc<Mutex<u64>>>,
+}
+
+/// The key and offset of a batch's applied marker.
+fn marker(batch: &Batch) -> Option<(Key, i64)> {
+    batch
+        .state
+        .iter()
+        .find(|write| write.collection.is_empty())
+        .and_then(|write| {
+            let prosody::store::StateChange::Put { value, .. } = &write.change else {
+                return None;
+            };
+            let offset = i64::from_be_bytes(value.as_ref().try_into().ok()?);
+            Some((write.key.clone(), offset))
+        })
+}
+
+impl<S: Stores> Landing<S> {
+    fn fault(&self) -> u64 {
+        let Some(state) = &self.faults else {
+            return 3;
+        };
+        let mut state = lock(state);
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state % 4
+    }
+
+    fn landed(&self, key: &Key, offset: i64) {
+        let shared = &self.shared;
+        let Some((id, model)) = lock(&shared.tentative).remove(&(key.clone(), offset)) else {
+            lock(&shared.errors).push(format!(
+                "{key}@{offset}: a commit landed that no success made"
+            ));
+            return;
+        };
+        lock(&shared.committed).insert(key.clone(), model);
+        let mut applied = lock(&shared.applied);
+        let count = applied.entry(id).or_default();
+        *count += 1;
+        if *count > 1 {
+            lock(&shared.errors).push(format!("record {id} ({key}) was applied {count} times"));
+        }
+        let _ = self.done.send(id);
+    }
+}
+
+impl<S: Stores> Stores for Landing<S> {
+    async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        let Some((key, offset)) = marker(&batch) else {
+            return self.inner.commit(partition, batch).await;
+        };
+        let fault = self.fault();
+        if fault == 0 {
+            return Err(StoreError::unavailable("injected: the commit failed"));
+        }
+        self.inner.commit(partition, batch).await?;
+        self.landed(&key, offset);
+        if fault == 1 {
+            return Err(StoreError::unavailable(
+                "injected: the commit timed out, and landed",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        self.inner.open(partition).await
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        self.inner.close(partition);
+    }
+}
+
+impl<S: Stores> StateStore for Landing<S> {
+    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
+        self.inner.identify(name, identity).await
+    }
+
+    async fn cell(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.inner.cell(partition, collection, key, item).await
+    }
+
+    async fn cells(
+        &self,
+        partition: &TopicPartition,
+        collection: &str,
+        key: &Key,
+        range: &ItemRange,
+        direction: Direction,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.inner
+            .cells(partition, collection, key, range, direction, limit)
+            .await
+    }
+
+    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
+        self.inner.write(partition, write).await
+    }
+}
+
+impl<S: Stores> TimerStore for Landing<S> {
+    async fn schedule(
+        &self,
+        partition: &TopicPartition,
+        entry: TimerEntry,
+    ) -> Result<(), StoreError> {
+        self.inner.schedule(partition, entry).await
+    }
+
+    async fn unschedule(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+        time: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.inner.unschedule(partition, key, kind, time).await
+    }
+
+    async fn clear(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<(), StoreError> {
+        self.inner.clear(partition, key, kind).await
+    }
+
+    async fn scheduled(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        self.inner.scheduled(partition, key, kind).await
+    }
+
+    async fn load(
+        &self,
+        partition: &TopicPartition,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<TimerEntry>, StoreError> {
+        self.inner.load(partition, from, until).await
+    }
+}
+
+impl<S: Stores> DeferStore for Landing<S> {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.inner.peek(partition, key)
+    }
+
+    async fn defer(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+        deferral: Deferral,
+    ) -> Result<(), StoreError> {
+        self.inner.defer(partition, key, offset, deferral).await
+    }
+
+    async fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        self.inner.deferred(partition, key).await
+    }
+
+    async fn complete(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+        offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.complete(partition, key, offset).await
+    }
+
+    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
+        self.inner.failed(partition, key).await
+    }
+
+    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.inner.keys(partition).await
+    }
+}
+
+impl<S: Stores> DedupStore for Landing<S> {
+    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
+        self.inner.contains(key).await
+    }
+
+    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
+        self.inner.insert(key, ttl).await
+    }
+}
