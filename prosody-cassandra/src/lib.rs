@@ -6,7 +6,7 @@
 //! that implement [`Stores`]:
 //!
 //! - a commit is a lone statement, or a logged batch, which Cassandra
-//!   applies whole or not at all (more than 64 writes go as several logged
+//!   applies whole or not at all (more than 32 KiB of values go as several logged
 //!   batches in order); each write carries its own timestamp, later than
 //!   every earlier write of the same cells, so the writes of a batch apply
 //!   in their order and writing a batch again changes nothing;

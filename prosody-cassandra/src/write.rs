@@ -4,25 +4,30 @@
 use crate::error::Classify;
 use prosody_core::store::StoreError;
 use scylla::client::session::Session;
-use scylla::serialize::row::SerializeRow;
+use scylla::serialize::row::{RowSerializationContext, SerializeRow};
+use scylla::serialize::writers::RowWriter;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The most statements in one logged batch: below Cassandra's default
-/// `batch_size_fail_threshold` (50 KiB) for rows of this schema with keys
-/// and traces of a few hundred bytes.
-const CHUNK: usize = 64;
+/// The most bytes of bound values in one logged batch: well below
+/// Cassandra's `batch_size_fail_threshold`, which refuses a larger batch
+/// of several partitions, with room for each statement's overhead.
+const CHUNK_BYTES: usize = 32 * 1024;
+
+/// What each statement adds beyond its values (cell and row headers).
+const ROW_OVERHEAD: usize = 64;
 
 /// One statement's values.
 pub(crate) type Row = Box<dyn SerializeRow + Send + Sync>;
 
-/// The statements of one commit, in order.
+/// The statements of one commit, in order, with each row's estimated size.
 #[derive(Default)]
 pub(crate) struct Writes {
     statements: Vec<PreparedStatement>,
     rows: Vec<Row>,
+    sizes: Vec<usize>,
 }
 
 impl Writes {
@@ -31,6 +36,7 @@ impl Writes {
         statement: &PreparedStatement,
         row: impl SerializeRow + Send + Sync + 'static,
     ) {
+        self.sizes.push(ROW_OVERHEAD + size(statement, &row));
         self.statements.push(statement.clone());
         self.rows.push(Box::new(row));
     }
@@ -39,25 +45,27 @@ impl Writes {
         self.statements.len()
     }
 
-    /// Runs the writes: one statement on its own, up to [`CHUNK`] as a
-    /// logged batch, which Cassandra applies whole or not at all (its batch
-    /// log replays a batch a coordinator accepted, even if the coordinator
-    /// fails midway), though readers may see part of it while it applies.
-    /// More go as several logged batches, one after another: each whole,
-    /// together not atomic, and, like every commit, safe to write again.
+    /// Runs the writes: one statement on its own, up to [`CHUNK_BYTES`] as
+    /// a logged batch, which Cassandra applies whole or not at all (its
+    /// batch log replays a batch a coordinator accepted, even if the
+    /// coordinator fails midway), though readers may see part of it while
+    /// it applies. More go as several logged batches, one after another:
+    /// each whole, together not atomic, and, like every commit, safe to
+    /// write again.
     pub(crate) async fn execute(self, session: &Session) -> Result<(), StoreError> {
-        let mut statements = self.statements.into_iter();
-        let mut rows = self.rows.into_iter();
-        loop {
-            let chunk = Self {
-                statements: statements.by_ref().take(CHUNK).collect(),
-                rows: rows.by_ref().take(CHUNK).collect(),
-            };
-            if chunk.statements.is_empty() {
-                return Ok(());
+        let mut chunk = Self::default();
+        let mut bytes = 0;
+        let rows = self.statements.into_iter().zip(self.rows).zip(self.sizes);
+        for ((statement, row), size) in rows {
+            if !chunk.statements.is_empty() && bytes + size > CHUNK_BYTES {
+                std::mem::take(&mut chunk).run(session).await?;
+                bytes = 0;
             }
-            chunk.run(session).await?;
+            chunk.statements.push(statement);
+            chunk.rows.push(row);
+            bytes += size;
         }
+        chunk.run(session).await
     }
 
     async fn run(mut self, session: &Session) -> Result<(), StoreError> {
@@ -88,6 +96,19 @@ impl Writes {
                     .map_err(Classify::into_store)
             }
         }
+    }
+}
+
+/// The bytes of `row`'s values as `statement` binds them (a row that does
+/// not serialize counts as a full chunk, so it goes alone, and its
+/// execution reports the error).
+fn size(statement: &PreparedStatement, row: &impl SerializeRow) -> usize {
+    let specs = statement.get_variable_col_specs();
+    let context = RowSerializationContext::from_specs(specs.as_slice());
+    let mut bytes = Vec::new();
+    match row.serialize(&context, &mut RowWriter::new(&mut bytes)) {
+        Ok(()) => bytes.len(),
+        Err(_) => CHUNK_BYTES,
     }
 }
 

@@ -97,3 +97,28 @@ async fn an_old_owner_cannot_overwrite_a_new_owners_state() {
         "the new owner's value after the old owner's late put and clear"
     );
 }
+
+/// A commit of large cells (800 keys' cells of 1 KiB, past Cassandra's
+/// batch size limit, which binds a batch of several partitions) is
+/// written in batches under the limit, not refused, and reads back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_of_large_cells_is_written() {
+    let Some(stores) = stores("large").await else {
+        return;
+    };
+    let p = TopicPartition::new(services::unique("large"), 0);
+    stores.open(&p).await.unwrap();
+    let value = "v".repeat(1024);
+    let writes = (0..800)
+        .map(|n| StateWrite {
+            key: Key::from(format!("k{n}")),
+            ..put("", &value)
+        })
+        .collect();
+    stores.commit(&p, batch(writes)).await.unwrap();
+    for n in 0..800 {
+        let key = Key::from(format!("k{n}"));
+        let cell = stores.cell(&p, "c", &key, b"").await.unwrap();
+        assert_eq!(cell.map(|v| v.len()), Some(1024), "{key}'s cell");
+    }
+}
