@@ -199,6 +199,10 @@ where
             Event::Excise(excise) => Some(excise.offset),
             Event::Timer(_) => None,
         };
+        let fired = match &event {
+            Event::Timer(timer) => Some(timer.time),
+            _ => None,
+        };
         let call = async move {
             let timers = context.timers().cloned();
             let key = context.key().clone();
@@ -210,6 +214,24 @@ where
             {
                 // Its state changes landed before a crash or a hand-off
                 // kept its offset from being committed: not again.
+                tracing::debug!(
+                    offset,
+                    "the record's state changes landed already: not run again"
+                );
+                return Ok(None);
+            }
+            if let (Some(_), Some(timers), Some(time)) = (&state.0, &timers, fired)
+                && timers.commit_started()
+                && !timers
+                    .stored(&key, time)
+                    .await
+                    .map_err(StoreError::into_handler)?
+            {
+                // An earlier attempt's commit (failed or cut short as far
+                // as it knew) landed: the timer left the store with its
+                // state changes. (A handler that scheduled the same second
+                // again keeps it stored, and runs again.)
+                tracing::debug!("the timer's state changes landed already: not run again");
                 return Ok(None);
             }
             let output = match event {
@@ -225,10 +247,13 @@ where
             if let Some(timers) = timers {
                 let mut writes = Vec::new();
                 if let Some(attempt) = &state.0 {
-                    let sealed = attempt.seal();
+                    let mut sealed = attempt.seal();
+                    let marker = offset
+                        .filter(|_| sealed.wrote)
+                        .map(|offset| attempt.marker(offset, &sealed));
                     if !sealed.uncommitted.is_empty() {
                         let batch = Batch {
-                            state: sealed.uncommitted,
+                            state: std::mem::take(&mut sealed.uncommitted),
                             ..Batch::default()
                         };
                         timers
@@ -237,9 +262,7 @@ where
                             .map_err(StoreError::into_handler)?;
                     }
                     writes = sealed.transactional;
-                    if let (true, Some(offset)) = (sealed.wrote, offset) {
-                        writes.push(attempt.marker(offset, sealed.marker_ttl));
-                    }
+                    writes.extend(marker);
                 }
                 timers
                     .commit(&key, &riders, writes)

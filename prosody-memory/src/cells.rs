@@ -129,6 +129,13 @@ impl StateStore for MemoryStateStore {
     ) -> impl Future<Output = Result<Vec<(Bytes, Bytes)>, StoreError>> + Send {
         let now = Instant::now();
         let cells = self.lock();
+        if range
+            .until
+            .as_ref()
+            .is_some_and(|until| *until <= range.from)
+        {
+            return ready(Ok(Vec::new()));
+        }
         let page = cells
             .slots
             .get(&Self::slot(partition, collection, key))

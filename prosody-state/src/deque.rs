@@ -17,8 +17,9 @@ use std::marker::PhantomData;
 ///
 /// Invariant: `head <= tail`; an empty deque stores nothing (its last pop
 /// clears it). A slot whose cell expired (its TTL passed since it was
-/// pushed) reads as absent: pops, peeks and scans pass over it, and
-/// [`DequeState::len`] still counts it until a pop passes it.
+/// pushed) reads as absent: pops, peeks and scans pass over it (a pop
+/// moves the bound past it with one read), and [`DequeState::len`] still
+/// counts it until a pop passes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Bounds {
     head: i64,
@@ -28,6 +29,12 @@ struct Bounds {
 /// The item of position `at`: its bytes sort as the positions do.
 fn slot_item(at: i64) -> Bytes {
     Bytes::copy_from_slice(&(at.cast_unsigned() ^ (1 << 63)).to_be_bytes())
+}
+
+/// The position of a slot's item.
+fn slot_at(item: &[u8]) -> Option<i64> {
+    let bytes = <[u8; 8]>::try_from(item).ok()?;
+    Some((u64::from_be_bytes(bytes) ^ (1 << 63)).cast_signed())
 }
 
 /// The deque of one key of one collection, for one attempt.
@@ -125,30 +132,39 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
 
     /// Removes and returns the front item.
     pub async fn pop_front(&self) -> Result<Option<T>, StateError> {
-        let mut bounds = self.bounds().await?;
-        let mut found = None;
-        while found.is_none() && bounds.head < bounds.tail {
-            let item = slot_item(bounds.head);
-            found = self.slot.get(&item).await?;
-            self.slot.delete(item)?;
-            bounds.head += 1;
-        }
-        self.set_bounds(bounds)?;
-        found.map(|bytes| decode(self.name(), &bytes)).transpose()
+        self.pop(Direction::Forward).await
     }
 
     /// Removes and returns the back item.
     pub async fn pop_back(&self) -> Result<Option<T>, StateError> {
+        self.pop(Direction::Backward).await
+    }
+
+    /// Removes the first live item from one end: one read finds it, past
+    /// any expired slots, and the bound moves past it.
+    async fn pop(&self, direction: Direction) -> Result<Option<T>, StateError> {
         let mut bounds = self.bounds().await?;
-        let mut found = None;
-        while found.is_none() && bounds.head < bounds.tail {
-            bounds.tail -= 1;
-            let item = slot_item(bounds.tail);
-            found = self.slot.get(&item).await?;
-            self.slot.delete(item)?;
+        let page = self.slot.page(Self::range(bounds), direction, 1).await?;
+        let found = page.items.into_iter().next();
+        match &found {
+            Some((item, _)) => {
+                let at = slot_at(item).ok_or(StateError::Malformed {
+                    collection: self.name(),
+                    reason: "a deque slot's item is not 8 bytes",
+                })?;
+                self.slot.delete(item.clone())?;
+                match direction {
+                    Direction::Forward => bounds.head = at + 1,
+                    Direction::Backward => bounds.tail = at,
+                }
+            }
+            // Only expired slots, if any: the deque is empty.
+            None => bounds.head = bounds.tail,
         }
         self.set_bounds(bounds)?;
-        found.map(|bytes| decode(self.name(), &bytes)).transpose()
+        found
+            .map(|(_, bytes)| decode(self.name(), &bytes))
+            .transpose()
     }
 
     async fn peek(&self, direction: Direction) -> Result<Option<T>, StateError> {

@@ -48,10 +48,11 @@ impl<C> ClientBuilder<C> {
         self
     }
 
-    /// How long after a crash a half-written state change is resolved
+    /// The delay of the recovery sweep of half-written state changes
     /// (`state_recovery_delay`; `PROSODY_STATE_RECOVERY_DELAY`; default
     /// 30s, whole seconds, at least 1s). Every collection's TTL must be
-    /// longer.
+    /// longer. The sweep is not built yet (see the README's Keyed state
+    /// section): today the option only bounds the TTLs.
     pub fn state_recovery_delay(mut self, delay: Duration) -> Self {
         self.options_mut().state.recovery_delay = Some(delay);
         self

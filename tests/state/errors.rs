@@ -134,7 +134,7 @@ async fn each_mistake_is_named_with_its_category() {
     expect(&first[1], "count is not registered", Category::Permanent);
     expect(&first[2], "JSON null", Category::Transient);
     expect(&second[3], "after its attempt ended", Category::Permanent);
-    expect(&second[4], "not available", Category::Permanent);
+    expect(&second[4], "after its attempt ended", Category::Permanent);
 }
 
 /// A definition whose kind differs from the one the store recorded for its

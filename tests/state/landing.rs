@@ -9,6 +9,7 @@ use prosody::store::{
     StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{Key, Timestamp};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -23,6 +24,9 @@ pub struct Landing<S> {
     pub shared: Shared,
     pub done: mpsc::UnboundedSender<u64>,
     pub faults: Option<Arc<Mutex<u64>>>,
+    /// How many commits of a fired timer with state changes still to make
+    /// unsure: each lands, then fails as a timeout would.
+    pub unsure_timers: Arc<AtomicUsize>,
 }
 
 /// The key and offset of a batch's applied marker.
@@ -74,7 +78,22 @@ impl<S: Stores> Landing<S> {
 impl<S: Stores> Stores for Landing<S> {
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         let Some((key, offset)) = marker(&batch) else {
-            return self.inner.commit(partition, batch).await;
+            let fired = batch.timers.iter().any(|write| {
+                matches!(write.change, prosody::store::TimerChange::Unschedule { .. })
+            });
+            let unsure = fired
+                && !batch.state.is_empty()
+                && self
+                    .unsure_timers
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+            self.inner.commit(partition, batch).await?;
+            if unsure {
+                return Err(StoreError::unavailable(
+                    "injected: the timer's commit timed out, and landed",
+                ));
+            }
+            return Ok(());
         };
         let fault = self.fault();
         if fault == 0 {

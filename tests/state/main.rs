@@ -19,6 +19,7 @@
 mod errors;
 mod landing;
 mod model;
+mod timers;
 
 use futures_util::TryStreamExt;
 use model::{CAPACITY, Model, Op, Read, Script};

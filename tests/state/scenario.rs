@@ -194,6 +194,7 @@ async fn scenario<S: Stores>(
             shared: shared.clone(),
             done: done.clone(),
             faults: faults.map(|seed| Arc::new(Mutex::new(seed))),
+            unsure_timers: Arc::default(),
         },
         topic,
         shared,

@@ -28,12 +28,35 @@ pub(crate) struct AttemptState {
 #[derive(Default)]
 struct Inner {
     sealed: bool,
-    /// Whether the attempt changed any state (committed or pending).
-    wrote: bool,
+    /// How long what the attempt changed (committed or pending) lives.
+    changed: Lifetime,
+    /// Whether it cleared every collection (an excise).
+    cleared_all: bool,
     pending: Vec<(Spec, Pending)>,
 }
 
+/// How long the longest-lived of some changes lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Lifetime {
+    /// There are none.
+    #[default]
+    Nothing,
+    /// Their longest TTL.
+    For(Duration),
+    /// One has no TTL.
+    Forever,
+}
+
 impl Inner {
+    /// Notes a change of `spec`'s collection, for the marker.
+    fn note(&mut self, spec: &Spec) {
+        self.changed = match (self.changed, spec.ttl) {
+            (Lifetime::Forever, _) | (_, None) => Lifetime::Forever,
+            (Lifetime::For(longest), Some(ttl)) => Lifetime::For(longest.max(ttl)),
+            (Lifetime::Nothing, Some(ttl)) => Lifetime::For(ttl),
+        };
+    }
+
     fn pending(&mut self, spec: &Spec) -> &mut Pending {
         let at = self.pending.iter().position(|(seen, _)| seen == spec);
         let at = at.unwrap_or_else(|| {
@@ -62,8 +85,11 @@ pub(crate) struct Sealed {
     /// Whether the attempt changed any state.
     pub(crate) wrote: bool,
     /// How long the marker of the applied record must live: as long as the
-    /// longest-lived state the attempt wrote.
+    /// longest-lived state the attempt changed (committed early or not).
     pub(crate) marker_ttl: Option<Duration>,
+    /// Whether the attempt cleared every collection of the key (an
+    /// excise): the marker goes too, so nothing of the key stays.
+    pub(crate) forget: bool,
 }
 
 impl AttemptState {
@@ -112,12 +138,15 @@ impl AttemptState {
     pub(crate) fn clear_all(&self) -> Result<(), StateError> {
         let mut inner = self.lock();
         if inner.sealed {
-            return Err(StateError::Unavailable);
+            return Err(StateError::AttemptEnded {
+                collection: "(every collection)",
+            });
         }
         for spec in self.registry.specs() {
             inner.pending(spec).clear();
+            inner.note(spec);
         }
-        inner.wrote = true;
+        inner.cleared_all = true;
         Ok(())
     }
 
@@ -134,16 +163,22 @@ impl AttemptState {
         }
     }
 
-    /// The marker that the key's record at `offset` was applied.
-    pub(crate) fn marker(&self, offset: i64, ttl: Option<Duration>) -> StateWrite {
+    /// The marker that the key's record at `offset` was applied, or its
+    /// removal when the attempt forgot the key.
+    pub(crate) fn marker(&self, offset: i64, sealed: &Sealed) -> StateWrite {
+        let change = if sealed.forget {
+            StateChange::Delete { item: Bytes::new() }
+        } else {
+            StateChange::Put {
+                item: Bytes::new(),
+                value: Bytes::copy_from_slice(&offset.to_be_bytes()),
+            }
+        };
         StateWrite {
             collection: Arc::from(APPLIED),
             key: self.key.clone(),
-            change: StateChange::Put {
-                item: Bytes::new(),
-                value: Bytes::copy_from_slice(&offset.to_be_bytes()),
-            },
-            ttl,
+            change,
+            ttl: sealed.marker_ttl,
         }
     }
 
@@ -153,27 +188,21 @@ impl AttemptState {
         let mut inner = self.lock();
         inner.sealed = true;
         let mut sealed = Sealed {
-            wrote: inner.wrote,
+            wrote: inner.changed != Lifetime::Nothing,
+            marker_ttl: match inner.changed {
+                Lifetime::For(ttl) => Some(ttl),
+                Lifetime::Nothing | Lifetime::Forever => None,
+            },
+            forget: inner.cleared_all,
             ..Sealed::default()
         };
-        let mut forever = false;
         for (spec, pending) in std::mem::take(&mut inner.pending) {
             let writes = pending.writes(&Arc::from(spec.name), &self.key, spec.ttl);
-            if writes.is_empty() {
-                continue;
-            }
-            match spec.ttl {
-                None => forever = true,
-                Some(ttl) => sealed.marker_ttl = sealed.marker_ttl.max(Some(ttl)),
-            }
             if spec.read_uncommitted {
                 sealed.uncommitted.extend(writes);
             } else {
                 sealed.transactional.extend(writes);
             }
-        }
-        if forever {
-            sealed.marker_ttl = None;
         }
         sealed
     }
@@ -321,7 +350,7 @@ impl<'a> Slot<'a> {
                 collection: self.spec.name,
             });
         }
-        inner.wrote = true;
+        inner.note(&self.spec);
         f(inner.pending(&self.spec));
         Ok(())
     }
