@@ -1,6 +1,6 @@
 //! Scenario generators, and the run of one scenario against the model.
 
-use super::{DEADLINE, Scripted, Shared, Step, TOPIC, lock};
+use super::{DEADLINE, REAL_DEADLINE, Scripted, Shared, Step, TOPIC, lock};
 use crate::landing::Landing;
 use crate::model::{Model, Op, Script};
 use bytes::Bytes;
@@ -11,6 +11,7 @@ use prosody::store::{Direction, ItemRange, StateStore, Stores};
 use prosody::{JsonCodec, Key, MemoryBroker, MemoryStores, ProsodyClient};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
@@ -133,7 +134,12 @@ pub fn check(steps: &[Step]) -> Result<(), TestCaseError> {
         .start_paused(true)
         .build()
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    runtime.block_on(scenario(steps, MemoryStores::new(), TOPIC.to_owned(), None))
+    runtime.block_on(scenario(
+        steps,
+        MemoryStores::new(),
+        TOPIC.to_owned(),
+        (None, DEADLINE),
+    ))
 }
 
 /// [`check`] with unsure commits, drawn from `seed`.
@@ -147,7 +153,7 @@ pub fn check_faulty(steps: &[Step], seed: u64) -> Result<(), TestCaseError> {
         steps,
         MemoryStores::new(),
         TOPIC.to_owned(),
-        Some(seed),
+        (Some(seed), DEADLINE),
     ))
 }
 
@@ -171,7 +177,7 @@ pub fn check_on<S: Stores>(
             steps,
             stores,
             prosody_core::services::unique("state_model"),
-            None,
+            (None, REAL_DEADLINE),
         )
         .await
     })
@@ -181,7 +187,7 @@ async fn scenario<S: Stores>(
     steps: &[Step],
     stores: S,
     topic: String,
-    faults: Option<u64>,
+    (faults, deadline): (Option<u64>, Duration),
 ) -> Result<(), TestCaseError> {
     let broker = MemoryBroker::new();
     broker.create_topic(&topic, 2).expect("topic");
@@ -224,7 +230,7 @@ async fn scenario<S: Stores>(
                         .expect("send");
                 }
                 while !waiting.is_empty() {
-                    let id = tokio::time::timeout(DEADLINE, succeeded.recv())
+                    let id = tokio::time::timeout(deadline, succeeded.recv())
                         .await
                         .map_err(|_| {
                             TestCaseError::fail(format!("records {waiting:?} never succeeded"))

@@ -11,6 +11,7 @@ use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
+use crate::state::OwnerCache;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
 use std::sync::Arc;
@@ -137,6 +138,7 @@ where
                 stores: self.stores.clone(),
                 partition: tp.clone(),
                 notices,
+                cells: OwnerCache::default(),
             });
             let task = PartitionTask {
                 tp: tp.clone(),

@@ -10,12 +10,15 @@
 //! applied, so a redelivered record is not applied twice.
 
 mod attempt;
+mod cache;
 mod error;
 mod overlay;
 
 pub(crate) use attempt::{AttemptState, StateGuard};
 pub use attempt::{Page, Slot};
+pub(crate) use cache::OwnerCache;
 pub use error::{SpecError, StateError};
+pub(crate) use overlay::Seen;
 
 use crate::store::{StateStore, StoreError};
 use std::time::Duration;

@@ -5,8 +5,9 @@ use super::{Due, StoreAccess, StoreFuture};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
+use crate::state::{OwnerCache, Seen};
 use crate::store::timer::{TimerKind, to_seconds};
-use crate::store::{Batch, Direction, ItemRange, Stores, TimerChange};
+use crate::store::{Batch, Direction, ItemRange, StateWrite, Stores, TimerChange};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -34,6 +35,8 @@ pub(crate) struct PartitionStores<S> {
     pub(crate) stores: S,
     pub(crate) partition: TopicPartition,
     pub(crate) notices: mpsc::UnboundedSender<Notice>,
+    /// The state cells this owner knows without a read.
+    pub(crate) cells: OwnerCache,
 }
 
 /// A commit whose outcome is not known yet: dropped while armed, it asks
@@ -47,6 +50,21 @@ impl Drop for Unsure<'_> {
     fn drop(&mut self) {
         if self.armed {
             let _ = self.notices.send(Notice::Resync);
+        }
+    }
+}
+
+/// A commit's state writes whose outcome is not known yet: dropped with
+/// writes left, it makes the cache forget their cells.
+struct UnsureCells<'a> {
+    cache: &'a OwnerCache,
+    writes: Vec<StateWrite>,
+}
+
+impl Drop for UnsureCells<'_> {
+    fn drop(&mut self) {
+        if !self.writes.is_empty() {
+            self.cache.forget(&self.writes);
         }
     }
 }
@@ -80,8 +98,15 @@ impl<S: Stores> PartitionStores<S> {
             notices: &self.notices,
             armed: !notices.is_empty(),
         };
+        // Forgets the cells it writes unless the commit returns `Ok`.
+        let mut cells = UnsureCells {
+            cache: &self.cells,
+            writes: batch.state.clone(),
+        };
+        let sent = tokio::time::Instant::now();
         self.stores.commit(&self.partition, batch).await?;
         unsure.armed = false;
+        self.cells.landed(&std::mem::take(&mut cells.writes), sent);
         for notice in notices {
             // The partition task is gone after a revocation: its next owner
             // loads the store.
@@ -106,7 +131,19 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
         key: &'a Key,
         item: &'a [u8],
     ) -> StoreFuture<'a, Option<Bytes>> {
-        Box::pin(self.stores.cell(&self.partition, collection, key, item))
+        Box::pin(async move {
+            if let Seen::Known(known) = self.cells.get(collection, key, item) {
+                return Ok(known);
+            }
+            let stored = self
+                .stores
+                .cell(&self.partition, collection, key, item)
+                .await?;
+            if stored.is_none() {
+                self.cells.absent(collection, key, item);
+            }
+            Ok(stored)
+        })
     }
 
     fn cells<'a>(
