@@ -1,5 +1,6 @@
-//! Cassandra stores for prosody: the timers, deferred offsets and dedup
-//! records of one consumer group, in one keyspace, outliving the process.
+//! Cassandra stores for prosody: the timers, deferred offsets, keyed state
+//! and dedup records of one consumer group, in one keyspace, outliving the
+//! process.
 //!
 //! [`CassandraStores::connect`] logs in, brings the keyspace's schema to
 //! this version ([`schema`]), prepares every statement, and returns stores
@@ -68,8 +69,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 
-/// The timer, defer and dedup stores of one consumer group on Cassandra;
-/// clones share one session.
+/// The timer, defer, state and dedup stores of one consumer group on
+/// Cassandra; clones share one session.
 #[derive(Clone)]
 pub struct CassandraStores(Arc<Inner>);
 
