@@ -4,7 +4,7 @@ use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Encoded, Event, Excise, Message, Timer};
-use crate::state::{AttemptState, StateError, StateGuard};
+use crate::state::{AttemptState, Marker, StateError, StateGuard};
 use crate::store::timer::TimerKind;
 use crate::store::{Batch, StoreError};
 use crate::timeout::ReturnedLate;
@@ -210,7 +210,7 @@ where
             let riders = context.riders().to_vec();
             let state = StateGuard(context.attempt_state().cloned());
             if let (Some(attempt), Some(offset)) = (&state.0, offset)
-                && applied(attempt, offset).await?
+                && applied(attempt, Marker::Record(offset)).await?
             {
                 // Its state changes landed before a crash or a hand-off
                 // kept its offset from being committed: not again.
@@ -220,17 +220,12 @@ where
                 );
                 return Ok(None);
             }
-            if let (Some(_), Some(timers), Some(time)) = (&state.0, &timers, fired)
+            if let (Some(attempt), Some(timers), Some(time)) = (&state.0, &timers, fired)
                 && timers.commit_started()
-                && !timers
-                    .stored(&key, time)
-                    .await
-                    .map_err(StoreError::into_handler)?
+                && applied(attempt, Marker::Timer(time.as_millis())).await?
             {
                 // An earlier attempt's commit (failed or cut short as far
-                // as it knew) landed: the timer left the store with its
-                // state changes. (A handler that scheduled the same second
-                // again keeps it stored, and runs again.)
+                // as it knew) landed, its timer marker with it.
                 tracing::debug!("the timer's state changes landed already: not run again");
                 return Ok(None);
             }
@@ -248,9 +243,15 @@ where
                 let mut writes = Vec::new();
                 if let Some(attempt) = &state.0 {
                     let mut sealed = attempt.seal();
-                    let marker = offset
+                    let event = match (offset, fired) {
+                        (Some(offset), _) => Some(Marker::Record(offset)),
+                        (None, Some(time)) => Some(Marker::Timer(time.as_millis())),
+                        (None, None) => None,
+                    };
+                    let markers = event
                         .filter(|_| sealed.wrote)
-                        .map(|offset| attempt.marker(offset, &sealed));
+                        .map(|event| attempt.markers(event, &sealed))
+                        .unwrap_or_default();
                     if !sealed.uncommitted.is_empty() {
                         let batch = Batch {
                             state: std::mem::take(&mut sealed.uncommitted),
@@ -262,7 +263,7 @@ where
                             .map_err(StoreError::into_handler)?;
                     }
                     writes = sealed.transactional;
-                    writes.extend(marker);
+                    writes.extend(markers);
                 }
                 timers
                     .commit(&key, &riders, writes)
@@ -281,10 +282,18 @@ where
     }
 }
 
-/// Whether the key's state marks the record at `offset` applied.
-async fn applied(attempt: &AttemptState, offset: i64) -> Result<bool, HandlerError> {
-    let applied = attempt.applied().await.map_err(StateError::into_handler)?;
-    Ok(applied.is_some_and(|applied| applied >= offset))
+/// Whether the key's state marks `event` applied: a record at or below
+/// its last applied offset, or its last applied timer.
+async fn applied(attempt: &AttemptState, event: Marker) -> Result<bool, HandlerError> {
+    let (Marker::Record(at) | Marker::Timer(at)) = event;
+    let applied = attempt
+        .applied(event)
+        .await
+        .map_err(StateError::into_handler)?;
+    Ok(match event {
+        Marker::Record(_) => applied.is_some_and(|applied| applied >= at),
+        Marker::Timer(_) => applied == Some(at),
+    })
 }
 
 /// A complete stack the runtime can drive: any cloneable `tower::Service` of

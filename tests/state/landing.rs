@@ -29,19 +29,19 @@ pub struct Landing<S> {
     pub unsure_timers: Arc<AtomicUsize>,
 }
 
-/// The key and offset of a batch's applied marker.
+/// The key and offset of a batch's record marker (the empty item of the
+/// empty collection; a timer's marker is item `t`).
 fn marker(batch: &Batch) -> Option<(Key, i64)> {
-    batch
-        .state
-        .iter()
-        .find(|write| write.collection.is_empty())
-        .and_then(|write| {
-            let prosody::store::StateChange::Put { value, .. } = &write.change else {
-                return None;
-            };
-            let offset = i64::from_be_bytes(value.as_ref().try_into().ok()?);
-            Some((write.key.clone(), offset))
-        })
+    batch.state.iter().find_map(|write| {
+        let prosody::store::StateChange::Put { item, value } = &write.change else {
+            return None;
+        };
+        if !write.collection.is_empty() || !item.is_empty() {
+            return None;
+        }
+        let offset = i64::from_be_bytes(value.as_ref().try_into().ok()?);
+        Some((write.key.clone(), offset))
+    })
 }
 
 impl<S: Stores> Landing<S> {

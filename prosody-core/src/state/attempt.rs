@@ -8,7 +8,6 @@ use crate::store::{Batch, Direction, ItemRange, StateChange, StateWrite};
 use crate::timers::StoreAccess;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 /// The state of one attempt at one key's event.
 ///
@@ -28,35 +27,14 @@ pub(crate) struct AttemptState {
 #[derive(Default)]
 struct Inner {
     sealed: bool,
-    /// How long what the attempt changed (committed or pending) lives.
-    changed: Lifetime,
+    /// Whether the attempt changed any state (committed or pending).
+    wrote: bool,
     /// Whether it cleared every collection (an excise).
     cleared_all: bool,
     pending: Vec<(Spec, Pending)>,
 }
 
-/// How long the longest-lived of some changes lives.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Lifetime {
-    /// There are none.
-    #[default]
-    Nothing,
-    /// Their longest TTL.
-    For(Duration),
-    /// One has no TTL.
-    Forever,
-}
-
 impl Inner {
-    /// Notes a change of `spec`'s collection, for the marker.
-    fn note(&mut self, spec: &Spec) {
-        self.changed = match (self.changed, spec.ttl) {
-            (Lifetime::Forever, _) | (_, None) => Lifetime::Forever,
-            (Lifetime::For(longest), Some(ttl)) => Lifetime::For(longest.max(ttl)),
-            (Lifetime::Nothing, Some(ttl)) => Lifetime::For(ttl),
-        };
-    }
-
     fn pending(&mut self, spec: &Spec) -> &mut Pending {
         let at = self.pending.iter().position(|(seen, _)| seen == spec);
         let at = at.unwrap_or_else(|| {
@@ -84,11 +62,8 @@ pub(crate) struct Sealed {
     pub(crate) transactional: Vec<StateWrite>,
     /// Whether the attempt changed any state.
     pub(crate) wrote: bool,
-    /// How long the marker of the applied record must live: as long as the
-    /// longest-lived state the attempt changed (committed early or not).
-    pub(crate) marker_ttl: Option<Duration>,
     /// Whether the attempt cleared every collection of the key (an
-    /// excise): the marker goes too, so nothing of the key stays.
+    /// excise): the markers go too, so nothing of the key stays.
     pub(crate) forget: bool,
 }
 
@@ -144,42 +119,53 @@ impl AttemptState {
         }
         for spec in self.registry.specs() {
             inner.pending(spec).clear();
-            inner.note(spec);
         }
+        inner.wrote = true;
         inner.cleared_all = true;
         Ok(())
     }
 
-    /// The offset of the key's last applied record, if the store has one.
-    pub(crate) async fn applied(&self) -> Result<Option<i64>, StateError> {
-        let stored = self.access.cell(APPLIED, &self.key, &[]).await?;
+    /// What the key's marker of `event`'s kind holds: the offset of its
+    /// last applied record, or the time of its last applied timer.
+    pub(crate) async fn applied(&self, event: Marker) -> Result<Option<i64>, StateError> {
+        let stored = self.access.cell(APPLIED, &self.key, event.item()).await?;
         match stored.map(|bytes| <[u8; 8]>::try_from(bytes.as_ref())) {
             None => Ok(None),
             Some(Ok(bytes)) => Ok(Some(i64::from_be_bytes(bytes))),
             Some(Err(_)) => Err(StateError::Malformed {
                 collection: "(applied marker)",
-                reason: "the applied offset is not 8 bytes",
+                reason: "an applied marker is not 8 bytes",
             }),
         }
     }
 
-    /// The marker that the key's record at `offset` was applied, or its
-    /// removal when the attempt forgot the key.
-    pub(crate) fn marker(&self, offset: i64, sealed: &Sealed) -> StateWrite {
-        let change = if sealed.forget {
-            StateChange::Delete { item: Bytes::new() }
-        } else {
-            StateChange::Put {
-                item: Bytes::new(),
-                value: Bytes::copy_from_slice(&offset.to_be_bytes()),
-            }
-        };
-        StateWrite {
+    /// The writes that mark `event` applied, or remove both markers when
+    /// the attempt forgot the key. A marker lives as long as the
+    /// longest-lived registered collection (for ever if one has no TTL),
+    /// whichever the record changed.
+    pub(crate) fn markers(&self, event: Marker, sealed: &Sealed) -> Vec<StateWrite> {
+        let write = |change| StateWrite {
             collection: Arc::from(APPLIED),
             key: self.key.clone(),
             change,
-            ttl: sealed.marker_ttl,
+            ttl: self.registry.marker_ttl(),
+        };
+        if sealed.forget {
+            return [Marker::Record(0), Marker::Timer(0)]
+                .map(|marker| {
+                    write(StateChange::Delete {
+                        item: Bytes::from_static(marker.item()),
+                    })
+                })
+                .into();
         }
+        let value = match event {
+            Marker::Record(at) | Marker::Timer(at) => at,
+        };
+        vec![write(StateChange::Put {
+            item: Bytes::from_static(event.item()),
+            value: Bytes::copy_from_slice(&value.to_be_bytes()),
+        })]
     }
 
     /// Ends the attempt: takes what is pending, and refuses every later
@@ -188,11 +174,7 @@ impl AttemptState {
         let mut inner = self.lock();
         inner.sealed = true;
         let mut sealed = Sealed {
-            wrote: inner.changed != Lifetime::Nothing,
-            marker_ttl: match inner.changed {
-                Lifetime::For(ttl) => Some(ttl),
-                Lifetime::Nothing | Lifetime::Forever => None,
-            },
+            wrote: inner.wrote,
             forget: inner.cleared_all,
             ..Sealed::default()
         };
@@ -205,6 +187,24 @@ impl AttemptState {
             }
         }
         sealed
+    }
+}
+
+/// What an applied marker marks: a record at its offset, or a timer at
+/// its time (milliseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Marker {
+    Record(i64),
+    Timer(i64),
+}
+
+impl Marker {
+    /// The marker's item in the key's marker cells.
+    fn item(self) -> &'static [u8] {
+        match self {
+            Self::Record(_) => b"",
+            Self::Timer(_) => b"t",
+        }
     }
 }
 
@@ -350,7 +350,7 @@ impl<'a> Slot<'a> {
                 collection: self.spec.name,
             });
         }
-        inner.note(&self.spec);
+        inner.wrote = true;
         f(inner.pending(&self.spec));
         Ok(())
     }

@@ -8,10 +8,15 @@ use quick_cache::Weighter;
 use quick_cache::unsync::Cache;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// The most cells one partition's cache holds.
 pub(crate) const CELLS_PER_PARTITION: u64 = 4096;
+
+/// How close to its expiry a cached cell is left to the store: the store
+/// counts a TTL from its own clock, in whole seconds.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(5);
 
 /// One (collection, key).
 type Slot = (Arc<str>, Key);
@@ -44,25 +49,42 @@ impl Weighter<Slot, Known> for ByCells {
 /// Invariant: an answer equals what the store holds, because the owner is
 /// the only writer while it owns the partition and every one of its
 /// commits passes here: a landed commit updates the cells it wrote, and a
-/// commit that failed or was cut short (it may have landed in part)
-/// forgets them. A value read from the store is not kept (its remaining
-/// TTL is not known); an absence is, since only a write ends it. The cache
+/// commit that failed or was cut short (it may have landed in part, or
+/// land later) forgets them, and keeps no absence for them after. A value
+/// read from the store is not kept (its remaining TTL is not known); an
+/// absence is, since only a write ends it, unless a commit settled while
+/// it was read. A cell near its expiry is left to the store. The cache
 /// lives with the partition's store access, so a partition taken again
 /// starts empty.
 pub(crate) struct OwnerCache {
-    slots: Mutex<Cache<Slot, Known, ByCells>>,
+    slots: Mutex<Slots>,
+}
+
+struct Slots {
+    known: Cache<Slot, Known, ByCells>,
+    /// Counts every commit's outcome: an absence read across one is not
+    /// kept (the commit may have written the cell meanwhile).
+    generation: u64,
+    /// Slots a commit may yet write (it failed or was cut short, and a
+    /// write Cassandra accepted can still land): no absence is kept for
+    /// them. Bounded; the least recently touched go first.
+    unsure: Cache<Slot, ()>,
 }
 
 impl Default for OwnerCache {
     fn default() -> Self {
         Self {
-            slots: Mutex::new(Cache::with_weighter(1024, CELLS_PER_PARTITION, ByCells)),
+            slots: Mutex::new(Slots {
+                known: Cache::with_weighter(1024, CELLS_PER_PARTITION, ByCells),
+                generation: 0,
+                unsure: Cache::new(4096),
+            }),
         }
     }
 }
 
 impl OwnerCache {
-    fn lock(&self) -> MutexGuard<'_, Cache<Slot, Known, ByCells>> {
+    fn lock(&self) -> MutexGuard<'_, Slots> {
         // Nothing panics while holding it: a poisoned cache is consistent.
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -70,72 +92,84 @@ impl OwnerCache {
     /// What is known of the cell.
     pub(crate) fn get(&self, collection: &str, key: &Key, item: &[u8]) -> Seen {
         let slots = self.lock();
-        let Some(known) = slots.get(&(Arc::from(collection), key.clone())) else {
+        let Some(known) = slots.known.get(&(Arc::from(collection), key.clone())) else {
             return Seen::Unknown;
         };
         match known.cells.get(item) {
-            Some(Some((value, expiry))) => {
-                let live = expiry.is_none_or(|at| Instant::now() < at);
-                Seen::Known(live.then(|| value.clone()))
-            }
+            Some(Some((value, expiry))) => match expiry {
+                Some(at) if Instant::now() + EXPIRY_MARGIN >= *at => Seen::Unknown,
+                _ => Seen::Known(Some(value.clone())),
+            },
             Some(None) => Seen::Known(None),
             None if known.complete => Seen::Known(None),
             None => Seen::Unknown,
         }
     }
 
-    /// The store holds no such cell.
-    pub(crate) fn absent(&self, collection: &str, key: &Key, item: &[u8]) {
-        self.update(Arc::from(collection), key, |known| {
-            known.cells.insert(Bytes::copy_from_slice(item), None);
-        });
+    /// Where commits stand, for [`absent`](Self::absent): taken before a
+    /// store read.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().generation
     }
 
-    /// A commit of `writes`, sent at `sent`, landed. Expiries count from
-    /// `sent`: no later than the store's own.
-    pub(crate) fn landed(&self, writes: &[StateWrite], sent: Instant) {
-        let now = sent;
-        for write in writes {
-            self.update(
-                Arc::clone(&write.collection),
-                &write.key,
-                |known| match &write.change {
-                    StateChange::Put { item, value } => {
-                        let expiry = write.ttl.and_then(|ttl| now.checked_add(ttl));
-                        known
-                            .cells
-                            .insert(item.clone(), Some((value.clone(), expiry)));
-                    }
-                    StateChange::Delete { item } => {
-                        known.cells.insert(item.clone(), None);
-                    }
-                    StateChange::Clear => {
-                        known.cells.clear();
-                        known.complete = true;
-                    }
-                },
-            );
-        }
-    }
-
-    /// A commit of `writes` may have landed in part: what it touched is no
-    /// longer known.
-    pub(crate) fn forget(&self, writes: &[StateWrite]) {
+    /// A store read begun at `generation` found no such cell: kept unless
+    /// a commit settled meanwhile or one may still write the slot.
+    pub(crate) fn absent(&self, collection: &str, key: &Key, item: &[u8], generation: u64) {
         let mut slots = self.lock();
-        for write in writes {
-            slots.remove(&(Arc::clone(&write.collection), write.key.clone()));
+        let slot = (Arc::from(collection), key.clone());
+        if slots.generation != generation || slots.unsure.get(&slot).is_some() {
+            return;
         }
-    }
-
-    fn update(&self, collection: Arc<str>, key: &Key, f: impl FnOnce(&mut Known)) {
-        let mut slots = self.lock();
-        let slot = (collection, key.clone());
         let mut known = slots
+            .known
             .remove(&slot)
             .map(|(_, known)| known)
             .unwrap_or_default();
-        f(&mut known);
-        slots.insert(slot, known);
+        known.cells.insert(Bytes::copy_from_slice(item), None);
+        slots.known.insert(slot, known);
+    }
+
+    /// A commit of `writes`, sent at `sent`, landed. Expiries count from
+    /// `sent`, and [`EXPIRY_MARGIN`] covers the store's own clock.
+    pub(crate) fn landed(&self, writes: &[StateWrite], sent: Instant) {
+        let mut slots = self.lock();
+        slots.generation += 1;
+        for write in writes {
+            let slot = (Arc::clone(&write.collection), write.key.clone());
+            let mut known = slots
+                .known
+                .remove(&slot)
+                .map(|(_, known)| known)
+                .unwrap_or_default();
+            match &write.change {
+                StateChange::Put { item, value } => {
+                    let expiry = write.ttl.and_then(|ttl| sent.checked_add(ttl));
+                    known
+                        .cells
+                        .insert(item.clone(), Some((value.clone(), expiry)));
+                }
+                StateChange::Delete { item } => {
+                    known.cells.insert(item.clone(), None);
+                }
+                StateChange::Clear => {
+                    known.cells.clear();
+                    known.complete = true;
+                }
+            }
+            slots.known.insert(slot, known);
+        }
+    }
+
+    /// A commit of `writes` may have landed in part, or land later: what it
+    /// touched is no longer known, and no absence is kept for it.
+    pub(crate) fn forget(&self, writes: &[StateWrite]) {
+        let mut slots = self.lock();
+        slots.generation += 1;
+        for write in writes {
+            let slot = (Arc::clone(&write.collection), write.key.clone());
+            slots.known.remove(&slot);
+            slots.unsure.insert(slot, ());
+        }
     }
 }
 
@@ -159,14 +193,14 @@ mod tests {
     }
 
     /// The cache answers what the owner's landed writes left, absences it
-    /// read, and nothing for a commit that may have landed in part; an
-    /// expired write reads absent.
+    /// read, and nothing for a commit that may have landed in part; a cell
+    /// near or past its expiry is left to the store.
     #[tokio::test(start_paused = true)]
     async fn answers_follow_landed_writes() {
         let cache = OwnerCache::default();
         let k = Key::from("k");
         assert_eq!(cache.get("c", &k, b"a"), Seen::Unknown, "nothing known");
-        cache.absent("c", &k, b"a");
+        cache.absent("c", &k, b"a", cache.generation());
         assert_eq!(
             cache.get("c", &k, b"a"),
             Seen::Known(None),
@@ -176,22 +210,25 @@ mod tests {
             item: Bytes::from_static(item),
             value: Bytes::from_static(value),
         };
-        let ttl = Some(Duration::from_secs(5));
+        let ttl = Some(Duration::from_secs(60));
+        let sent = Instant::now();
         cache.landed(
             &[write(put(b"a", b"1"), None), write(put(b"b", b"2"), ttl)],
-            Instant::now(),
+            sent,
         );
-        assert_eq!(
-            cache.get("c", &k, b"a"),
-            Seen::Known(Some(Bytes::from_static(b"1")))
-        );
+        let one = Seen::Known(Some(Bytes::from_static(b"1")));
+        assert_eq!(cache.get("c", &k, b"a"), one);
         assert_eq!(
             cache.get("c", &k, b"x"),
             Seen::Unknown,
             "an item never seen"
         );
-        tokio::time::advance(Duration::from_secs(6)).await;
-        assert_eq!(cache.get("c", &k, b"b"), Seen::Known(None), "past its TTL");
+        tokio::time::advance(Duration::from_secs(56)).await;
+        assert_eq!(
+            cache.get("c", &k, b"b"),
+            Seen::Unknown,
+            "near its TTL: the store's"
+        );
         cache.landed(&[write(StateChange::Clear, None)], Instant::now());
         assert_eq!(
             cache.get("c", &k, b"x"),
@@ -203,6 +240,21 @@ mod tests {
             cache.get("c", &k, b"a"),
             Seen::Unknown,
             "after an unsure commit"
+        );
+        cache.absent("c", &k, b"a", cache.generation());
+        assert_eq!(
+            cache.get("c", &k, b"a"),
+            Seen::Unknown,
+            "an unsure commit may land yet"
+        );
+        let j = Key::from("j");
+        let before = cache.generation();
+        cache.landed(&[write(put(b"z", b"1"), None)], Instant::now());
+        cache.absent("c", &j, b"a", before);
+        assert_eq!(
+            cache.get("c", &j, b"a"),
+            Seen::Unknown,
+            "read across a commit"
         );
     }
 }

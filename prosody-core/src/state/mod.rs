@@ -14,7 +14,7 @@ mod cache;
 mod error;
 mod overlay;
 
-pub(crate) use attempt::{AttemptState, StateGuard};
+pub(crate) use attempt::{AttemptState, Marker, StateGuard};
 pub use attempt::{Page, Slot};
 pub(crate) use cache::OwnerCache;
 pub use error::{SpecError, StateError};
@@ -177,6 +177,16 @@ impl Registry {
             recovery_delay,
             mismatched: Vec::new(),
         })
+    }
+
+    /// How long an applied marker lives: the longest TTL of the
+    /// collections, or for ever if one has none.
+    pub(crate) fn marker_ttl(&self) -> Option<Duration> {
+        let mut longest = Some(Duration::ZERO);
+        for spec in &self.specs {
+            longest = longest.zip(spec.ttl).map(|(a, b)| a.max(b));
+        }
+        longest
     }
 
     /// The recovery delay the specs were checked against.

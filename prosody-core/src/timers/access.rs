@@ -135,12 +135,13 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
             if let Seen::Known(known) = self.cells.get(collection, key, item) {
                 return Ok(known);
             }
+            let generation = self.cells.generation();
             let stored = self
                 .stores
                 .cell(&self.partition, collection, key, item)
                 .await?;
             if stored.is_none() {
-                self.cells.absent(collection, key, item);
+                self.cells.absent(collection, key, item, generation);
             }
             Ok(stored)
         })

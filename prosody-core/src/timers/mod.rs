@@ -307,12 +307,6 @@ impl Timers {
             .clone()
     }
 
-    /// Whether the store holds the key's application timer at `time`.
-    pub(crate) async fn stored(&self, key: &Key, time: Timestamp) -> Result<bool, StoreError> {
-        let times = self.access.scheduled(key, TimerKind::Application).await?;
-        Ok(times.contains(&time))
-    }
-
     /// The key's times as the attempt sees them: stored, then staged.
     pub(crate) async fn scheduled(&self, key: &Key) -> Result<Vec<Timestamp>, TimerError> {
         let mut times: BTreeSet<Timestamp> = self
