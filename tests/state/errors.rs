@@ -67,20 +67,9 @@ impl EventHandler for Mistakes {
 async fn each_mistake_is_named_with_its_category() {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).unwrap();
-    let stores = MemoryStores::new();
-    // An earlier deployment recorded `count` as a map.
-    let earlier = ProsodyClient::builder()
-        .memory_broker(broker.clone())
-        .stores(stores.clone())
-        .group_id("g")
-        .state_collections([COUNT_AS_MAP.spec()])
-        .build()
-        .await
-        .unwrap();
-    earlier.shutdown().await;
     let client = ProsodyClient::builder()
         .memory_broker(broker.clone())
-        .stores(stores)
+        .stores(MemoryStores::new())
         .group_id("g")
         .source_system("upstream")
         .subscribed_topics(["t"])

@@ -4,8 +4,8 @@ use super::overlay::Seen;
 use crate::key::Key;
 use crate::store::{StateChange, StateWrite};
 use bytes::Bytes;
-use quick_cache::Weighter;
 use quick_cache::unsync::Cache;
+use quick_cache::{Equivalent, Weighter};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -20,6 +20,17 @@ const EXPIRY_MARGIN: Duration = Duration::from_secs(5);
 
 /// One (collection, key).
 type Slot = (Arc<str>, Key);
+
+/// A [`Slot`] borrowed, to look one up without allocating: it hashes and
+/// compares as the tuple does (a `str`, then the key's `str`).
+#[derive(Hash)]
+struct SlotRef<'a>(&'a str, &'a Key);
+
+impl Equivalent<Slot> for SlotRef<'_> {
+    fn equivalent(&self, slot: &Slot) -> bool {
+        *self.0 == *slot.0 && *self.1 == slot.1
+    }
+}
 
 /// A cell as known: its value and expiry, or absent.
 type Cell = Option<(Bytes, Option<Instant>)>;
@@ -92,7 +103,7 @@ impl OwnerCache {
     /// What is known of the cell.
     pub(crate) fn get(&self, collection: &str, key: &Key, item: &[u8]) -> Seen {
         let slots = self.lock();
-        let Some(known) = slots.known.get(&(Arc::from(collection), key.clone())) else {
+        let Some(known) = slots.known.get(&SlotRef(collection, key)) else {
             return Seen::Unknown;
         };
         match known.cells.get(item) {
@@ -116,10 +127,10 @@ impl OwnerCache {
     /// a commit settled meanwhile or one may still write the slot.
     pub(crate) fn absent(&self, collection: &str, key: &Key, item: &[u8], generation: u64) {
         let mut slots = self.lock();
-        let slot = (Arc::from(collection), key.clone());
-        if slots.generation != generation || slots.unsure.get(&slot).is_some() {
+        if slots.generation != generation || slots.unsure.get(&SlotRef(collection, key)).is_some() {
             return;
         }
+        let slot = (Arc::from(collection), key.clone());
         let mut known = slots
             .known
             .remove(&slot)

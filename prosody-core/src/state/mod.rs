@@ -147,6 +147,9 @@ pub trait Definition {
 pub struct Registry {
     specs: Vec<Spec>,
     recovery_delay: Duration,
+    /// How long an applied marker lives: the longest TTL of the specs, or
+    /// for ever if one has none.
+    marker_ttl: Option<Duration>,
     /// Names whose stored identity differs: (name, stored identity).
     mismatched: Vec<(&'static str, String)>,
 }
@@ -172,9 +175,13 @@ impl Registry {
             }
             checked.push(spec);
         }
+        let marker_ttl = checked.iter().try_fold(Duration::ZERO, |longest, spec| {
+            spec.ttl.map(|ttl| longest.max(ttl))
+        });
         Ok(Self {
             specs: checked,
             recovery_delay,
+            marker_ttl,
             mismatched: Vec::new(),
         })
     }
@@ -182,11 +189,7 @@ impl Registry {
     /// How long an applied marker lives: the longest TTL of the
     /// collections, or for ever if one has none.
     pub(crate) fn marker_ttl(&self) -> Option<Duration> {
-        let mut longest = Some(Duration::ZERO);
-        for spec in &self.specs {
-            longest = longest.zip(spec.ttl).map(|(a, b)| a.max(b));
-        }
-        longest
+        self.marker_ttl
     }
 
     /// The recovery delay the specs were checked against.

@@ -93,6 +93,25 @@ async fn cells(
     .await
 }
 
+/// Every item of one (collection, key), in order.
+async fn every(
+    stores: &impl StateStore,
+    p: &TopicPartition,
+    collection: &str,
+    key: &str,
+) -> Result<Vec<(Bytes, Bytes)>, Failure> {
+    cells(
+        stores,
+        p,
+        collection,
+        key,
+        &ItemRange::all(),
+        Direction::Forward,
+        100,
+    )
+    .await
+}
+
 /// Once a commit returns its cells read back, and only where they were
 /// written: another partition, collection or key sees none of them.
 pub async fn a_commit_reads_back(stores: &impl Stores) -> Checked {
@@ -176,16 +195,7 @@ pub async fn writes_apply_in_order(stores: &impl Stores) -> Checked {
     ensure_eq(
         "the items after clear, put, put, delete (twice)",
         &vec![(b("b"), b("2"))],
-        &cells(
-            stores,
-            &p,
-            "c",
-            "k",
-            &ItemRange::all(),
-            Direction::Forward,
-            10,
-        )
-        .await?,
+        &every(stores, &p, "c", "k").await?,
     )
 }
 
@@ -266,16 +276,7 @@ pub async fn cells_expire_after_their_ttl(stores: &impl Stores) -> Checked {
     ensure_eq(
         "the page after the TTL",
         &vec![(b("b"), b("2"))],
-        &cells(
-            stores,
-            &p,
-            "c",
-            "k",
-            &ItemRange::all(),
-            Direction::Forward,
-            10,
-        )
-        .await?,
+        &every(stores, &p, "c", "k").await?,
     )
 }
 
@@ -339,7 +340,7 @@ pub async fn random_batches_match_the_model(stores: &impl Stores) -> Checked {
                 .iter()
                 .map(|(i, v)| (i.clone(), v.clone()))
                 .collect();
-            let got = cells(stores, &p, c, k, &ItemRange::all(), Direction::Forward, 100).await?;
+            let got = every(stores, &p, c, k).await?;
             ensure_eq(&format!("step {step}: {c}/{k} forward"), &all, &got)?;
             let back: Vec<_> = all.iter().rev().take(2).cloned().collect();
             let got = cells(stores, &p, c, k, &ItemRange::all(), Direction::Backward, 2).await?;
