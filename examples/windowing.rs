@@ -2,8 +2,11 @@
 //! Mock mode: no server.
 //!
 //! The first activity of a key opens a window: it schedules a timer for
-//! the window's end. Every activity of the window is kept in a deque (the
-//! newest 100). When the timer fires, the handler sends one notification
+//! the window's end. Every activity of the window is kept in a deque of
+//! messages (the newest 100): the store keeps each message's position and
+//! the handler reads the messages back from the log, so the topic must
+//! keep them for the window (use a `DequeDef` of payloads where retention
+//! or compaction cannot promise that). When the timer fires, the handler sends one notification
 //! with everything the window held and clears it; the next activity opens
 //! a new window. State and timer change together: a failed attempt leaves
 //! neither, so a window never loses its timer or gets two.
@@ -11,7 +14,7 @@
 //! Run with `cargo run --example windowing`.
 
 use futures_util::TryStreamExt;
-use prosody::state::{DequeDef, Direction, ValueDef};
+use prosody::state::{Direction, MessageDequeDef, ValueDef};
 use prosody::{
     Context, EventHandler, Excise, HandlerError, Message, ProsodyClient, Timer, Timestamp,
 };
@@ -30,8 +33,10 @@ struct Activity {
 
 /// Whether the key has an open window (its timer is scheduled).
 static OPEN: ValueDef<bool> = ValueDef::new("window_open").ttl(DAY);
-/// The window's activity, the newest 100.
-static PENDING: DequeDef<Activity> = DequeDef::new("window_pending").capacity(100).ttl(DAY);
+/// The window's messages, the newest 100.
+static PENDING: MessageDequeDef<Activity> = MessageDequeDef::new("window_pending")
+    .capacity(100)
+    .ttl(DAY);
 
 fn now_millis() -> i64 {
     SystemTime::now()
@@ -52,7 +57,7 @@ impl EventHandler for Windows {
         context: Context,
         message: Message<Activity>,
     ) -> Result<(), HandlerError> {
-        context.state(&PENDING)?.push_back(&message.payload).await?;
+        context.state(&PENDING)?.push_back(&message).await?;
         let open = context.state(&OPEN)?;
         if open.get().await? != Some(true) {
             let end = i64::try_from(WINDOW.as_millis()).unwrap_or(i64::MAX);
@@ -64,10 +69,14 @@ impl EventHandler for Windows {
 
     async fn on_timer(&self, context: Context, _: Timer) -> Result<(), HandlerError> {
         let pending = context.state(&PENDING)?;
-        let window: Vec<Activity> = pending.values(Direction::Forward).try_collect().await?;
+        let window: Vec<Message<Activity>> =
+            pending.values(Direction::Forward).try_collect().await?;
         // The notification is a side effect: it is sent again if the
         // attempt fails after it, so a real one would carry an id.
-        let summary = window.into_iter().map(|activity| activity.what).collect();
+        let summary = window
+            .into_iter()
+            .map(|message| format!("{} (offset {})", message.payload.what, message.offset))
+            .collect();
         self.notified.send((context.key().to_string(), summary))?;
         pending.clear().await?;
         context.state(&OPEN)?.clear().await?;

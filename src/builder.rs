@@ -437,17 +437,6 @@ impl<C: Codec> ClientBuilder<C> {
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
         let stores = connect::stores(self.stores, self.broker.as_ref(), &settings).await?;
-        if !settings.runtime.state.is_empty() {
-            let mut registry = (*settings.runtime.state).clone();
-            registry
-                .identify(&stores)
-                .await
-                .map_err(|error| ConfigError::StateStore {
-                    retriable: error.is_retriable(),
-                    reason: error.to_string(),
-                })?;
-            settings.runtime.state = Arc::new(registry);
-        }
         let broker = match (&settings.cluster, self.broker) {
             (_, Some(Given::Memory(broker))) => Backend::memory(broker),
             (_, Some(Given::Custom(broker))) => broker,
@@ -456,6 +445,11 @@ impl<C: Codec> ClientBuilder<C> {
                 connect::kafka(servers, &settings, self.kafka).await?
             }
         };
+        let loader = BrokerLoader::new(broker.clone(), &settings.qos.loader);
+        if !settings.runtime.state.is_empty() {
+            settings.runtime.state =
+                connect::state(&settings.runtime.state, &stores, loader.clone()).await?;
+        }
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",
             reason: format!("the producer could not be made: {e}"),
@@ -476,7 +470,7 @@ impl<C: Codec> ClientBuilder<C> {
             &settings.qos,
             &stores,
             &producer,
-            BrokerLoader::new(broker.clone(), &settings.qos.loader),
+            loader,
             self.codec.clone(),
             (telemetry, settings.observe.links()),
         );

@@ -6,10 +6,12 @@ use crate::config::{Cluster, ConfigError, Settings};
 use crate::stores::ClientStores;
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
 use prosody_core::broker::BrokerError;
+use prosody_core::loader::BrokerLoader;
+use prosody_core::state::Registry;
 use prosody_core::store::timer::SlabSize;
 use prosody_kafka::{KafkaBroker, KafkaConfig};
 use prosody_memory::{MemoryBroker, MemoryStores};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// A broker given to the builder.
 pub(crate) enum Given {
@@ -146,4 +148,24 @@ pub(crate) async fn kafka(
             },
         })?;
     Ok(Backend::kafka(broker))
+}
+
+/// The client's collections, bound to its stores and loader: each
+/// collection's identity recorded in (or compared with) the store, and
+/// message collections reading back through the client's loader.
+pub(crate) async fn state(
+    registry: &Registry,
+    stores: &ClientStores,
+    loader: BrokerLoader<Backend>,
+) -> Result<Arc<Registry>, ConfigError> {
+    let mut registry = registry.clone();
+    registry
+        .identify(stores)
+        .await
+        .map_err(|error| ConfigError::StateStore {
+            retriable: error.is_retriable(),
+            reason: error.to_string(),
+        })?;
+    registry.read_messages_with(loader);
+    Ok(Arc::new(registry))
 }

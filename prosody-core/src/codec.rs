@@ -156,18 +156,7 @@ pub(crate) fn decode<K: Codec>(
         Event::Message(message) => {
             check_key(message.raw_key.as_ref())?;
             let payload = codec.decode(&message.raw).map_err(DecodeError::Payload)?;
-            Ok(Event::Message(Message {
-                topic: message.topic,
-                partition: message.partition,
-                offset: message.offset,
-                timestamp: message.timestamp,
-                key: message.key,
-                raw_key: message.raw_key,
-                payload,
-                raw: message.raw,
-                id: message.id,
-                headers: message.headers,
-            }))
+            Ok(Event::Message(message.with_payload(payload)))
         }
         Event::Excise(excise) => {
             check_key(excise.raw_key.as_ref())?;

@@ -108,6 +108,25 @@ pub struct Message<P> {
     pub headers: Headers,
 }
 
+impl Message<Encoded> {
+    /// The message with its payload decoded to `payload`.
+    #[must_use]
+    pub fn with_payload<P>(self, payload: P) -> Message<P> {
+        Message {
+            topic: self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp: self.timestamp,
+            key: self.key,
+            raw_key: self.raw_key,
+            payload,
+            raw: self.raw,
+            id: self.id,
+            headers: self.headers,
+        }
+    }
+}
+
 /// A timer that came due for a key.
 ///
 /// A handler's `on_timer` sees only [`TimerKind::Application`] timers: the

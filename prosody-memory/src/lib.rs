@@ -132,6 +132,22 @@ impl MemoryBroker {
         self.shared.lock().logs().end_offset(partition)
     }
 
+    /// Deletes the records of a partition below offset `before`, as
+    /// retention or Kafka's `DeleteRecords` would: a read of their offsets
+    /// finds nothing, and a consumer still among them goes on from the
+    /// first record kept.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokerError::UnknownTopic`] or [`BrokerError::UnknownPartition`].
+    pub fn delete_records(
+        &self,
+        partition: &TopicPartition,
+        before: i64,
+    ) -> Result<(), BrokerError> {
+        self.shared.lock().delete_records(partition, before)
+    }
+
     /// The partition count of a topic; `None` if it does not exist.
     #[must_use]
     pub fn partition_count(&self, topic: &str) -> Option<i32> {

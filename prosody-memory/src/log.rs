@@ -15,10 +15,13 @@ pub const AUTO_CREATE_PARTITIONS: i32 = 4;
 /// The records of one partition.
 ///
 /// Invariant: `records[i].offset == i` for every `i`; records are only ever
-/// appended, so an offset names the same record for the log's whole life.
+/// appended, so an offset names the same record for the log's whole life,
+/// until it falls below `start` (records deleted, as retention deletes
+/// them): from then on it names none.
 #[derive(Debug, Default)]
 struct PartitionLog {
     records: Vec<Record>,
+    start: i64,
 }
 
 impl PartitionLog {
@@ -27,8 +30,11 @@ impl PartitionLog {
         i64::try_from(self.records.len()).unwrap_or(i64::MAX)
     }
 
-    /// The record at `offset`, if one was written there.
+    /// The record at `offset`, if one was written there and not deleted.
     fn get(&self, offset: i64) -> Option<&Record> {
+        if offset < self.start {
+            return None;
+        }
         usize::try_from(offset)
             .ok()
             .and_then(|index| self.records.get(index))
@@ -54,6 +60,12 @@ impl TopicLog {
         usize::try_from(partition)
             .ok()
             .and_then(|index| self.partitions.get(index))
+    }
+
+    fn partition_mut(&mut self, partition: i32) -> Option<&mut PartitionLog> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|index| self.partitions.get_mut(index))
     }
 
     /// The partition a record goes to: the explicit one, else the key's,
@@ -178,6 +190,34 @@ impl Logs {
         self.read(partition, offset).ok().flatten()
     }
 
+    /// The first offset of a partition that still names a record (or the
+    /// end offset, once every record was deleted), if it exists.
+    pub fn start_offset(&self, partition: &TopicPartition) -> Option<i64> {
+        self.topics
+            .get(&partition.topic)
+            .and_then(|log| log.partition(partition.partition))
+            .map(|log| log.start)
+    }
+
+    /// Deletes the records of a partition below `before` (at most up to its
+    /// end), as retention or Kafka's `DeleteRecords` does: reads of their
+    /// offsets find nothing, and a consumer positioned among them goes on
+    /// from the first record kept.
+    pub fn delete_records(
+        &mut self,
+        partition: &TopicPartition,
+        before: i64,
+    ) -> Result<(), BrokerError> {
+        let log = self
+            .topics
+            .get_mut(&partition.topic)
+            .ok_or_else(|| BrokerError::UnknownTopic(partition.topic.clone()))?
+            .partition_mut(partition.partition)
+            .ok_or_else(|| BrokerError::UnknownPartition(partition.clone()))?;
+        log.start = log.start.max(before.min(log.end_offset()));
+        Ok(())
+    }
+
     /// The offset the next record of a partition gets, if it exists.
     pub fn end_offset(&self, partition: &TopicPartition) -> Option<i64> {
         self.topics
@@ -207,6 +247,34 @@ mod tests {
         assert_eq!(logs.read(&tp, 1)?.map(|r| r.offset), Some(1));
         assert_eq!(logs.read(&tp, 3)?, None);
         assert_eq!(logs.read(&tp, -1)?, None);
+        Ok(())
+    }
+
+    /// Deleted records read as none; the start never passes the end and
+    /// never moves back; the records kept keep their offsets.
+    #[test]
+    fn deleted_records_are_gone_for_good() -> Result<(), BrokerError> {
+        let mut logs = Logs::default();
+        logs.create("t", 1)?;
+        let tp = TopicPartition::new("t", 0);
+        for _ in 0..4 {
+            logs.append(OutgoingRecord::new("t", "k", "v"))?;
+        }
+        logs.delete_records(&tp, 2)?;
+        assert_eq!(logs.start_offset(&tp), Some(2));
+        assert_eq!(logs.read(&tp, 1)?, None);
+        assert_eq!(logs.read(&tp, 2)?.map(|r| r.offset), Some(2));
+        logs.delete_records(&tp, 1)?;
+        assert_eq!(logs.start_offset(&tp), Some(2));
+        logs.delete_records(&tp, 99)?;
+        assert_eq!(logs.start_offset(&tp), Some(4));
+        assert_eq!(logs.read(&tp, 3)?, None);
+        assert_eq!(logs.append(OutgoingRecord::new("t", "k", "v"))?.offset, 4);
+        assert_eq!(logs.read(&tp, 4)?.map(|r| r.offset), Some(4));
+        assert!(matches!(
+            logs.delete_records(&TopicPartition::new("t", 1), 0),
+            Err(BrokerError::UnknownPartition(_))
+        ));
         Ok(())
     }
 

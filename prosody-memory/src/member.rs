@@ -167,11 +167,14 @@ impl Member {
                 if cursor.paused {
                     return None;
                 }
-                logs.get(tp, cursor.position)
+                // Below the log's start (records deleted), it goes on
+                // from the first record kept.
+                let at = cursor.position.max(logs.start_offset(tp).unwrap_or(0));
+                logs.get(tp, at)
                     .map(|record| ((*tp).clone(), record.clone()))
             })?;
         if let Some(cursor) = self.owned.get_mut(&tp) {
-            cursor.position += 1;
+            cursor.position = record.offset + 1;
         }
         self.last_served = Some(tp);
         Some(record)

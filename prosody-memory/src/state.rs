@@ -25,6 +25,15 @@ impl State {
         &self.logs
     }
 
+    /// Deletes a partition's records below `before`.
+    pub fn delete_records(
+        &mut self,
+        partition: &TopicPartition,
+        before: i64,
+    ) -> Result<(), BrokerError> {
+        self.logs.delete_records(partition, before)
+    }
+
     /// Creates a topic and rebalances the groups. Returns whether it is new.
     pub fn create_topic(&mut self, name: &str, partitions: i32) -> Result<bool, BrokerError> {
         let created = self.logs.create(name, partitions)?;

@@ -187,3 +187,23 @@ async fn invalid_configurations_and_offsets_are_rejected() -> TestResult {
     ));
     Ok(())
 }
+
+/// A consumer positioned among deleted records goes on from the first
+/// record kept, and a read of a deleted offset finds nothing.
+#[tokio::test(start_paused = true)]
+async fn a_consumer_skips_deleted_records() -> TestResult {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1)?;
+    for _ in 0..5 {
+        send_to(&broker, "t", 0).await?;
+    }
+    let tp = TopicPartition::new("t", 0);
+    broker.delete_records(&tp, 3)?;
+    assert_eq!(broker.read(&tp, 2).await?, None);
+    assert_eq!(broker.read(&tp, 3).await?.map(|r| r.offset), Some(3));
+    let mut consumer = broker.consumer(&config("g", "t")).await?;
+    assigned(&mut consumer).await?;
+    assert_eq!(next_record(&mut consumer).await?, (0, 3));
+    assert_eq!(next_record(&mut consumer).await?, (0, 4));
+    Ok(())
+}

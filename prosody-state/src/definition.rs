@@ -1,7 +1,9 @@
-//! Collection definitions: a durable name, a kind, a serde type, and the
-//! options of each kind.
+//! Collection definitions: a durable name, a kind, a payload (a serde
+//! type as JSON, or Kafka messages), and the options of each kind.
 
+use crate::codec::{Json, Messages};
 use crate::{DequeState, MapState, ValueState};
+use prosody_core::Message;
 use prosody_core::state::{Definition, Kind, Payload, ReadCache, Slot, Spec};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -9,7 +11,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 macro_rules! definition {
-    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
+    ($(#[$doc:meta])* $name:ident, $kind:expr, $payload:expr) => {
         $(#[$doc])*
         #[derive(Debug)]
         #[must_use]
@@ -23,7 +25,7 @@ macro_rules! definition {
             /// its kind and payload under it).
             pub const fn new(name: &'static str) -> Self {
                 Self {
-                    spec: Spec::new(name, $kind, Payload::Json),
+                    spec: Spec::new(name, $kind, $payload),
                     _items: PhantomData,
                 }
             }
@@ -44,6 +46,19 @@ macro_rules! definition {
                 self
             }
 
+            /// The specification, to register on the client.
+            pub const fn spec(&self) -> Spec {
+                self.spec
+            }
+        }
+    };
+}
+
+/// `published` and `read_cache`: JSON collections only, so a message
+/// collection cannot be published.
+macro_rules! publishable {
+    ($($name:ident),*) => {$(
+        impl<T> $name<T> {
             /// Lets other groups read the collection. Default `false`.
             pub const fn published(mut self, on: bool) -> Self {
                 self.spec.published = on;
@@ -55,85 +70,146 @@ macro_rules! definition {
                 self.spec.read_cache = cache;
                 self
             }
+        }
+    )*};
+}
 
-            /// The specification, to register on the client.
-            pub const fn spec(&self) -> Spec {
-                self.spec
+macro_rules! map_options {
+    ($($name:ident),*) => {$(
+        impl<T> $name<T> {
+            /// The ordered-scan bound: `0..=4096`, default 128, 0 turns the
+            /// tracking off. Every backend here keeps a map's entries in
+            /// key order at any size, so scans are ordered whatever the
+            /// bound; it is checked and kept for backends that need it.
+            pub const fn keyset_limit(mut self, limit: u16) -> Self {
+                self.spec.keyset_limit = limit;
+                self
+            }
+        }
+    )*};
+}
+
+macro_rules! deque_options {
+    ($($name:ident),*) => {$(
+        impl<T> $name<T> {
+            /// Keeps at most `capacity` items, at least 1 (checked when the
+            /// client is built): a push past it drops the item at the other
+            /// end (the oldest, for pushes at one end). Not stored: a deque
+            /// that held more keeps its items until the next push trims it.
+            pub const fn capacity(mut self, capacity: u64) -> Self {
+                self.spec.capacity = Some(capacity);
+                self
+            }
+        }
+    )*};
+}
+
+macro_rules! binds {
+    ($name:ident, $handle:ident, $item:ty, $encoding:ty, $($bound:tt)+) => {
+        impl<T: $($bound)+> Definition for $name<T> {
+            type Handle<'a> = $handle<'a, $item, $encoding>;
+
+            fn spec(&self) -> &Spec {
+                &self.spec
+            }
+
+            fn bind<'a>(&self, slot: Slot<'a>) -> Self::Handle<'a> {
+                $handle::new(slot)
             }
         }
     };
 }
 
 definition!(
-    /// One value of `T` per key.
+    /// One value of `T` per key, stored as JSON.
     ValueDef,
-    Kind::Value
+    Kind::Value,
+    Payload::Json
 );
 definition!(
-    /// Values of `T` under string keys, per key, in key order.
+    /// Values of `T` under string keys, per key, in key order, stored as
+    /// JSON.
     MapDef,
-    Kind::Map
+    Kind::Map,
+    Payload::Json
 );
 definition!(
-    /// A sequence of `T` per key, pushed and popped at both ends.
+    /// A sequence of `T` per key, pushed and popped at both ends, stored
+    /// as JSON.
     DequeDef,
-    Kind::Deque
+    Kind::Deque,
+    Payload::Json
+);
+definition!(
+    /// One Kafka message per key, whose payload decodes (as JSON) to `P`.
+    ///
+    /// The store keeps the message's position, and a read brings it back
+    /// from the log, so the log must still hold it: a message that
+    /// retention or compaction removed reads as
+    /// [`StateError::MessageGone`](crate::StateError::MessageGone).
+    MessageValueDef,
+    Kind::Value,
+    Payload::Message
+);
+definition!(
+    /// Kafka messages under string keys, per key, in key order, whose
+    /// payloads decode (as JSON) to `P`. Kept by position, like
+    /// [`MessageValueDef`].
+    MessageMapDef,
+    Kind::Map,
+    Payload::Message
+);
+definition!(
+    /// A sequence of Kafka messages per key, whose payloads decode (as
+    /// JSON) to `P`. Kept by position, like [`MessageValueDef`].
+    MessageDequeDef,
+    Kind::Deque,
+    Payload::Message
 );
 
-impl<T> MapDef<T> {
-    /// The ordered-scan bound: `0..=4096`, default 128, 0 turns the
-    /// tracking off. Every backend here keeps a map's entries in key
-    /// order at any size, so scans are ordered whatever the bound; it is
-    /// checked and kept for backends that need it.
-    pub const fn keyset_limit(mut self, limit: u16) -> Self {
-        self.spec.keyset_limit = limit;
-        self
-    }
-}
+publishable!(ValueDef, MapDef, DequeDef);
+map_options!(MapDef, MessageMapDef);
+deque_options!(DequeDef, MessageDequeDef);
 
-impl<T> DequeDef<T> {
-    /// Keeps at most `capacity` items, at least 1 (checked when the
-    /// client is built): a push past it drops the item at the other end
-    /// (the oldest, for pushes at one end). Not stored: a deque that held
-    /// more keeps its items until the next push trims it.
-    pub const fn capacity(mut self, capacity: u64) -> Self {
-        self.spec.capacity = Some(capacity);
-        self
-    }
-}
-
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Definition for ValueDef<T> {
-    type Handle<'a> = ValueState<'a, T>;
-
-    fn spec(&self) -> &Spec {
-        &self.spec
-    }
-
-    fn bind<'a>(&self, slot: Slot<'a>) -> ValueState<'a, T> {
-        ValueState::new(slot)
-    }
-}
-
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Definition for MapDef<T> {
-    type Handle<'a> = MapState<'a, T>;
-
-    fn spec(&self) -> &Spec {
-        &self.spec
-    }
-
-    fn bind<'a>(&self, slot: Slot<'a>) -> MapState<'a, T> {
-        MapState::new(slot)
-    }
-}
-
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Definition for DequeDef<T> {
-    type Handle<'a> = DequeState<'a, T>;
-
-    fn spec(&self) -> &Spec {
-        &self.spec
-    }
-
-    fn bind<'a>(&self, slot: Slot<'a>) -> DequeState<'a, T> {
-        DequeState::new(slot)
-    }
-}
+binds!(
+    ValueDef,
+    ValueState,
+    T,
+    Json,
+    Serialize + DeserializeOwned + Send + Sync + 'static
+);
+binds!(
+    MapDef,
+    MapState,
+    T,
+    Json,
+    Serialize + DeserializeOwned + Send + Sync + 'static
+);
+binds!(
+    DequeDef,
+    DequeState,
+    T,
+    Json,
+    Serialize + DeserializeOwned + Send + Sync + 'static
+);
+binds!(
+    MessageValueDef,
+    ValueState,
+    Message<T>,
+    Messages,
+    DeserializeOwned + Send + Sync + 'static
+);
+binds!(
+    MessageMapDef,
+    MapState,
+    Message<T>,
+    Messages,
+    DeserializeOwned + Send + Sync + 'static
+);
+binds!(
+    MessageDequeDef,
+    DequeState,
+    Message<T>,
+    Messages,
+    DeserializeOwned + Send + Sync + 'static
+);

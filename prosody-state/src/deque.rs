@@ -1,14 +1,12 @@
 //! A sequence per key, pushed and popped at both ends.
 
-use crate::codec::{decode, encode};
+use crate::codec::{Encoding, Json};
 use crate::scan::scan;
 use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 use prosody_core::state::{Slot, StateError};
 use prosody_core::store::{Direction, ItemRange};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 
 /// The deque of one key as stored: slots `head..tail`, each an item named
@@ -37,26 +35,28 @@ fn slot_at(item: &[u8]) -> Option<i64> {
     Some((u64::from_be_bytes(bytes) ^ (1 << 63)).cast_signed())
 }
 
-/// The deque of one key of one collection, for one attempt.
+/// The deque of one key of one collection, for one attempt: items `T`
+/// stored as `E` ([`Json`], or [`Messages`](crate::Messages) for
+/// messages).
 ///
 /// Invariant: reads see the committed deque under this attempt's pushes
 /// and pops; with a capacity, a push never leaves more than that many
 /// slots.
 #[derive(Debug)]
-pub struct DequeState<'a, T> {
+pub struct DequeState<'a, T, E = Json> {
     slot: Slot<'a>,
-    _item: PhantomData<fn() -> T>,
+    _item: PhantomData<fn() -> (T, E)>,
 }
 
-impl<T> Clone for DequeState<'_, T> {
+impl<T, E> Clone for DequeState<'_, T, E> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<T> Copy for DequeState<'_, T> {}
+impl<T, E> Copy for DequeState<'_, T, E> {}
 
-impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
+impl<'a, T: Send + Sync + 'a, E: Encoding<T>> DequeState<'a, T, E> {
     pub(crate) fn new(slot: Slot<'a>) -> Self {
         Self {
             slot,
@@ -106,7 +106,7 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
 
     /// Adds `item` at the back; past the capacity, the front item drops.
     pub async fn push_back(&self, item: &T) -> Result<(), StateError> {
-        let bytes = encode(self.name(), item)?;
+        let bytes = E::encode(self.name(), item)?;
         let mut bounds = self.bounds().await?;
         self.slot.put(slot_item(bounds.tail), bytes)?;
         bounds.tail += 1;
@@ -119,7 +119,7 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
 
     /// Adds `item` at the front; past the capacity, the back item drops.
     pub async fn push_front(&self, item: &T) -> Result<(), StateError> {
-        let bytes = encode(self.name(), item)?;
+        let bytes = E::encode(self.name(), item)?;
         let mut bounds = self.bounds().await?;
         bounds.head -= 1;
         self.slot.put(slot_item(bounds.head), bytes)?;
@@ -162,18 +162,19 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
             None => bounds.head = bounds.tail,
         }
         self.set_bounds(bounds)?;
-        found
-            .map(|(_, bytes)| decode(self.name(), &bytes))
-            .transpose()
+        match found {
+            Some((_, cell)) => E::decode(self.slot, cell).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     async fn peek(&self, direction: Direction) -> Result<Option<T>, StateError> {
         let range = Self::range(self.bounds().await?);
         let page = self.slot.page(range, direction, 1).await?;
-        page.items
-            .first()
-            .map(|(_, bytes)| decode(self.name(), bytes))
-            .transpose()
+        match page.items.into_iter().next() {
+            Some((_, cell)) => E::decode(self.slot, cell).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The front item.
@@ -197,7 +198,7 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
             return Ok(None);
         };
         match self.slot.get(&slot_item(at)).await? {
-            Some(bytes) => decode(self.name(), &bytes).map(Some),
+            Some(cell) => E::decode(self.slot, cell).await.map(Some),
             None => Ok(None),
         }
     }
@@ -227,14 +228,10 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync + 'a> DequeState<'a, T> {
         direction: Direction,
     ) -> impl Stream<Item = Result<T, StateError>> + Send + 'a {
         let this = *self;
-        let name = self.name();
         stream::once(async move { this.bounds().await }).flat_map(move |bounds| match bounds {
-            Ok(bounds) => scan(
-                this.slot,
-                Self::range(bounds),
-                direction,
-                move |_, value| decode(name, &value),
-            )
+            Ok(bounds) => scan(this.slot, Self::range(bounds), direction, move |_, cell| {
+                E::decode(this.slot, cell)
+            })
             .left_stream(),
             Err(error) => stream::iter([Err(error)]).right_stream(),
         })

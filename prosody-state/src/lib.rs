@@ -36,7 +36,8 @@ mod map;
 mod scan;
 mod value;
 
-pub use definition::{DequeDef, MapDef, ValueDef};
+pub use codec::{Encoding, Json, Messages};
+pub use definition::{DequeDef, MapDef, MessageDequeDef, MessageMapDef, MessageValueDef, ValueDef};
 pub use deque::DequeState;
 pub use map::MapState;
 pub use prosody_core::state::{Kind, Payload, ReadCache, Spec, SpecError, StateError};

@@ -1,24 +1,24 @@
 //! Values under string keys, per key, in key order.
 
-use crate::codec::{decode, encode};
+use crate::codec::{Encoding, Json};
 use crate::scan::scan;
 use bytes::Bytes;
 use futures_util::Stream;
 use prosody_core::state::{Slot, StateError};
 use prosody_core::store::{Direction, ItemRange};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use std::future;
 use std::marker::PhantomData;
 
-/// The key's map of one collection, for one attempt.
+/// The key's map of one collection, for one attempt: values `V` stored as
+/// `E` ([`Json`], or [`Messages`](crate::Messages) for messages).
 ///
 /// Invariant: every read (point reads and scans) sees the committed
 /// entries under this attempt's changes; scans run in key order (byte
 /// order of the UTF-8 keys, which is `str` order).
 #[derive(Debug)]
-pub struct MapState<'a, V> {
+pub struct MapState<'a, V, E = Json> {
     slot: Slot<'a>,
-    _value: PhantomData<fn() -> V>,
+    _value: PhantomData<fn() -> (V, E)>,
 }
 
 fn entry_name(collection: &'static str, item: &[u8]) -> Result<String, StateError> {
@@ -28,15 +28,15 @@ fn entry_name(collection: &'static str, item: &[u8]) -> Result<String, StateErro
     })
 }
 
-impl<V> Clone for MapState<'_, V> {
+impl<V, E> Clone for MapState<'_, V, E> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<V> Copy for MapState<'_, V> {}
+impl<V, E> Copy for MapState<'_, V, E> {}
 
-impl<'a, V: Serialize + DeserializeOwned + Send + Sync + 'a> MapState<'a, V> {
+impl<'a, V: Send + Sync + 'a, E: Encoding<V>> MapState<'a, V, E> {
     pub(crate) fn new(slot: Slot<'a>) -> Self {
         Self {
             slot,
@@ -51,7 +51,7 @@ impl<'a, V: Serialize + DeserializeOwned + Send + Sync + 'a> MapState<'a, V> {
     /// The value under `entry`.
     pub async fn get(&self, entry: &str) -> Result<Option<V>, StateError> {
         match self.slot.get(entry.as_bytes()).await? {
-            Some(bytes) => decode(self.name(), &bytes).map(Some),
+            Some(cell) => E::decode(self.slot, cell).await.map(Some),
             None => Ok(None),
         }
     }
@@ -73,7 +73,7 @@ impl<'a, V: Serialize + DeserializeOwned + Send + Sync + 'a> MapState<'a, V> {
     /// Sets `entry` to `value`. JSON `null` is refused
     /// ([`StateError::NullValue`]): [`remove`](Self::remove) instead.
     pub async fn set(&self, entry: &str, value: &V) -> Result<(), StateError> {
-        let bytes = encode(self.name(), value)?;
+        let bytes = E::encode(self.name(), value)?;
         self.slot
             .put(Bytes::copy_from_slice(entry.as_bytes()), bytes)
     }
@@ -93,12 +93,15 @@ impl<'a, V: Serialize + DeserializeOwned + Send + Sync + 'a> MapState<'a, V> {
         &self,
         direction: Direction,
     ) -> impl Stream<Item = Result<(String, V), StateError>> + Send + 'a {
-        let name = self.name();
+        let slot = self.slot;
         scan(
-            self.slot,
+            slot,
             ItemRange::all(),
             direction,
-            move |item, value| Ok((entry_name(name, &item)?, decode(name, &value)?)),
+            move |item, value| async move {
+                let entry = entry_name(slot.spec().name, &item)?;
+                Ok((entry, E::decode(slot, value).await?))
+            },
         )
     }
 
@@ -109,18 +112,18 @@ impl<'a, V: Serialize + DeserializeOwned + Send + Sync + 'a> MapState<'a, V> {
     ) -> impl Stream<Item = Result<String, StateError>> + Send + 'a {
         let name = self.name();
         scan(self.slot, ItemRange::all(), direction, move |item, _| {
-            entry_name(name, &item)
+            future::ready(entry_name(name, &item))
         })
     }
 
     /// The values in key order, fetched in chunks.
     pub fn values(&self) -> impl Stream<Item = Result<V, StateError>> + Send + 'a {
-        let name = self.name();
+        let slot = self.slot;
         scan(
-            self.slot,
+            slot,
             ItemRange::all(),
             Direction::Forward,
-            move |_, value| decode(name, &value),
+            move |_, value| E::decode(slot, value),
         )
     }
 

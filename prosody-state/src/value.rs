@@ -1,31 +1,30 @@
 //! One value per key.
 
-use crate::codec::{decode, encode};
+use crate::codec::{Encoding, Json};
 use bytes::Bytes;
 use prosody_core::state::{Slot, StateError};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 
-/// The key's value of one collection, for one attempt.
+/// The key's value of one collection, for one attempt: a `T` stored as
+/// `E` ([`Json`], or [`Messages`](crate::Messages) for a message).
 ///
 /// Invariant: [`get`](Self::get) returns the last value this attempt set
 /// (or `None` after its clear), else the committed one.
 #[derive(Debug)]
-pub struct ValueState<'a, T> {
+pub struct ValueState<'a, T, E = Json> {
     slot: Slot<'a>,
-    _value: PhantomData<fn() -> T>,
+    _value: PhantomData<fn() -> (T, E)>,
 }
 
-impl<T> Clone for ValueState<'_, T> {
+impl<T, E> Clone for ValueState<'_, T, E> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<T> Copy for ValueState<'_, T> {}
+impl<T, E> Copy for ValueState<'_, T, E> {}
 
-impl<'a, T: Serialize + DeserializeOwned + Send + Sync> ValueState<'a, T> {
+impl<'a, T: Send + Sync + 'a, E: Encoding<T>> ValueState<'a, T, E> {
     pub(crate) fn new(slot: Slot<'a>) -> Self {
         Self {
             slot,
@@ -40,7 +39,7 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync> ValueState<'a, T> {
     /// The value, if there is one.
     pub async fn get(&self) -> Result<Option<T>, StateError> {
         match self.slot.get(&[]).await? {
-            Some(bytes) => decode(self.name(), &bytes).map(Some),
+            Some(cell) => E::decode(self.slot, cell).await.map(Some),
             None => Ok(None),
         }
     }
@@ -48,7 +47,7 @@ impl<'a, T: Serialize + DeserializeOwned + Send + Sync> ValueState<'a, T> {
     /// Sets the value. JSON `null` is refused ([`StateError::NullValue`]):
     /// [`clear`](Self::clear) instead.
     pub async fn set(&self, value: &T) -> Result<(), StateError> {
-        let bytes = encode(self.name(), value)?;
+        let bytes = E::encode(self.name(), value)?;
         self.slot.put(Bytes::new(), bytes)
     }
 

@@ -12,6 +12,8 @@
 //!
 //! - A counter per key counts each record once across a SIGKILL and a
 //!   rebalance (`counter.rs`).
+//! - A deque of messages reads its messages back from the log, whole and
+//!   in order, across a hand-off (`window.rs`).
 //!
 //! Its own harness (`harness = false`), so that it can run as a member:
 //! with `DURABLE_MEMBER` set it is one, printing what it handles as JSON
@@ -26,6 +28,7 @@
 
 mod counter;
 mod member;
+mod window;
 
 use member::{MEMBER, Seen, World, builder, member_main, spawn_member};
 use prosody::Timestamp;
@@ -365,7 +368,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .unwrap();
-    let scenarios: [(&str, Scenario); 5] = [
+    let scenarios: [(&str, Scenario); 6] = [
         ("a_wrong_cassandra_password_fails_the_build", || {
             Box::pin(a_wrong_cassandra_password_fails_the_build())
         }),
@@ -380,6 +383,9 @@ fn main() -> ExitCode {
         }),
         ("a_counter_counts_each_record_once", || {
             Box::pin(counter::a_counter_counts_each_record_once())
+        }),
+        ("a_message_deque_reads_back_from_the_log", || {
+            Box::pin(window::a_message_deque_reads_back_from_the_log())
         }),
     ];
     let mut failed = 0;

@@ -18,6 +18,7 @@
 
 mod errors;
 mod landing;
+mod messages;
 mod model;
 mod timers;
 

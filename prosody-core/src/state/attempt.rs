@@ -3,6 +3,7 @@
 
 use super::overlay::{Pending, Seen, merge};
 use super::{APPLIED, Registry, Spec, StateError};
+use crate::event::{Encoded, Message};
 use crate::key::Key;
 use crate::store::{Batch, Direction, ItemRange, StateChange, StateWrite};
 use crate::timers::StoreAccess;
@@ -262,6 +263,25 @@ impl<'a> Slot<'a> {
             });
         }
         Ok(f(inner.pending(&self.spec)))
+    }
+
+    /// The message a cell of this (message) collection names, read back
+    /// from the log.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::MessageGone`] when the log no longer holds it (it will
+    /// not come back), [`StateError::MessageRead`] when the read failed,
+    /// and [`StateError::Malformed`] for a cell that names no message.
+    pub async fn message(&self, cell: &[u8]) -> Result<Message<Encoded>, StateError> {
+        let reader = self
+            .attempt
+            .registry
+            .reader()
+            .ok_or(StateError::Unreadable {
+                collection: self.spec.name,
+            })?;
+        reader.message(self.spec.name, cell).await
     }
 
     /// The value of `item`.

@@ -2,7 +2,9 @@
 //! wrong.
 
 use super::{Kind, MAX_KEYSET_LIMIT, Payload, Spec};
+use crate::broker::TopicPartition;
 use crate::error::{Category, HandlerError};
+use crate::loader::LoadError;
 use crate::store::StoreError;
 use std::time::Duration;
 
@@ -68,6 +70,37 @@ pub enum StateError {
         /// The collection.
         collection: &'static str,
     },
+    /// A message collection names a record the log no longer holds
+    /// (retention or compaction removed it): it will not come back.
+    #[error(
+        "state collection {collection}: the message at offset {offset} of {partition} is no \
+         longer in the log (retention or compaction removed it)"
+    )]
+    MessageGone {
+        /// The collection.
+        collection: &'static str,
+        /// The message's partition.
+        partition: TopicPartition,
+        /// The message's offset.
+        offset: i64,
+    },
+    /// Reading a message collection's message back failed; it may succeed
+    /// if tried again.
+    #[error("state collection {collection}: {source}")]
+    MessageRead {
+        /// The collection.
+        collection: &'static str,
+        /// The loader's error.
+        #[source]
+        source: LoadError,
+    },
+    /// A message collection was read where the runtime has no way to read
+    /// messages back (a runtime built without a loader).
+    #[error("state collection {collection} holds messages, and this runtime reads none back")]
+    Unreadable {
+        /// The collection.
+        collection: &'static str,
+    },
     /// The context was not made by the runtime, or the client registered
     /// no collections.
     #[error("keyed state is not available in this context")]
@@ -79,14 +112,17 @@ impl StateError {
     #[must_use]
     pub fn category(&self) -> Category {
         match self {
-            Self::NullValue { .. } | Self::Codec { .. } | Self::Malformed { .. } => {
-                Category::Transient
-            }
+            Self::NullValue { .. }
+            | Self::Codec { .. }
+            | Self::Malformed { .. }
+            | Self::MessageRead { .. } => Category::Transient,
             Self::Store(store) if store.is_retriable() => Category::Transient,
             Self::Store(_) => Category::Terminal,
             Self::Unregistered { .. }
             | Self::Mismatch { .. }
             | Self::AttemptEnded { .. }
+            | Self::MessageGone { .. }
+            | Self::Unreadable { .. }
             | Self::Unavailable => Category::Permanent,
         }
     }

@@ -12,14 +12,18 @@
 mod attempt;
 mod cache;
 mod error;
+mod messages;
 mod overlay;
 
 pub(crate) use attempt::{AttemptState, Marker, StateGuard};
 pub use attempt::{Page, Slot};
 pub(crate) use cache::OwnerCache;
 pub use error::{SpecError, StateError};
+pub(crate) use messages::Reader;
+pub use messages::message_cell;
 pub(crate) use overlay::Seen;
 
+use crate::loader::Loader;
 use crate::store::{StateStore, StoreError};
 use std::time::Duration;
 
@@ -152,6 +156,8 @@ pub struct Registry {
     marker_ttl: Option<Duration>,
     /// Names whose stored identity differs: (name, stored identity).
     mismatched: Vec<(&'static str, String)>,
+    /// How message collections read their messages back.
+    reader: Option<Reader>,
 }
 
 impl Registry {
@@ -183,7 +189,18 @@ impl Registry {
             recovery_delay,
             marker_ttl,
             mismatched: Vec::new(),
+            reader: None,
         })
+    }
+
+    /// Message collections read their messages back with `loader` (the
+    /// client's, so reads share its cache and deadline).
+    pub fn read_messages_with(&mut self, loader: impl Loader) {
+        self.reader = Some(Reader::new(loader));
+    }
+
+    pub(crate) fn reader(&self) -> Option<&Reader> {
+        self.reader.as_ref()
     }
 
     /// How long an applied marker lives: the longest TTL of the
