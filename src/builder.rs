@@ -436,7 +436,12 @@ impl<C: Codec> ClientBuilder<C> {
         let mut settings = self.options.resolve(&crate::env::process())?;
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
-        let stores = connect::stores(self.stores, self.broker.as_ref(), &settings).await?;
+        let stores = Box::pin(connect::stores(
+            self.stores,
+            self.broker.as_ref(),
+            &settings,
+        ))
+        .await?;
         let broker = match (&settings.cluster, self.broker) {
             (_, Some(Given::Memory(broker))) => Backend::memory(broker),
             (_, Some(Given::Custom(broker))) => broker,

@@ -78,6 +78,7 @@ async fn cassandra(settings: &Settings) -> Result<CassandraStores, ConfigError> 
         .retention(options.retention)
         .defer_cache_size(options.defer_store_cache_size)
         .slab_size(SlabSize::new(settings.runtime.slab_size))
+        .recovery_delay(settings.runtime.state.recovery_delay())
         .connect_timeout(settings.kafka.connect_timeout);
     if let (Some(user), Some(password)) = (&options.user, &options.password) {
         config = config.credentials(user.clone(), password.expose());

@@ -207,36 +207,47 @@ impl Inner {
             return Ok(());
         }
         let fence = self.fence(partition).await?;
-        let cells = &self.statements.cells;
         for write in changes {
-            let (group, topic, part, coll, key) =
-                slot(self, partition, &write.collection, &write.key);
-            let timestamp = fence.next();
-            match &write.change {
-                StateChange::Put { item, value } => {
-                    let ttl = write.ttl.map_or(0, ttl_seconds);
-                    let row = (
-                        group,
-                        topic,
-                        part,
-                        coll,
-                        key,
-                        item.to_vec(),
-                        value.to_vec(),
-                        ttl,
-                        timestamp,
-                    );
-                    writes.push(&cells.put, row);
-                }
-                StateChange::Delete { item } => {
-                    let row = (timestamp, group, topic, part, coll, key, item.to_vec());
-                    writes.push(&cells.delete, row);
-                }
-                StateChange::Clear => {
-                    writes.push(&cells.clear, (timestamp, group, topic, part, coll, key));
-                }
-            }
+            let ttl = write.ttl.map_or(0, ttl_seconds);
+            self.push_state(partition, write, ttl, fence.next(), writes);
         }
         Ok(())
+    }
+
+    /// The statement of one state change, with `ttl` (seconds, 0 for none)
+    /// and `timestamp`.
+    pub(crate) fn push_state(
+        &self,
+        partition: &TopicPartition,
+        write: &StateWrite,
+        ttl: i32,
+        timestamp: i64,
+        writes: &mut Writes,
+    ) {
+        let cells = &self.statements.cells;
+        let (group, topic, part, coll, key) = slot(self, partition, &write.collection, &write.key);
+        match &write.change {
+            StateChange::Put { item, value } => {
+                let row = (
+                    group,
+                    topic,
+                    part,
+                    coll,
+                    key,
+                    item.to_vec(),
+                    value.to_vec(),
+                    ttl,
+                    timestamp,
+                );
+                writes.push(&cells.put, row);
+            }
+            StateChange::Delete { item } => {
+                let row = (timestamp, group, topic, part, coll, key, item.to_vec());
+                writes.push(&cells.delete, row);
+            }
+            StateChange::Clear => {
+                writes.push(&cells.clear, (timestamp, group, topic, part, coll, key));
+            }
+        }
     }
 }

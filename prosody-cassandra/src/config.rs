@@ -1,5 +1,6 @@
 //! How to reach Cassandra, and how long data lives there.
 
+use crate::error::ConnectError;
 use prosody_core::store::timer::SlabSize;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -27,12 +28,14 @@ pub struct CassandraConfig {
     pub(crate) slab_size: SlabSize,
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
+    pub(crate) recovery_delay: Duration,
 }
 
 impl CassandraConfig {
     /// The defaults, with these contact points (`host:port`): keyspace
     /// `prosody`, no login, retention one year, 8192 cached deferral
-    /// entries, hour slabs, 10 s to connect and 10 s per request.
+    /// entries, hour slabs, 10 s to connect and 10 s per request, 30 s of
+    /// recovery delay.
     pub fn new<I: IntoIterator<Item = T>, T: Into<String>>(nodes: I) -> Self {
         Self {
             nodes: nodes.into_iter().map(Into::into).collect(),
@@ -46,6 +49,7 @@ impl CassandraConfig {
             slab_size: SlabSize::DEFAULT,
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
+            recovery_delay: Duration::from_secs(30),
         }
     }
 
@@ -101,6 +105,14 @@ impl CassandraConfig {
         self
     }
 
+    /// How long after a commit larger than one batch failed midway its
+    /// owner resolves it, if no read of its partition did first (default
+    /// 30s; the client's `state_recovery_delay`).
+    pub fn recovery_delay(mut self, delay: Duration) -> Self {
+        self.recovery_delay = delay;
+        self
+    }
+
     /// How long one request may take before it fails as retriable.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
@@ -137,8 +149,52 @@ impl fmt::Debug for CassandraConfig {
             .field("slab_size", &self.slab_size)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("recovery_delay", &self.recovery_delay)
             .finish()
     }
+}
+
+/// A plain CQL identifier: a letter, then letters, digits or `_`, at most
+/// 48 in all.
+pub(crate) fn identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 48
+}
+
+pub(crate) fn validate(config: &CassandraConfig, group: &str) -> Result<(), ConnectError> {
+    let invalid = |option, reason: &str| {
+        Err(ConnectError::Invalid {
+            option,
+            reason: reason.to_owned(),
+        })
+    };
+    if config.nodes.is_empty() || config.nodes.iter().any(|node| node.trim().is_empty()) {
+        return invalid(
+            "cassandra_nodes",
+            "needs at least one host:port, none empty",
+        );
+    }
+    if !identifier(&config.keyspace) {
+        return Err(ConnectError::Invalid {
+            option: "cassandra_keyspace",
+            reason: format!(
+                "{:?} is not a letter followed by at most 47 letters, digits or `_`",
+                config.keyspace
+            ),
+        });
+    }
+    if config.rack.is_some() && config.datacenter.is_none() {
+        return invalid("cassandra_rack", "needs cassandra_datacenter");
+    }
+    if config.retention < Duration::from_secs(1) {
+        return invalid("cassandra_retention", "must be at least 1s");
+    }
+    if group.is_empty() {
+        return invalid("group_id", "must not be empty");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

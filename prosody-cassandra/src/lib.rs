@@ -7,8 +7,9 @@
 //! that implement [`Stores`]:
 //!
 //! - a commit is a lone statement, or a logged batch, which Cassandra
-//!   applies whole or not at all (more than 32 KiB of values go as several logged
-//!   batches in order); each write carries its own timestamp, later than
+//!   applies whole or not at all; a commit of more than 32 KiB of values
+//!   stages its state changes and promotes them once its commit point
+//!   landed (the `staged` module); each write carries its own timestamp, later than
 //!   every earlier write of the same cells, so the writes of a batch apply
 //!   in their order and writing a batch again changes nothing;
 //! - every row carries the group, so groups sharing a keyspace never see
@@ -40,6 +41,7 @@ mod defer;
 mod error;
 mod fence;
 pub mod schema;
+mod staged;
 mod statements;
 mod timer;
 mod write;
@@ -49,8 +51,9 @@ pub use error::ConnectError;
 
 use crate::defer::Known;
 use crate::fence::Fences;
+use crate::staged::Unresolved;
 use crate::statements::Statements;
-use crate::write::{WriteClock, Writes};
+use crate::write::{CHUNK_BYTES, WriteClock, Writes};
 use bytes::Bytes;
 use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
@@ -86,6 +89,9 @@ pub(crate) struct Inner {
     clock: WriteClock,
     fences: Fences,
     known: Known,
+    /// Txns of large commits this client left unfinished.
+    unresolved: Unresolved,
+    recovery_delay: Duration,
 }
 
 impl fmt::Debug for CassandraStores {
@@ -95,49 +101,6 @@ impl fmt::Debug for CassandraStores {
             .field("group", &self.0.group)
             .finish_non_exhaustive()
     }
-}
-
-/// A plain CQL identifier: a letter, then letters, digits or `_`, at most
-/// 48 in all.
-fn identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 48
-}
-
-fn validate(config: &CassandraConfig, group: &str) -> Result<(), ConnectError> {
-    let invalid = |option, reason: &str| {
-        Err(ConnectError::Invalid {
-            option,
-            reason: reason.to_owned(),
-        })
-    };
-    if config.nodes.is_empty() || config.nodes.iter().any(|node| node.trim().is_empty()) {
-        return invalid(
-            "cassandra_nodes",
-            "needs at least one host:port, none empty",
-        );
-    }
-    if !identifier(&config.keyspace) {
-        return Err(ConnectError::Invalid {
-            option: "cassandra_keyspace",
-            reason: format!(
-                "{:?} is not a letter followed by at most 47 letters, digits or `_`",
-                config.keyspace
-            ),
-        });
-    }
-    if config.rack.is_some() && config.datacenter.is_none() {
-        return invalid("cassandra_rack", "needs cassandra_datacenter");
-    }
-    if config.retention < Duration::from_secs(1) {
-        return invalid("cassandra_retention", "must be at least 1s");
-    }
-    if group.is_empty() {
-        return invalid("group_id", "must not be empty");
-    }
-    Ok(())
 }
 
 /// Whether a failed connection was a refused login.
@@ -164,7 +127,7 @@ impl CassandraStores {
     /// the connect timeout ([`ConnectError::Unreachable`]), a keyspace of a
     /// newer schema ([`ConnectError::NewerSchema`]) or a failed migration.
     pub async fn connect(config: &CassandraConfig, group: &str) -> Result<Self, ConnectError> {
-        validate(config, group)?;
+        config::validate(config, group)?;
         let profile = ExecutionProfile::builder()
             .request_timeout(Some(config.request_timeout))
             .build();
@@ -210,6 +173,8 @@ impl CassandraStores {
             clock: WriteClock::default(),
             fences: Fences::default(),
             known: Known::new(config.cache_size),
+            unresolved: Unresolved::default(),
+            recovery_delay: config.recovery_delay,
         })))
     }
 
@@ -227,11 +192,18 @@ impl CassandraStores {
         let changes = inner
             .deferral_writes(partition, &batch.deferrals, &mut writes)
             .await?;
+        let mut state = Writes::default();
         inner
-            .state_writes(partition, &batch.state, &mut writes)
+            .state_writes(partition, &batch.state, &mut state)
             .await?;
+        // State changes past one batch go through a txn (the `staged`
+        // module), so they land whole.
+        let staged = state.len() > 0 && writes.bytes() + state.bytes() > CHUNK_BYTES;
+        if !staged {
+            writes.append(state);
+        }
         inner.dedup_writes(&batch.dedup, &mut writes);
-        if writes.len() == 0 {
+        if writes.len() == 0 && !staged {
             return Ok(changes);
         }
         // Settles the deferral states whether the write returns or is
@@ -241,7 +213,13 @@ impl CassandraStores {
             partition,
             changes: Some(changes),
         };
-        writes.execute(&inner.session).await?;
+        if staged {
+            self.0
+                .commit_staged(partition, &batch.state, writes)
+                .await?;
+        } else {
+            writes.execute(&inner.session).await?;
+        }
         Ok(unsure.landed())
     }
 
@@ -292,6 +270,7 @@ impl Stores for CassandraStores {
     /// empty past slabs; a failed prune is logged, not returned.
     async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
         self.0.take(partition).await?;
+        self.0.resolve_all(partition).await?;
         self.0.open_deferrals(partition).await?;
         if let Err(error) = self.0.prune_slabs(partition).await {
             warn!(%partition, %error, "pruning empty timer slabs failed; loads read them");
@@ -301,6 +280,7 @@ impl Stores for CassandraStores {
 
     fn close(&self, partition: &TopicPartition) {
         self.0.known.close(partition);
+        self.0.unresolved.close(partition);
         self.0.fences.forget(partition);
     }
 }
@@ -435,6 +415,7 @@ impl StateStore for CassandraStores {
         key: &Key,
         item: &[u8],
     ) -> Result<Option<Bytes>, StoreError> {
+        self.0.resolve_unfinished(partition).await?;
         self.0.cell(partition, collection, key, item).await
     }
 
@@ -447,6 +428,7 @@ impl StateStore for CassandraStores {
         direction: Direction,
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.0.resolve_unfinished(partition).await?;
         self.0
             .cells(partition, collection, key, range, direction, limit)
             .await

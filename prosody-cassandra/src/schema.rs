@@ -71,10 +71,23 @@ const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY ((group_id, name)))",
         ],
     },
+    Migration {
+        version: 4,
+        description: "keyed state: txns of commits larger than one batch, and their staged changes",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {ks}.state_txns (
+            group_id text, topic text, part int, txn bigint, staged_at bigint, committed boolean,
+            PRIMARY KEY ((group_id, topic, part), txn))",
+            "CREATE TABLE IF NOT EXISTS {ks}.state_staged (
+            group_id text, topic text, part int, txn bigint, seq int,
+            coll text, key text, op tinyint, item blob, value blob, ttl int, ts bigint,
+            PRIMARY KEY ((group_id, topic, part, txn), seq))",
+        ],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 3;
+pub const VERSION: i32 = 4;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

@@ -2,6 +2,7 @@
 
 use crate::cells::CellStatements;
 use crate::fence::Owners;
+use crate::staged::TxnStatements;
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::statement::prepared::PreparedStatement;
@@ -41,6 +42,7 @@ pub(crate) struct Statements {
     pub(crate) select_dedup: PreparedStatement,
     pub(crate) owners: Owners,
     pub(crate) cells: CellStatements,
+    pub(crate) txns: TxnStatements,
 }
 
 impl Statements {
@@ -150,6 +152,7 @@ impl Statements {
             .await?,
             owners: Owners::prepare(session, ks).await?,
             cells: CellStatements::prepare(session, ks).await?,
+            txns: TxnStatements::prepare(session, ks).await?,
         })
     }
 }

@@ -14,10 +14,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The most bytes of bound values in one logged batch: well below
 /// Cassandra's `batch_size_fail_threshold`, which refuses a larger batch
 /// of several partitions, with room for each statement's overhead.
-const CHUNK_BYTES: usize = 32 * 1024;
+pub(crate) const CHUNK_BYTES: usize = 32 * 1024;
 
 /// What each statement adds beyond its values (cell and row headers).
-const ROW_OVERHEAD: usize = 64;
+pub(crate) const ROW_OVERHEAD: usize = 64;
 
 /// One statement's values.
 pub(crate) type Row = Box<dyn SerializeRow + Send + Sync>;
@@ -43,6 +43,18 @@ impl Writes {
 
     pub(crate) fn len(&self) -> usize {
         self.statements.len()
+    }
+
+    /// Adds `other`'s writes after these.
+    pub(crate) fn append(&mut self, other: Self) {
+        self.statements.extend(other.statements);
+        self.rows.extend(other.rows);
+        self.sizes.extend(other.sizes);
+    }
+
+    /// The estimated bytes of the writes, as chunks count them.
+    pub(crate) fn bytes(&self) -> usize {
+        self.sizes.iter().sum()
     }
 
     /// Runs the writes: one statement on its own, up to [`CHUNK_BYTES`] as

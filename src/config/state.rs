@@ -48,11 +48,12 @@ impl<C> ClientBuilder<C> {
         self
     }
 
-    /// The delay of the recovery sweep of half-written state changes
-    /// (`state_recovery_delay`; `PROSODY_STATE_RECOVERY_DELAY`; default
-    /// 30s, whole seconds, at least 1s). Every collection's TTL must be
-    /// longer. The sweep is not built yet (see the README's Keyed state
-    /// section): today the option only bounds the TTLs.
+    /// The delay of the recovery sweep (`state_recovery_delay`;
+    /// `PROSODY_STATE_RECOVERY_DELAY`; default 30s, whole seconds, at least
+    /// 1s): on Cassandra, a commit larger than one batch that failed midway
+    /// is resolved this long after, unless a read of its partition
+    /// resolved it first (the README's Keyed state section). Every
+    /// collection's TTL must be longer.
     pub fn state_recovery_delay(mut self, delay: Duration) -> Self {
         self.options_mut().state.recovery_delay = Some(delay);
         self
