@@ -454,6 +454,7 @@ impl<C: Codec> ClientBuilder<C> {
         if !settings.runtime.state.is_empty() {
             settings.runtime.state =
                 connect::state(&settings.runtime.state, &stores, loader.clone()).await?;
+            settings.runtime.state_cache = connect::state_cache(&settings, &stores)?;
         }
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",

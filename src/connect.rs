@@ -7,7 +7,7 @@ use crate::stores::ClientStores;
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
 use prosody_core::broker::BrokerError;
 use prosody_core::loader::BrokerLoader;
-use prosody_core::state::Registry;
+use prosody_core::state::{Registry, StateCache};
 use prosody_core::store::timer::SlabSize;
 use prosody_kafka::{KafkaBroker, KafkaConfig};
 use prosody_memory::{MemoryBroker, MemoryStores};
@@ -56,7 +56,7 @@ pub(crate) async fn stores(
         return Ok(ClientStores::new(MemoryStores::new()));
     }
     if !settings.cassandra.nodes.is_empty() {
-        return cassandra(settings).await.map(ClientStores::new);
+        return cassandra(settings).await.map(ClientStores::cassandra);
     }
     if settings.memory_stores {
         tracing::warn!(
@@ -169,4 +169,23 @@ pub(crate) async fn state(
         })?;
     registry.read_messages_with(loader);
     Ok(Arc::new(registry))
+}
+
+/// The owners' disk cache of state cells: for clients whose stores are
+/// Cassandra's (memory stores are local already), or that name a
+/// `state_cache_dir`.
+pub(crate) fn state_cache(
+    settings: &Settings,
+    stores: &ClientStores,
+) -> Result<Option<Arc<StateCache>>, ConfigError> {
+    let cache = &settings.state_cache;
+    if settings.runtime.state.is_empty() || !(stores.is_remote() || cache.dir.is_some()) {
+        return Ok(None);
+    }
+    StateCache::open(cache.dir.as_deref(), cache.memory)
+        .map(|cache| Some(Arc::new(cache)))
+        .map_err(|error| ConfigError::Invalid {
+            option: "state_cache_dir",
+            reason: error.to_string(),
+        })
 }

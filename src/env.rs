@@ -58,6 +58,19 @@ impl FromEnv for Vec<String> {
     }
 }
 
+/// A size in bytes, written as `64 MiB`, `500 MB` or a number of bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Size(pub(crate) u64);
+
+impl FromEnv for Size {
+    fn parse(text: &str) -> Result<Self, String> {
+        text.trim()
+            .parse::<bytesize::ByteSize>()
+            .map(|size| Self(size.as_u64()))
+            .map_err(|e| format!("expected a size such as 64 MiB or 500 MB: {e}"))
+    }
+}
+
 /// Where option values come from when the builder leaves them unset.
 pub(crate) struct Env<F>(F);
 
@@ -107,7 +120,7 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
 
 #[cfg(test)]
 mod tests {
-    use super::FromEnv;
+    use super::{FromEnv, Size};
     use std::time::Duration;
 
     #[test]
@@ -124,6 +137,10 @@ mod tests {
         assert_eq!(<bool as FromEnv>::parse("TRUE"), Ok(true));
         assert!(<bool as FromEnv>::parse("maybe").is_err());
         assert_eq!(<usize as FromEnv>::parse(" 64 "), Ok(64));
+        assert_eq!(Size::parse("64 MiB"), Ok(Size(64 << 20)));
+        assert_eq!(Size::parse("500 MB"), Ok(Size(500_000_000)));
+        assert_eq!(Size::parse("4096"), Ok(Size(4096)));
+        assert!(Size::parse("lots").is_err());
         assert_eq!(
             <Vec<String> as FromEnv>::parse("a, b,,c"),
             Ok(vec!["a".to_owned(), "b".to_owned(), "c".to_owned()])

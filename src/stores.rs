@@ -234,12 +234,32 @@ impl<S: Stores> DynStores for S {
 /// path of a message without an `id` makes no call at all (the defer
 /// stage's `peek` is answered without one where the backend can).
 #[derive(Clone)]
-pub struct ClientStores(Arc<dyn DynStores>);
+pub struct ClientStores {
+    stores: Arc<dyn DynStores>,
+    /// Whether the stores are a server's (Cassandra), not this process's.
+    remote: bool,
+}
 
 impl ClientStores {
     /// Wraps a backend's stores.
     pub(crate) fn new(stores: impl Stores) -> Self {
-        Self(Arc::new(stores))
+        Self {
+            stores: Arc::new(stores),
+            remote: false,
+        }
+    }
+
+    /// Wraps the Cassandra stores of the settings.
+    pub(crate) fn cassandra(stores: prosody_cassandra::CassandraStores) -> Self {
+        Self {
+            stores: Arc::new(stores),
+            remote: true,
+        }
+    }
+
+    /// Whether the stores are a server's, so a read costs a round trip.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.remote
     }
 }
 
@@ -255,7 +275,7 @@ impl TimerStore for ClientStores {
         partition: &TopicPartition,
         entry: TimerEntry,
     ) -> Result<(), StoreError> {
-        self.0.schedule(partition, entry).await
+        self.stores.schedule(partition, entry).await
     }
 
     async fn unschedule(
@@ -265,7 +285,7 @@ impl TimerStore for ClientStores {
         kind: TimerKind,
         time: Timestamp,
     ) -> Result<(), StoreError> {
-        self.0.unschedule(partition, key, kind, time).await
+        self.stores.unschedule(partition, key, kind, time).await
     }
 
     async fn clear(
@@ -274,7 +294,7 @@ impl TimerStore for ClientStores {
         key: &Key,
         kind: TimerKind,
     ) -> Result<(), StoreError> {
-        self.0.clear(partition, key, kind).await
+        self.stores.clear(partition, key, kind).await
     }
 
     async fn scheduled(
@@ -283,7 +303,7 @@ impl TimerStore for ClientStores {
         key: &Key,
         kind: TimerKind,
     ) -> Result<Vec<Timestamp>, StoreError> {
-        self.0.scheduled(partition, key, kind).await
+        self.stores.scheduled(partition, key, kind).await
     }
 
     async fn load(
@@ -292,13 +312,13 @@ impl TimerStore for ClientStores {
         from: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<TimerEntry>, StoreError> {
-        self.0.load(partition, from, until).await
+        self.stores.load(partition, from, until).await
     }
 }
 
 impl DeferStore for ClientStores {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.0.peek(partition, key)
+        self.stores.peek(partition, key)
     }
 
     async fn defer(
@@ -308,7 +328,7 @@ impl DeferStore for ClientStores {
         offset: i64,
         deferral: Deferral,
     ) -> Result<(), StoreError> {
-        self.0.defer(partition, key, offset, deferral).await
+        self.stores.defer(partition, key, offset, deferral).await
     }
 
     async fn deferred(
@@ -316,7 +336,7 @@ impl DeferStore for ClientStores {
         partition: &TopicPartition,
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
-        self.0.deferred(partition, key).await
+        self.stores.deferred(partition, key).await
     }
 
     async fn complete(
@@ -325,31 +345,31 @@ impl DeferStore for ClientStores {
         key: &Key,
         offset: i64,
     ) -> Result<Option<i64>, StoreError> {
-        self.0.complete(partition, key, offset).await
+        self.stores.complete(partition, key, offset).await
     }
 
     async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.0.failed(partition, key).await
+        self.stores.failed(partition, key).await
     }
 
     async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.0.keys(partition).await
+        self.stores.keys(partition).await
     }
 }
 
 impl DedupStore for ClientStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.0.contains(key).await
+        self.stores.contains(key).await
     }
 
     async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.0.insert(key, ttl).await
+        self.stores.insert(key, ttl).await
     }
 }
 
 impl StateStore for ClientStores {
     async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.0.identify(name, identity).await
+        self.stores.identify(name, identity).await
     }
 
     async fn cell(
@@ -359,7 +379,7 @@ impl StateStore for ClientStores {
         key: &Key,
         item: &[u8],
     ) -> Result<Option<Bytes>, StoreError> {
-        self.0.cell(partition, collection, key, item).await
+        self.stores.cell(partition, collection, key, item).await
     }
 
     async fn cells(
@@ -371,26 +391,26 @@ impl StateStore for ClientStores {
         direction: Direction,
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        self.0
+        self.stores
             .cells(partition, collection, key, range, direction, limit)
             .await
     }
 
     async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        self.0.write(partition, write).await
+        self.stores.write(partition, write).await
     }
 }
 
 impl Stores for ClientStores {
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
-        self.0.commit(partition, batch).await
+        self.stores.commit(partition, batch).await
     }
 
     async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        self.0.open(partition).await
+        self.stores.open(partition).await
     }
 
     fn close(&self, partition: &TopicPartition) {
-        self.0.close(partition);
+        self.stores.close(partition);
     }
 }

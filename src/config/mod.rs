@@ -148,6 +148,8 @@ pub(crate) struct Settings {
     pub(crate) memory_stores: bool,
     /// How the Kafka clients connect (unused in mock mode).
     pub(crate) kafka: Kafka,
+    /// The state owners' disk cache (Cassandra stores only).
+    pub(crate) state_cache: state::CacheSettings,
 }
 
 /// A duration as the environment writes it (`5m`, `120ms`).
@@ -257,6 +259,7 @@ impl Options {
             Cluster::Kafka(servers)
         };
         let mut runtime = self.runtime(env, RuntimeConfig::new(group_id), allowed_events)?;
+        let state_cache = self.state.cache(env)?;
         runtime.state = Arc::new(std::mem::take(&mut self.state).resolve(env)?);
         let send_timeout = positive_duration(
             "send_timeout",
@@ -276,6 +279,7 @@ impl Options {
             cassandra: self.cassandra.resolve(env)?,
             memory_stores: env.layer(self.memory_stores, "PROSODY_MEMORY_STORES", || false)?,
             kafka: self.kafka.resolve(env)?,
+            state_cache,
         })
     }
 

@@ -12,7 +12,7 @@
 
 use super::{ProbePort, Settings};
 use crate::builder::ClientBuilder;
-use crate::env::{Env, FromEnv};
+use crate::env::{Env, FromEnv, Size};
 use proptest::prelude::*;
 use prosody_core::JsonCodec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -100,6 +100,8 @@ fn rows() -> Vec<Row> {
         row!("retry_base", "PROSODY_RETRY_BASE", Some("20ms"), |n| millis(n, 1, 60_000), |b, t| b.retry_base(parse(t)), |s| duration(s.runtime.retry_base)),
         row!("max_retry_delay", "PROSODY_RETRY_MAX_DELAY", Some("5m"), |n| millis(n, 60_000, 86_400_000), |b, t| b.max_retry_delay(parse(t)), |s| duration(s.runtime.max_retry_delay)),
         row!("state_recovery_delay", "PROSODY_STATE_RECOVERY_DELAY", Some("30s"), |n| duration(Duration::from_secs(1 + n % 3600)), |b, t| b.state_recovery_delay(parse(t)), |s| duration(s.runtime.state.recovery_delay())),
+        row!("state_cache_dir", "PROSODY_STATE_CACHE_DIR", None, name, |b, t| b.state_cache_dir(parse::<String>(t)), |s| s.state_cache.dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default()),
+        row!("state_owned_cache_size", "PROSODY_STATE_OWNED_CACHE_SIZE", None, size, |b, t| b.state_owned_cache_size(parse::<Size>(t).0), |s| s.state_cache.memory.map(|m| m.to_string()).unwrap_or_default()),
         row!("slab_size", "PROSODY_SLAB_SIZE", Some("1h"), |n| millis(n, 1000, 86_400_000), |b, t| b.slab_size(parse(t)), |s| duration(s.runtime.slab_size)),
         row!("max_concurrency", "PROSODY_MAX_CONCURRENCY", Some("32"), size, |b, t| b.max_concurrency(parse(t)), |s| s.qos.scheduler.max_concurrency.to_string()),
         row!("max_retries", "PROSODY_MAX_RETRIES", Some("3"), |n| (n % 1000).to_string(), |b, t| b.max_retries(parse(t)), |s| s.qos.max_retries.to_string()),

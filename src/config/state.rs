@@ -1,10 +1,11 @@
-//! The keyed-state options: the collections handlers may bind, and the
-//! recovery delay their TTLs must exceed.
+//! The keyed-state options: the collections handlers may bind, the
+//! recovery delay their TTLs must exceed, and the owners' disk cache.
 
 use super::{ConfigError, shown};
 use crate::builder::ClientBuilder;
-use crate::env::Env;
+use crate::env::{Env, Size};
 use prosody_core::state::{Registry, Spec};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The default `state_recovery_delay`.
@@ -15,9 +16,52 @@ pub(crate) const RECOVERY_DELAY: Duration = Duration::from_secs(30);
 pub(crate) struct StateOptions {
     pub(crate) collections: Vec<Spec>,
     pub(crate) recovery_delay: Option<Duration>,
+    pub(crate) cache_dir: Option<PathBuf>,
+    pub(crate) owned_cache_size: Option<u64>,
+}
+
+/// Where and how large the owners' disk cache is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CacheSettings {
+    /// `None`: a temporary directory of the client's own.
+    pub(crate) dir: Option<PathBuf>,
+    /// Bytes of its block cache in memory; `None`: the engine's 32 MiB.
+    pub(crate) memory: Option<u64>,
 }
 
 impl StateOptions {
+    /// The disk cache's settings.
+    pub(crate) fn cache<F: Fn(&str) -> Option<String>>(
+        &self,
+        env: &Env<F>,
+    ) -> Result<CacheSettings, ConfigError> {
+        let dir = match self.cache_dir.clone() {
+            Some(dir) => Some(dir),
+            None => env
+                .read::<String>("PROSODY_STATE_CACHE_DIR")?
+                .map(PathBuf::from),
+        };
+        if dir.as_ref().is_some_and(|dir| dir.as_os_str().is_empty()) {
+            return Err(ConfigError::Invalid {
+                option: "state_cache_dir",
+                reason: "must not be empty".to_owned(),
+            });
+        }
+        let memory = match self.owned_cache_size {
+            Some(bytes) => Some(bytes),
+            None => env
+                .read::<Size>("PROSODY_STATE_OWNED_CACHE_SIZE")?
+                .map(|size| size.0),
+        };
+        if memory == Some(0) {
+            return Err(ConfigError::Invalid {
+                option: "state_owned_cache_size",
+                reason: "must be positive".to_owned(),
+            });
+        }
+        Ok(CacheSettings { dir, memory })
+    }
+
     /// The registry of the collections, checked against the recovery delay.
     pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
         self,
@@ -58,6 +102,26 @@ impl<C> ClientBuilder<C> {
         self.options_mut().state.recovery_delay = Some(delay);
         self
     }
+
+    /// The directory of the partition owners' disk cache of state cells
+    /// (`state_cache_dir`; `PROSODY_STATE_CACHE_DIR`; default a temporary
+    /// directory of the client's own). The cache is used with the
+    /// Cassandra stores of `cassandra_nodes`, and with any stores when
+    /// this is set. Each live client needs its own directory (it is
+    /// locked, and emptied when the client starts). Use a mounted path in
+    /// production.
+    pub fn state_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.options_mut().state.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// The memory the disk cache may keep of it, in bytes
+    /// (`state_owned_cache_size`; `PROSODY_STATE_OWNED_CACHE_SIZE`, sizes
+    /// like `64 MiB` or `500 MB`; default 32 MiB; positive).
+    pub fn state_owned_cache_size(mut self, bytes: u64) -> Self {
+        self.options_mut().state.owned_cache_size = Some(bytes);
+        self
+    }
 }
 
 #[cfg(test)]
@@ -78,7 +142,7 @@ mod tests {
         });
         let options = StateOptions {
             collections,
-            recovery_delay: None,
+            ..StateOptions::default()
         };
         options.resolve(&env).map(|registry| registry.specs().len())
     }
@@ -91,6 +155,54 @@ mod tests {
         let mut spec = spec("c", Kind::Value);
         spec.ttl = Some(Duration::from_millis(millis));
         spec
+    }
+
+    /// The disk cache's options: sizes with units, and the rules named.
+    #[test]
+    fn the_disk_cache_options_are_read_and_checked() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            Env::from_fn(move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            })
+        };
+        let read = StateOptions::default().cache(&env(&[
+            ("PROSODY_STATE_CACHE_DIR", "/var/cache/prosody"),
+            ("PROSODY_STATE_OWNED_CACHE_SIZE", "64 MiB"),
+        ]));
+        assert_eq!(
+            read.map(|c| (c.dir, c.memory)),
+            Ok((Some("/var/cache/prosody".into()), Some(64 << 20)))
+        );
+        let zero = StateOptions::default().cache(&env(&[("PROSODY_STATE_OWNED_CACHE_SIZE", "0")]));
+        assert!(
+            matches!(
+                &zero,
+                Err(ConfigError::Invalid {
+                    option: "state_owned_cache_size",
+                    ..
+                })
+            ),
+            "{zero:?}"
+        );
+        let empty = StateOptions::default().cache(&env(&[("PROSODY_STATE_CACHE_DIR", "")]));
+        assert!(
+            matches!(
+                &empty,
+                Err(ConfigError::Invalid {
+                    option: "state_cache_dir",
+                    ..
+                })
+            ),
+            "{empty:?}"
+        );
+        let bad =
+            StateOptions::default().cache(&env(&[("PROSODY_STATE_OWNED_CACHE_SIZE", "lots")]));
+        assert!(
+            matches!(&bad, Err(ConfigError::Environment { .. })),
+            "{bad:?}"
+        );
     }
 
     type Case = (

@@ -100,21 +100,39 @@ struct World<S> {
     topic: String,
     shared: Shared,
     done: mpsc::UnboundedSender<u64>,
+    /// Where each member's disk cache goes, if members have one.
+    disk: Option<Disks>,
+}
+
+/// A directory of members' disk caches, removed with the scenario.
+struct Disks {
+    base: std::path::PathBuf,
+    made: std::sync::atomic::AtomicU64,
+}
+
+impl Drop for Disks {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
 }
 
 impl<S: Stores> World<S> {
     async fn member(&self) -> Client {
-        let client = ProsodyClient::builder()
+        let mut builder = ProsodyClient::builder()
             .codec(JsonCodec::<(u64, Script)>::new())
             .memory_broker(self.broker.clone())
             .stores(self.stores.clone())
             .group_id("g")
             .source_system("upstream")
             .subscribed_topics([self.topic.as_str()])
-            .state_collections([super::VALUE.spec(), super::MAP.spec(), super::DEQUE.spec()])
-            .build()
-            .await
-            .expect("client");
+            .state_collections([super::VALUE.spec(), super::MAP.spec(), super::DEQUE.spec()]);
+        if let Some(disks) = &self.disk {
+            let n = disks
+                .made
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            builder = builder.state_cache_dir(disks.base.join(n.to_string()));
+        }
+        let client = builder.build().await.expect("client");
         client
             .subscribe(Scripted {
                 shared: self.shared.clone(),
@@ -138,7 +156,7 @@ pub fn check(steps: &[Step]) -> Result<(), TestCaseError> {
         steps,
         MemoryStores::new(),
         TOPIC.to_owned(),
-        (None, DEADLINE),
+        (None, DEADLINE, false),
     ))
 }
 
@@ -153,7 +171,7 @@ pub fn check_faulty(steps: &[Step], seed: u64) -> Result<(), TestCaseError> {
         steps,
         MemoryStores::new(),
         TOPIC.to_owned(),
-        (Some(seed), DEADLINE),
+        (Some(seed), DEADLINE, true),
     ))
 }
 
@@ -177,7 +195,7 @@ pub fn check_on<S: Stores>(
             steps,
             stores,
             prosody_core::services::unique("state_model"),
-            (None, REAL_DEADLINE),
+            (None, REAL_DEADLINE, true),
         )
         .await
     })
@@ -187,7 +205,7 @@ async fn scenario<S: Stores>(
     steps: &[Step],
     stores: S,
     topic: String,
-    (faults, deadline): (Option<u64>, Duration),
+    (faults, deadline, disk): (Option<u64>, Duration, bool),
 ) -> Result<(), TestCaseError> {
     let broker = MemoryBroker::new();
     broker.create_topic(&topic, 2).expect("topic");
@@ -202,6 +220,10 @@ async fn scenario<S: Stores>(
             faults: faults.map(|seed| Arc::new(Mutex::new(seed))),
             unsure_timers: Arc::default(),
         },
+        disk: disk.then(|| Disks {
+            base: std::env::temp_dir().join(prosody_core::services::unique("prosody_state_disks")),
+            made: std::sync::atomic::AtomicU64::new(0),
+        }),
         topic,
         shared,
         done,

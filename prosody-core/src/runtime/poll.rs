@@ -121,6 +121,18 @@ where
         info!("consumer stopped");
     }
 
+    /// A fresh disk tier for a partition's owner cache, if the client has
+    /// a disk cache; one that fails to open leaves the cache in memory.
+    fn disk_tier(&self, tp: &TopicPartition) -> Option<crate::state::DiskTier> {
+        let cache = self.config.state_cache.as_ref()?;
+        cache
+            .partition()
+            .inspect_err(|error| {
+                warn!(partition = %tp, %error, "the state disk cache failed to open; the partition caches in memory");
+            })
+            .ok()
+    }
+
     fn assign(&mut self, tps: Vec<TopicPartition>) {
         for tp in tps {
             if self.partitions.contains_key(&tp) {
@@ -138,7 +150,7 @@ where
                 stores: self.stores.clone(),
                 partition: tp.clone(),
                 notices,
-                cells: OwnerCache::default(),
+                cells: OwnerCache::new(self.disk_tier(&tp)),
             });
             let task = PartitionTask {
                 tp: tp.clone(),

@@ -1,5 +1,6 @@
 //! What a partition's owner knows of its keys' state cells without a read.
 
+use super::disk::DiskTier;
 use super::overlay::Seen;
 use crate::key::Key;
 use crate::store::{StateChange, StateWrite};
@@ -80,21 +81,48 @@ struct Slots {
     /// write Cassandra accepted can still land): no absence is kept for
     /// them. Bounded; the least recently touched go first.
     unsure: Cache<Slot, ()>,
+    /// Everything `known` holds and what it let go, on disk, when the
+    /// client has a disk cache; dropped (and deleted) at its first error.
+    disk: Option<DiskTier>,
 }
 
-impl Default for OwnerCache {
-    fn default() -> Self {
-        Self {
-            slots: Mutex::new(Slots {
-                known: Cache::with_weighter(1024, CELLS_PER_PARTITION, ByCells),
-                generation: 0,
-                unsure: Cache::new(4096),
-            }),
+impl Slots {
+    /// Runs `change` on the disk tier; an error drops the tier, so it can
+    /// never answer from a state it failed to record.
+    fn on_disk(&mut self, change: impl FnOnce(&DiskTier) -> Result<(), fjall::Error>) {
+        if let Some(disk) = &self.disk
+            && let Err(error) = change(disk)
+        {
+            tracing::warn!(%error, "the state disk cache failed; this partition goes on without it");
+            self.disk = None;
         }
     }
 }
 
+impl Default for OwnerCache {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
 impl OwnerCache {
+    /// An empty cache, backed by `disk` if given.
+    pub(crate) fn new(disk: Option<DiskTier>) -> Self {
+        Self::with_capacity(CELLS_PER_PARTITION, disk)
+    }
+
+    /// An empty cache of at most `cells` cells in memory.
+    pub(crate) fn with_capacity(cells: u64, disk: Option<DiskTier>) -> Self {
+        Self {
+            slots: Mutex::new(Slots {
+                known: Cache::with_weighter(1024, cells, ByCells),
+                generation: 0,
+                unsure: Cache::new(4096),
+                disk,
+            }),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Slots> {
         // Nothing panics while holding it: a poisoned cache is consistent.
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
@@ -102,19 +130,28 @@ impl OwnerCache {
 
     /// What is known of the cell.
     pub(crate) fn get(&self, collection: &str, key: &Key, item: &[u8]) -> Seen {
-        let slots = self.lock();
-        let Some(known) = slots.known.get(&SlotRef(collection, key)) else {
-            return Seen::Unknown;
-        };
-        match known.cells.get(item) {
-            Some(Some((value, expiry))) => match expiry {
-                Some(at) if Instant::now() + EXPIRY_MARGIN >= *at => Seen::Unknown,
-                _ => Seen::Known(Some(value.clone())),
-            },
-            Some(None) => Seen::Known(None),
-            None if known.complete => Seen::Known(None),
+        let mut slots = self.lock();
+        let memory = match slots.known.get(&SlotRef(collection, key)) {
             None => Seen::Unknown,
+            Some(known) => match known.cells.get(item) {
+                Some(Some((value, expiry))) => match expiry {
+                    Some(at) if Instant::now() + EXPIRY_MARGIN >= *at => Seen::Unknown,
+                    _ => Seen::Known(Some(value.clone())),
+                },
+                Some(None) => Seen::Known(None),
+                None if known.complete => Seen::Known(None),
+                None => Seen::Unknown,
+            },
+        };
+        if let Seen::Known(_) = memory {
+            return memory;
         }
+        let mut seen = Seen::Unknown;
+        slots.on_disk(|disk| {
+            seen = disk.get(collection, key, item, EXPIRY_MARGIN)?;
+            Ok(())
+        });
+        seen
     }
 
     /// Where commits stand, for [`absent`](Self::absent): taken before a
@@ -138,6 +175,7 @@ impl OwnerCache {
             .unwrap_or_default();
         known.cells.insert(Bytes::copy_from_slice(item), None);
         slots.known.insert(slot, known);
+        slots.on_disk(|disk| disk.absent(collection, key, item));
     }
 
     /// A commit of `writes`, sent at `sent`, landed. Expiries count from
@@ -152,19 +190,23 @@ impl OwnerCache {
                 .remove(&slot)
                 .map(|(_, known)| known)
                 .unwrap_or_default();
+            let (collection, key) = (&*write.collection, &write.key);
             match &write.change {
                 StateChange::Put { item, value } => {
                     let expiry = write.ttl.and_then(|ttl| sent.checked_add(ttl));
                     known
                         .cells
                         .insert(item.clone(), Some((value.clone(), expiry)));
+                    slots.on_disk(|disk| disk.put(collection, key, item, value, expiry));
                 }
                 StateChange::Delete { item } => {
                     known.cells.insert(item.clone(), None);
+                    slots.on_disk(|disk| disk.absent(collection, key, item));
                 }
                 StateChange::Clear => {
                     known.cells.clear();
                     known.complete = true;
+                    slots.on_disk(|disk| disk.reset(collection, key, true));
                 }
             }
             slots.known.insert(slot, known);
@@ -179,6 +221,7 @@ impl OwnerCache {
         for write in writes {
             let slot = (Arc::clone(&write.collection), write.key.clone());
             slots.known.remove(&slot);
+            slots.on_disk(|disk| disk.reset(&write.collection, &write.key, false));
             slots.unsure.insert(slot, ());
         }
     }

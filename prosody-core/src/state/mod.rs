@@ -11,6 +11,7 @@
 
 mod attempt;
 mod cache;
+mod disk;
 mod error;
 mod messages;
 mod overlay;
@@ -18,6 +19,8 @@ mod overlay;
 pub(crate) use attempt::{AttemptState, Marker, StateGuard};
 pub use attempt::{Page, Slot};
 pub(crate) use cache::OwnerCache;
+pub(crate) use disk::DiskTier;
+pub use disk::{CacheError, StateCache};
 pub use error::{SpecError, StateError};
 pub(crate) use messages::Reader;
 pub use messages::message_cell;

@@ -1,0 +1,425 @@
+//! The owner cache's disk tier: what a client's partition owners know of
+//! their cells, in a directory of the client's own, so the cache can hold
+//! far more than memory does.
+//!
+//! Never a source of truth: the directory is locked by one live client
+//! and emptied when it opens, each partition gets a keyspace of its own
+//! when it is taken, and the keyspace is deleted when the partition goes
+//! (revoked, or the client closed). So nothing a stale directory or an
+//! earlier ownership held is ever served.
+
+use super::overlay::Seen;
+use crate::key::Key;
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A disk cache that could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// Another live client holds the directory.
+    #[error("state_cache_dir {0} is in use by another live client: give each client its own")]
+    InUse(PathBuf),
+    /// The directory could not be made, emptied or opened.
+    #[error("state_cache_dir {dir}: {reason}")]
+    Io {
+        /// The directory.
+        dir: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A client's disk cache of state cells: one directory, locked while the
+/// client lives.
+///
+/// Invariant: only this client writes the directory's database, and the
+/// database starts empty at every open.
+pub struct StateCache {
+    db: Database,
+    next: AtomicU64,
+    /// Held for the client's life: the directory's lock.
+    _lock: File,
+    /// A directory of the client's own making: dropped last, after the
+    /// database removed its files, it removes the rest.
+    #[allow(dead_code, reason = "held for its drop")]
+    owned: Option<Owned>,
+}
+
+/// A directory this cache made, removed when it goes.
+struct Owned(PathBuf);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0.join("lock"));
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+impl std::fmt::Debug for StateCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateCache").finish_non_exhaustive()
+    }
+}
+
+impl StateCache {
+    /// Opens the cache in `dir` (a temporary directory of its own when
+    /// `None`), with a block cache of `memory` bytes (fjall's 32 MiB when
+    /// `None`).
+    ///
+    /// # Errors
+    ///
+    /// [`CacheError::InUse`] when another live client holds `dir`, and
+    /// [`CacheError::Io`] when it cannot be made, emptied or opened.
+    pub fn open(dir: Option<&Path>, memory: Option<u64>) -> Result<Self, CacheError> {
+        let (dir, owned) = if let Some(dir) = dir {
+            (dir.to_path_buf(), None)
+        } else {
+            static MADE: AtomicU64 = AtomicU64::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "prosody-state-{}-{}-{}",
+                std::process::id(),
+                crate::clock::now().as_millis(),
+                MADE.fetch_add(1, Ordering::Relaxed)
+            ));
+            (dir.clone(), Some(Owned(dir)))
+        };
+        let io = |reason: std::io::Error| CacheError::Io {
+            dir: dir.clone(),
+            reason: reason.to_string(),
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))
+            .map_err(io)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(CacheError::InUse(dir)),
+            Err(TryLockError::Error(error)) => return Err(io(error)),
+        }
+        // A directory left by an earlier client holds nothing to trust.
+        let cells = dir.join("cells");
+        match std::fs::remove_dir_all(&cells) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(io(error)),
+            _ => {}
+        }
+        let mut builder = Database::builder(&cells).temporary(true);
+        if let Some(bytes) = memory {
+            builder = builder.cache_size(bytes);
+        }
+        let db = builder.open().map_err(|error| CacheError::Io {
+            dir: dir.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(Self {
+            db,
+            next: AtomicU64::new(0),
+            _lock: lock,
+            owned,
+        })
+    }
+
+    /// A new, empty tier for one partition's ownership.
+    pub(crate) fn partition(&self) -> Result<DiskTier, fjall::Error> {
+        let name = format!("p{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let keyspace = self.db.keyspace(&name, KeyspaceCreateOptions::default)?;
+        Ok(DiskTier {
+            db: self.db.clone(),
+            keyspace: Some(keyspace),
+            base: Instant::now(),
+        })
+    }
+}
+
+/// One partition's cells on disk, for as long as its owner has it.
+pub(crate) struct DiskTier {
+    db: Database,
+    keyspace: Option<Keyspace>,
+    /// Expiries count in milliseconds from here.
+    base: Instant,
+}
+
+impl Drop for DiskTier {
+    fn drop(&mut self) {
+        if let Some(keyspace) = self.keyspace.take()
+            && let Err(error) = self.db.delete_keyspace(keyspace)
+        {
+            tracing::warn!(%error, "deleting a partition's state cache failed");
+        }
+    }
+}
+
+/// A (collection, key)'s rows: lengths first, so no slot's prefix is
+/// another's.
+fn slot(collection: &str, key: &Key) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(8 + collection.len() + key.len());
+    for part in [collection.as_bytes(), key.as_bytes()] {
+        let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
+        bytes.extend_from_slice(&len.to_be_bytes());
+        bytes.extend_from_slice(part);
+    }
+    bytes
+}
+
+/// The row of one cell: absent, or a value and its expiry.
+fn cell(slot: &[u8], item: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(slot.len() + 1 + item.len());
+    bytes.extend_from_slice(slot);
+    bytes.push(1);
+    bytes.extend_from_slice(item);
+    bytes
+}
+
+/// The row that says every cell of the slot not in a row is absent.
+fn complete(slot: &[u8]) -> Vec<u8> {
+    let mut bytes = slot.to_vec();
+    bytes.push(0);
+    bytes
+}
+
+impl DiskTier {
+    fn keyspace(&self) -> Result<&Keyspace, fjall::Error> {
+        self.keyspace
+            .as_ref()
+            .ok_or(fjall::Error::Io(std::io::Error::other("the tier is gone")))
+    }
+
+    fn millis(&self, at: Instant) -> i64 {
+        i64::try_from(at.saturating_duration_since(self.base).as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// What the tier knows of a cell; one within `margin` of its expiry is
+    /// unknown.
+    pub(crate) fn get(
+        &self,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+        margin: Duration,
+    ) -> Result<Seen, fjall::Error> {
+        let keyspace = self.keyspace()?;
+        let slot = slot(collection, key);
+        let Some(row) = keyspace.get(cell(&slot, item))? else {
+            return Ok(if keyspace.get(complete(&slot))?.is_some() {
+                Seen::Known(None)
+            } else {
+                Seen::Unknown
+            });
+        };
+        let Some((&tag, rest)) = row.split_first() else {
+            return Ok(Seen::Unknown);
+        };
+        let Some((expiry, value)) = rest.split_first_chunk::<8>() else {
+            return Ok(if tag == 0 {
+                Seen::Known(None)
+            } else {
+                Seen::Unknown
+            });
+        };
+        let expiry = i64::from_be_bytes(*expiry);
+        if expiry >= 0 && self.millis(Instant::now() + margin) >= expiry {
+            return Ok(Seen::Unknown);
+        }
+        Ok(Seen::Known(Some(bytes::Bytes::copy_from_slice(value))))
+    }
+
+    /// The cell holds `value` until `expiry`.
+    pub(crate) fn put(
+        &self,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+        value: &[u8],
+        expiry: Option<Instant>,
+    ) -> Result<(), fjall::Error> {
+        let expiry = expiry.map_or(-1, |at| self.millis(at));
+        let mut row = Vec::with_capacity(9 + value.len());
+        row.push(1);
+        row.extend_from_slice(&expiry.to_be_bytes());
+        row.extend_from_slice(value);
+        self.keyspace()?
+            .insert(cell(&slot(collection, key), item), row)
+    }
+
+    /// The cell is absent.
+    pub(crate) fn absent(
+        &self,
+        collection: &str,
+        key: &Key,
+        item: &[u8],
+    ) -> Result<(), fjall::Error> {
+        self.keyspace()?
+            .insert(cell(&slot(collection, key), item), [0_u8])
+    }
+
+    /// Nothing of the slot is known any more; with `cleared`, every cell
+    /// of it is absent.
+    pub(crate) fn reset(
+        &self,
+        collection: &str,
+        key: &Key,
+        cleared: bool,
+    ) -> Result<(), fjall::Error> {
+        let keyspace = self.keyspace()?;
+        let slot = slot(collection, key);
+        let rows: Vec<_> = keyspace
+            .prefix(&slot)
+            .map(fjall::Guard::key)
+            .collect::<Result<_, _>>()?;
+        for row in rows {
+            keyspace.remove(row)?;
+        }
+        if cleared {
+            keyspace.insert(complete(&slot), [])?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CacheError, StateCache};
+    use crate::key::Key;
+    use crate::state::cache::OwnerCache;
+    use crate::store::{StateChange, StateWrite};
+    use bytes::Bytes;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "prosody-disk-test-{name}-{}-{}",
+            std::process::id(),
+            crate::clock::now().as_millis()
+        ))
+    }
+
+    /// A directory serves one live client; a stale one is emptied when
+    /// the next client opens it; a partition's keyspace goes with it.
+    #[test]
+    fn a_directory_is_locked_emptied_and_cleaned() {
+        let dir = dir("lock");
+        let first = StateCache::open(Some(&dir), Some(1 << 20)).unwrap();
+        let second = StateCache::open(Some(&dir), None);
+        assert!(matches!(second, Err(CacheError::InUse(_))), "{second:?}");
+        let tier = first.partition().unwrap();
+        assert_eq!(first.db.keyspace_count(), 1);
+        drop(tier);
+        assert_eq!(first.db.keyspace_count(), 0);
+        drop(first);
+        std::fs::create_dir_all(dir.join("cells")).unwrap();
+        std::fs::write(dir.join("cells").join("stale"), b"old").unwrap();
+        let again = StateCache::open(Some(&dir), None).unwrap();
+        assert!(!dir.join("cells").join("stale").exists());
+        drop(again);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A cache of its own leaves no directory behind.
+    #[test]
+    fn a_temporary_cache_removes_its_directory() {
+        let cache = StateCache::open(None, None).unwrap();
+        let owned = cache.owned.as_ref().unwrap().0.clone();
+        assert!(owned.exists());
+        drop(cache);
+        assert!(!owned.exists(), "{owned:?}");
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Put(u8, u8, u8, Option<u8>),
+        Delete(u8, u8),
+        Clear(u8),
+        Forget(u8),
+        Absent(u8, u8, bool),
+        Advance(u8),
+        Get(u8, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..3u8, 0..4u8, any::<u8>(), proptest::option::of(1..20u8))
+                .prop_map(|(s, i, v, t)| Op::Put(s, i, v, t)),
+            (0..3u8, 0..4u8).prop_map(|(s, i)| Op::Delete(s, i)),
+            (0..3u8).prop_map(Op::Clear),
+            (0..3u8).prop_map(Op::Forget),
+            (0..3u8, 0..4u8, any::<bool>()).prop_map(|(s, i, stale)| Op::Absent(s, i, stale)),
+            (1..10u8).prop_map(Op::Advance),
+            (0..3u8, 0..4u8).prop_map(|(s, i)| Op::Get(s, i)),
+            (0..3u8, 0..4u8).prop_map(|(s, i)| Op::Get(s, i)),
+        ]
+    }
+
+    fn write(slot: u8, change: StateChange, ttl: Option<u8>) -> StateWrite {
+        StateWrite {
+            collection: Arc::from(["a", "b"][usize::from(slot % 2)]),
+            key: Key::from(if slot < 2 { "k" } else { "j" }),
+            change,
+            ttl: ttl.map(|t| Duration::from_secs(u64::from(t))),
+        }
+    }
+
+    fn item(n: u8) -> Bytes {
+        Bytes::from(vec![n])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A cache that keeps two cells in memory and the rest on disk
+        /// answers every read as one that keeps everything in memory.
+        #[test]
+        fn the_disk_tier_answers_as_memory_would(ops in proptest::collection::vec(op(), 1..60)) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let reference = OwnerCache::with_capacity(u64::MAX >> 1, None);
+                let cache = StateCache::open(None, None).unwrap();
+                let tiered = OwnerCache::with_capacity(2, Some(cache.partition().unwrap()));
+                for (step, op) in ops.iter().enumerate() {
+                    let landed = |writes: &[StateWrite]| {
+                        let sent = Instant::now();
+                        reference.landed(writes, sent);
+                        tiered.landed(writes, sent);
+                    };
+                    match op.clone() {
+                        Op::Put(s, i, v, ttl) => landed(&[write(s, StateChange::Put { item: item(i), value: Bytes::from(vec![v]) }, ttl)]),
+                        Op::Delete(s, i) => landed(&[write(s, StateChange::Delete { item: item(i) }, None)]),
+                        Op::Clear(s) => landed(&[write(s, StateChange::Clear, None)]),
+                        Op::Forget(s) => {
+                            let writes = [write(s, StateChange::Clear, None)];
+                            reference.forget(&writes);
+                            tiered.forget(&writes);
+                        }
+                        Op::Absent(s, i, stale) => {
+                            let w = write(s, StateChange::Clear, None);
+                            for cache in [&reference, &tiered] {
+                                let generation = cache.generation() + u64::from(stale);
+                                cache.absent(&w.collection, &w.key, &item(i), generation);
+                            }
+                        }
+                        Op::Advance(secs) => tokio::time::advance(Duration::from_secs(u64::from(secs))).await,
+                        Op::Get(s, i) => {
+                            let w = write(s, StateChange::Clear, None);
+                            let expected = reference.get(&w.collection, &w.key, &item(i));
+                            let got = tiered.get(&w.collection, &w.key, &item(i));
+                            prop_assert_eq!(got, expected, "step {} {:?}", step, op);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+}
