@@ -13,8 +13,8 @@
 //!
 //! Run with `cargo run --example windowing`.
 
-use futures_util::TryStreamExt;
-use prosody::state::{Direction, MessageDequeDef, ValueDef};
+use futures_util::StreamExt;
+use prosody::state::{Direction, MessageDequeDef, StateError, ValueDef};
 use prosody::{
     Context, EventHandler, Excise, HandlerError, Message, ProsodyClient, Timer, Timestamp,
 };
@@ -69,8 +69,16 @@ impl EventHandler for Windows {
 
     async fn on_timer(&self, context: Context, _: Timer) -> Result<(), HandlerError> {
         let pending = context.state(&PENDING)?;
-        let window: Vec<Message<Activity>> =
-            pending.values(Direction::Forward).try_collect().await?;
+        let mut window: Vec<Message<Activity>> = Vec::new();
+        let mut read = std::pin::pin!(pending.values(Direction::Forward));
+        while let Some(message) = read.next().await {
+            match message {
+                Ok(message) => window.push(message),
+                // Retention removed it: the window goes on without it.
+                Err(StateError::MessageGone { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
         // The notification is a side effect: it is sent again if the
         // attempt fails after it, so a real one would carry an id.
         let summary = window

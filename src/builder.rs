@@ -436,6 +436,7 @@ impl<C: Codec> ClientBuilder<C> {
         let mut settings = self.options.resolve(&crate::env::process())?;
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
+        // (Collections are checked once the broker, their loader, is made.)
         let stores = Box::pin(connect::stores(
             self.stores,
             self.broker.as_ref(),

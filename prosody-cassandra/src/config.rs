@@ -105,9 +105,9 @@ impl CassandraConfig {
         self
     }
 
-    /// How long after a commit larger than one batch failed midway its
-    /// owner resolves it, if no read of its partition did first (default
-    /// 30s; the client's `state_recovery_delay`).
+    /// How long a commit larger than one batch that failed before its
+    /// commit point stays undecided, its keys' reads retrying, before it is
+    /// forgotten (default 30s; the client's `state_recovery_delay`).
     pub fn recovery_delay(mut self, delay: Duration) -> Self {
         self.recovery_delay = delay;
         self

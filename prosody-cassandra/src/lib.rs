@@ -192,6 +192,7 @@ impl CassandraStores {
         let changes = inner
             .deferral_writes(partition, &batch.deferrals, &mut writes)
             .await?;
+        inner.dedup_writes(&batch.dedup, &mut writes);
         let mut state = Writes::default();
         inner
             .state_writes(partition, &batch.state, &mut state)
@@ -202,7 +203,6 @@ impl CassandraStores {
         if !staged {
             writes.append(state);
         }
-        inner.dedup_writes(&batch.dedup, &mut writes);
         if writes.len() == 0 && !staged {
             return Ok(changes);
         }
@@ -415,7 +415,7 @@ impl StateStore for CassandraStores {
         key: &Key,
         item: &[u8],
     ) -> Result<Option<Bytes>, StoreError> {
-        self.0.resolve_unfinished(partition).await?;
+        self.0.resolve_key(partition, key).await?;
         self.0.cell(partition, collection, key, item).await
     }
 
@@ -428,7 +428,7 @@ impl StateStore for CassandraStores {
         direction: Direction,
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        self.0.resolve_unfinished(partition).await?;
+        self.0.resolve_key(partition, key).await?;
         self.0
             .cells(partition, collection, key, range, direction, limit)
             .await

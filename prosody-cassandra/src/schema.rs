@@ -77,6 +77,7 @@ const MIGRATIONS: &[Migration] = &[
         statements: &[
             "CREATE TABLE IF NOT EXISTS {ks}.state_txns (
             group_id text, topic text, part int, txn bigint, staged_at bigint, committed boolean,
+            rows int, keys set<text>,
             PRIMARY KEY ((group_id, topic, part), txn))",
             "CREATE TABLE IF NOT EXISTS {ks}.state_staged (
             group_id text, topic text, part int, txn bigint, seq int,

@@ -15,97 +15,49 @@
 //!    staged timestamps;
 //! 5. `forget`: the txn and its staged rows deleted.
 //!
-//! Invariant: `state_cells` holds all of a txn's changes or none once its
-//! partition's owner read it. A txn is resolved by its commit point: one
-//! that has it is promoted, one that has not is forgotten. The owner
-//! resolves its own unfinished txns (a commit that failed or was dropped
-//! after `begin`) before it next reads the partition, and
-//! `recovery_delay` after the failure if it reads nothing; a new owner
+//! Invariant: a read of a key never sees part of a txn that changes it.
+//! A txn that reached its commit point is promoted before its keys are
+//! read. One that did not is undecided while its commit point may still
+//! land (a timed-out logged batch can be applied later, from Cassandra's
+//! batch log): for `recovery_delay` after it was staged, reads of its
+//! keys fail as retriable; after that it is forgotten. The owner tracks
+//! its own unfinished txns (a commit that failed or was dropped after
+//! `begin`), and a sweep resolves them `recovery_delay` later; a new owner
 //! resolves every txn of the partition at `open`, before it handles
-//! anything. Promoting again, or late, changes nothing newer: every write
-//! carries its staged timestamp, below every later write of the partition.
+//! anything, keeping the undecided ones (the txn row lists their keys).
+//! Promoting again, or late, changes nothing newer: every write carries
+//! its staged timestamp, below every later write of the partition.
 //! Forgetting takes a newer timestamp than any write of the txn, so a
-//! commit point or staged row that lands late stays deleted.
+//! commit point or staged row that lands later stays deleted.
 
 use crate::Inner;
 use crate::error::Classify;
 use crate::write::Writes;
-use futures_util::TryStreamExt as _;
 use prosody_core::broker::TopicPartition;
 use prosody_core::store::{StateWrite, StoreError};
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use tracing::warn;
 
+mod pending;
+mod resolve;
 mod rows;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use pending::Unresolved;
+
 use rows::now_millis;
 pub(crate) use rows::{Staged, TxnStatements};
 
-/// The txns this client left unfinished, per partition: each resolved
-/// before the partition's next read, or by a sweep.
-#[derive(Debug, Default)]
-pub(crate) struct Unresolved {
-    /// How many there are in all: reads check it before taking the lock.
-    count: AtomicUsize,
-    txns: Mutex<HashMap<TopicPartition, BTreeSet<i64>>>,
-}
-
-impl Unresolved {
-    fn lock(&self) -> MutexGuard<'_, HashMap<TopicPartition, BTreeSet<i64>>> {
-        self.txns.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn add(&self, partition: &TopicPartition, txn: i64) {
-        if self
-            .lock()
-            .entry(partition.clone())
-            .or_default()
-            .insert(txn)
-        {
-            self.count.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    fn remove(&self, partition: &TopicPartition, txn: i64) {
-        let mut txns = self.lock();
-        if let Some(set) = txns.get_mut(partition)
-            && set.remove(&txn)
-        {
-            self.count.fetch_sub(1, Ordering::Relaxed);
-            if set.is_empty() {
-                txns.remove(partition);
-            }
-        }
-    }
-
-    fn of(&self, partition: &TopicPartition) -> Vec<i64> {
-        if self.count.load(Ordering::Relaxed) == 0 {
-            return Vec::new();
-        }
-        self.lock()
-            .get(partition)
-            .map(|set| set.iter().copied().collect())
-            .unwrap_or_default()
-    }
-
-    /// The partition went to another owner, who resolves them at `open`.
-    pub(crate) fn close(&self, partition: &TopicPartition) {
-        if let Some(set) = self.lock().remove(partition) {
-            self.count.fetch_sub(set.len(), Ordering::Relaxed);
-        }
-    }
-}
-
 /// A txn in flight: dropped before [`Flight::done`] (failed, or dropped by
-/// its attempt's deadline), it is left to be resolved.
+/// its attempt's deadline), it is left undecided: reads of its keys wait
+/// for it, and a sweep resolves it once it can be decided.
 struct Flight<'a> {
     inner: &'a Arc<Inner>,
     partition: &'a TopicPartition,
     txn: i64,
+    keys: BTreeSet<String>,
     done: bool,
 }
 
@@ -114,18 +66,9 @@ impl Drop for Flight<'_> {
         if self.done {
             return;
         }
-        self.inner.unresolved.add(self.partition, self.txn);
-        let inner = Arc::clone(self.inner);
-        let partition = self.partition.clone();
-        // The sweep: if no read resolved it first.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                tokio::time::sleep(inner.recovery_delay).await;
-                if let Err(error) = inner.resolve_unfinished(&partition).await {
-                    warn!(%partition, %error, "resolving unfinished state txns failed; the next read tries again");
-                }
-            });
-        }
+        let keys = std::mem::take(&mut self.keys);
+        self.inner.unresolved.add(self.partition, self.txn, keys);
+        self.inner.sweep_later(self.partition.clone());
     }
 }
 
@@ -180,9 +123,13 @@ impl Inner {
             inner: self,
             partition,
             txn,
+            keys: state.iter().map(|write| write.key.to_string()).collect(),
             done: false,
         };
-        self.begin(partition, txn, staged_at, fence.next()).await?;
+        let rows = i32::try_from(staged.len()).unwrap_or(i32::MAX);
+        let keys = flight.keys.clone();
+        self.begin(partition, txn, (staged_at, rows, keys), fence.next())
+            .await?;
         if last > Step::Begin {
             self.stage(partition, txn, &staged, || fence.next()).await?;
         }
@@ -200,15 +147,17 @@ impl Inner {
         Ok(txn)
     }
 
+    /// Records the txn: when it was staged, how many changes it has, and
+    /// the keys they change.
     async fn begin(
         &self,
         partition: &TopicPartition,
         txn: i64,
-        staged_at: i64,
+        (staged_at, rows, keys): (i64, i32, BTreeSet<String>),
         ts: i64,
     ) -> Result<(), StoreError> {
         let (group, topic, part) = part(self, partition);
-        let row = (group, topic, part, txn, staged_at, self.ttl, ts);
+        let row = (group, topic, part, txn, staged_at, rows, keys, self.ttl, ts);
         self.session
             .execute_unpaged(&self.statements.txns.begin, row)
             .await
@@ -263,7 +212,8 @@ impl Inner {
         rest.execute(&self.session).await
     }
 
-    /// Writes a committed txn's changes to `state_cells`.
+    /// Writes a committed txn's changes to `state_cells`; refused once the
+    /// partition was closed (its next owner does it).
     async fn promote(
         &self,
         partition: &TopicPartition,
@@ -271,6 +221,7 @@ impl Inner {
         staged_at: i64,
         staged: &[Staged],
     ) -> Result<(), StoreError> {
+        self.fence(partition).await?;
         let now = now_millis();
         let mut writes = Writes::default();
         for s in staged {
@@ -299,87 +250,5 @@ impl Inner {
         if let Err(error) = self.forget(partition, txn).await {
             warn!(%partition, txn, %error, "forgetting a promoted state txn failed; the next owner does");
         }
-    }
-
-    /// Resolves one txn: promoted if it reached its commit point, else
-    /// forgotten.
-    async fn resolve(&self, partition: &TopicPartition, txn: i64) -> Result<(), StoreError> {
-        let (group, topic, part) = part(self, partition);
-        let rows = self
-            .session
-            .execute_unpaged(
-                &self.statements.txns.txn,
-                (group.clone(), topic.clone(), part, txn),
-            )
-            .await
-            .map_err(Classify::into_store)?
-            .into_rows_result()
-            .map_err(StoreError::rejected)?;
-        let row = rows
-            .maybe_first_row::<(Option<i64>, Option<bool>)>()
-            .map_err(StoreError::rejected)?;
-        if let Some((staged_at, Some(true))) = row {
-            let staged: Vec<Staged> = self
-                .session
-                .execute_iter(
-                    self.statements.txns.staged.clone(),
-                    (group, topic, part, txn),
-                )
-                .await
-                .map_err(Classify::into_store)?
-                .rows_stream::<(String, String, i8, Vec<u8>, Vec<u8>, i32, i64)>()
-                .map_err(Classify::into_store)?
-                .map_ok(|(coll, key, op, item, value, ttl, ts)| Staged {
-                    coll,
-                    key,
-                    op,
-                    item,
-                    value,
-                    ttl,
-                    ts,
-                })
-                .try_collect()
-                .await
-                .map_err(Classify::into_store)?;
-            let staged_at = staged_at.unwrap_or_else(now_millis);
-            self.promote(partition, txn, staged_at, &staged).await?;
-            self.forget_quietly(partition, txn).await;
-        } else {
-            self.forget(partition, txn).await?;
-        }
-        Ok(())
-    }
-
-    /// Resolves the txns this client left unfinished on `partition`: before
-    /// each read of it, so the owner never reads half a commit.
-    pub(crate) async fn resolve_unfinished(
-        &self,
-        partition: &TopicPartition,
-    ) -> Result<(), StoreError> {
-        for txn in self.unresolved.of(partition) {
-            self.resolve(partition, txn).await?;
-            self.unresolved.remove(partition, txn);
-        }
-        Ok(())
-    }
-
-    /// Resolves every txn of `partition`: at `open`, before the new owner
-    /// handles anything.
-    pub(crate) async fn resolve_all(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        let txns: Vec<(i64,)> = self
-            .session
-            .execute_iter(self.statements.txns.txns.clone(), part(self, partition))
-            .await
-            .map_err(Classify::into_store)?
-            .rows_stream::<(i64,)>()
-            .map_err(Classify::into_store)?
-            .try_collect()
-            .await
-            .map_err(Classify::into_store)?;
-        for (txn,) in txns {
-            self.resolve(partition, txn).await?;
-            self.unresolved.remove(partition, txn);
-        }
-        Ok(())
     }
 }

@@ -130,12 +130,16 @@ impl<'a, T: Send + Sync + 'a, E: Encoding<T>> DequeState<'a, T, E> {
         self.set_bounds(bounds)
     }
 
-    /// Removes and returns the front item.
+    /// Removes and returns the front item. For a message that the log no
+    /// longer holds the error is [`StateError::MessageGone`], and the item
+    /// is removed all the same: a handler that goes on past the error
+    /// (instead of failing with it) has skipped it.
     pub async fn pop_front(&self) -> Result<Option<T>, StateError> {
         self.pop(Direction::Forward).await
     }
 
-    /// Removes and returns the back item.
+    /// Removes and returns the back item, as [`pop_front`](Self::pop_front)
+    /// does at the front.
     pub async fn pop_back(&self) -> Result<Option<T>, StateError> {
         self.pop(Direction::Backward).await
     }

@@ -70,7 +70,7 @@ impl<'a, V: Send + Sync + 'a, E: Encoding<V>> MapState<'a, V, E> {
         Ok(self.slot.get(entry.as_bytes()).await?.is_some())
     }
 
-    /// Sets `entry` to `value`. JSON `null` is refused
+    /// Sets `entry` to `value`. A JSON collection refuses `null`
     /// ([`StateError::NullValue`]): [`remove`](Self::remove) instead.
     pub async fn set(&self, entry: &str, value: &V) -> Result<(), StateError> {
         let bytes = E::encode(self.name(), value)?;

@@ -44,8 +44,8 @@ impl<'a, T: Send + Sync + 'a, E: Encoding<T>> ValueState<'a, T, E> {
         }
     }
 
-    /// Sets the value. JSON `null` is refused ([`StateError::NullValue`]):
-    /// [`clear`](Self::clear) instead.
+    /// Sets the value. A JSON collection refuses `null`
+    /// ([`StateError::NullValue`]): [`clear`](Self::clear) instead.
     pub async fn set(&self, value: &T) -> Result<(), StateError> {
         let bytes = E::encode(self.name(), value)?;
         self.slot.put(Bytes::new(), bytes)

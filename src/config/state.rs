@@ -94,10 +94,10 @@ impl<C> ClientBuilder<C> {
 
     /// The delay of the recovery sweep (`state_recovery_delay`;
     /// `PROSODY_STATE_RECOVERY_DELAY`; default 30s, whole seconds, at least
-    /// 1s): on Cassandra, a commit larger than one batch that failed midway
-    /// is resolved this long after, unless a read of its partition
-    /// resolved it first (the README's Keyed state section). Every
-    /// collection's TTL must be longer.
+    /// 1s): on Cassandra, a commit larger than one batch that failed before
+    /// its commit point stays undecided this long after it was staged
+    /// (reads of its keys retry), then is forgotten (the README's Keyed
+    /// state section). Every collection's TTL must be longer.
     pub fn state_recovery_delay(mut self, delay: Duration) -> Self {
         self.options_mut().state.recovery_delay = Some(delay);
         self

@@ -33,8 +33,9 @@ impl TxnStatements {
         };
         Ok(Self {
             begin: prepare(format!(
-                "INSERT INTO {ks}.state_txns (group_id, topic, part, txn, staged_at, committed) \
-                 VALUES (?, ?, ?, ?, ?, false) USING TTL ? AND TIMESTAMP ?"
+                "INSERT INTO {ks}.state_txns \
+                 (group_id, topic, part, txn, staged_at, committed, rows, keys) \
+                 VALUES (?, ?, ?, ?, ?, false, ?, ?) USING TTL ? AND TIMESTAMP ?"
             ))
             .await?,
             stage: prepare(format!(
@@ -48,9 +49,12 @@ impl TxnStatements {
                  WHERE {PART} AND txn = ?"
             ))
             .await?,
-            txns: prepare(format!("SELECT txn FROM {ks}.state_txns WHERE {PART}")).await?,
+            txns: prepare(format!(
+                "SELECT txn, keys FROM {ks}.state_txns WHERE {PART}"
+            ))
+            .await?,
             txn: prepare(format!(
-                "SELECT staged_at, committed FROM {ks}.state_txns WHERE {PART} AND txn = ?"
+                "SELECT staged_at, committed, rows FROM {ks}.state_txns WHERE {PART} AND txn = ?"
             ))
             .await?,
             staged: prepare(format!(
@@ -103,9 +107,9 @@ impl Staged {
         }
     }
 
-    /// The change, its TTL counted from `staged_at` (so a late promotion
-    /// does not lengthen a cell's life; a cell past its TTL is written to
-    /// live one second, so it still replaces what it replaced).
+    /// The change, its TTL counted from `staged_at`, so a late promotion
+    /// does not lengthen a cell's life (a put already past its TTL becomes
+    /// a delete at its timestamp).
     pub(super) fn change(&self, staged_at: i64, now: i64) -> Result<(StateWrite, i32), StoreError> {
         let change = match self.op {
             0 => StateChange::Put {
@@ -122,13 +126,20 @@ impl Staged {
                 )));
             }
         };
+        let mut change = change;
         let ttl = if self.ttl == 0 {
             0
         } else {
             let elapsed = (now - staged_at).max(0) / 1000;
-            i32::try_from(i64::from(self.ttl) - elapsed)
-                .unwrap_or(1)
-                .max(1)
+            let left = i64::from(self.ttl) - elapsed;
+            if left <= 0
+                && let StateChange::Put { item, .. } = &change
+            {
+                // Expired before it was promoted: it still replaces what
+                // it replaced, and reads as expired.
+                change = StateChange::Delete { item: item.clone() };
+            }
+            i32::try_from(left).unwrap_or(1).max(1)
         };
         let write = StateWrite {
             collection: Arc::from(self.coll.as_str()),

@@ -137,14 +137,18 @@ fn after() -> (Vec<String>, Option<Bytes>) {
     (items, Some(Bytes::copy_from_slice(&2_i64.to_be_bytes())))
 }
 
+/// The recovery delay of the stores that resolve: short, so undecided
+/// txns are decided within a test.
+const DELAY: Duration = Duration::from_secs(2);
+
 /// An owner of a new group that wrote the state before the commit.
 async fn first_owner(
     keyspace: &str,
     group: &str,
     partition: &TopicPartition,
+    delay: Duration,
 ) -> Option<CassandraStores> {
-    // Its own sweep never runs within the test: the crash ends it.
-    let owner = stores(keyspace, group, Duration::from_secs(3600)).await?;
+    let owner = stores(keyspace, group, delay).await?;
     owner.open(partition).await.unwrap();
     let small = vec![
         put("c", "a", b"old".to_vec()),
@@ -164,9 +168,35 @@ async fn first_owner(
     Some(owner)
 }
 
-/// The owner crashes after each step of a large commit; the next owner's
-/// `open` resolves the txn before anything reads: with its commit point,
-/// every change is there, else none; and nothing of the txn is left.
+/// A read of `k` once its txns are decided: while one is not, the read
+/// fails as retriable (never with half a commit), and is tried again.
+async fn read_decided(
+    stores: &CassandraStores,
+    partition: &TopicPartition,
+) -> ((Vec<String>, Option<Bytes>), bool) {
+    let mut waited = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match stores.cell(partition, "", &Key::from("k"), b"").await {
+            Ok(_) => return (read(stores, partition).await, waited),
+            Err(error) => {
+                assert!(error.is_retriable(), "{error}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "undecided for a minute: {error}"
+                );
+                waited = true;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// The owner crashes after each step of a large commit. The next owner's
+/// `open` resolves it before anything reads: with its commit point every
+/// change is there; without, reads of its key wait until its commit
+/// point can no longer land (the recovery delay), then see none of it;
+/// and nothing of the txn is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_leaves_all_of_a_large_commit_or_none() {
     let keyspace = services::unique("staged");
@@ -180,7 +210,10 @@ async fn a_crash_leaves_all_of_a_large_commit_or_none() {
     for last in steps {
         let group = services::unique("crash");
         let partition = TopicPartition::new("t", 3);
-        let Some(owner) = first_owner(&keyspace, &group, &partition).await else {
+        // Its own sweep never runs within the test: the crash ends it.
+        let Some(owner) =
+            first_owner(&keyspace, &group, &partition, Duration::from_secs(3600)).await
+        else {
             return;
         };
         let txn = owner
@@ -189,20 +222,16 @@ async fn a_crash_leaves_all_of_a_large_commit_or_none() {
             .await
             .unwrap();
         drop(owner);
-        let next = stores(&keyspace, &group, Duration::from_secs(30))
-            .await
-            .unwrap();
+        let next = stores(&keyspace, &group, DELAY).await.unwrap();
         next.open(&partition).await.unwrap();
-        let expected = if last >= Step::CommitPoint {
-            after()
-        } else {
-            before()
-        };
+        let committed = last >= Step::CommitPoint;
+        let (seen, waited) = read_decided(&next, &partition).await;
         assert_eq!(
-            read(&next, &partition).await,
-            expected,
+            seen,
+            if committed { after() } else { before() },
             "crashed after {last:?}"
         );
+        assert_eq!(waited, !committed, "reads waited after {last:?}");
         assert_eq!(
             leftovers(&next, &partition, txn).await,
             (0, 0),
@@ -212,14 +241,15 @@ async fn a_crash_leaves_all_of_a_large_commit_or_none() {
 }
 
 /// A large commit that failed midway, in a process that goes on: its next
-/// read of the partition resolves it first.
+/// read of the key resolves it first (waiting, without a commit point,
+/// until it is decided).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_resolves_its_unfinished_commit_before_it_reads() {
     let keyspace = services::unique("staged");
     for (last, expected) in [(Step::Stage, before()), (Step::CommitPoint, after())] {
         let group = services::unique("unfinished");
         let partition = TopicPartition::new("t", 0);
-        let Some(owner) = first_owner(&keyspace, &group, &partition).await else {
+        let Some(owner) = first_owner(&keyspace, &group, &partition, DELAY).await else {
             return;
         };
         let txn = owner
@@ -227,17 +257,45 @@ async fn the_owner_resolves_its_unfinished_commit_before_it_reads() {
             .run_txn(&partition, &commit(), Writes::default(), last)
             .await
             .unwrap();
-        assert_eq!(
-            read(&owner, &partition).await,
-            expected,
-            "failed after {last:?}"
-        );
+        let (seen, _) = read_decided(&owner, &partition).await;
+        assert_eq!(seen, expected, "failed after {last:?}");
         assert_eq!(
             leftovers(&owner, &partition, txn).await,
             (0, 0),
             "after {last:?}"
         );
     }
+}
+
+/// A commit point that lands after its txn was forgotten (a batch the
+/// batch log replayed late) stays deleted: the next owner promotes
+/// nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_commit_point_stays_forgotten() {
+    let keyspace = services::unique("staged");
+    let group = services::unique("late");
+    let partition = TopicPartition::new("t", 2);
+    let Some(owner) = first_owner(&keyspace, &group, &partition, DELAY).await else {
+        return;
+    };
+    let txn = owner
+        .0
+        .run_txn(&partition, &commit(), Writes::default(), Step::Stage)
+        .await
+        .unwrap();
+    // The commit point as it was sent: after the staging, before the
+    // txn was forgotten.
+    let commit_ts = owner.0.fence(&partition).await.unwrap().next();
+    assert_eq!(read_decided(&owner, &partition).await.0, before());
+    owner
+        .0
+        .commit_point(&partition, txn, Writes::default(), commit_ts)
+        .await
+        .unwrap();
+    let next = stores(&keyspace, &group, DELAY).await.unwrap();
+    next.open(&partition).await.unwrap();
+    assert_eq!(read_decided(&next, &partition).await.0, before());
+    assert_eq!(leftovers(&next, &partition, txn).await, (0, 0));
 }
 
 /// A whole large commit through `Stores::commit` lands whole and leaves
@@ -247,7 +305,7 @@ async fn a_large_commit_goes_through_a_txn() {
     let keyspace = services::unique("staged");
     let group = services::unique("whole");
     let partition = TopicPartition::new("t", 1);
-    let Some(owner) = first_owner(&keyspace, &group, &partition).await else {
+    let Some(owner) = first_owner(&keyspace, &group, &partition, DELAY).await else {
         return;
     };
     owner
@@ -278,8 +336,8 @@ async fn a_large_commit_goes_through_a_txn() {
     assert_eq!(txns.rows_num(), 0);
 }
 
-/// A late promotion keeps a cell's TTL counted from when it was staged,
-/// at least one second; no TTL stays none.
+/// A late promotion keeps a cell's TTL counted from when it was staged;
+/// a put already past it becomes a delete; no TTL stays none.
 #[test]
 fn a_late_promotion_keeps_the_ttl_of_the_staging() {
     let mut write = put("c", "a", b"v".to_vec());
@@ -287,7 +345,12 @@ fn a_late_promotion_keeps_the_ttl_of_the_staging() {
     let staged = Staged::of(&write, 7);
     let now = now_millis();
     assert_eq!(staged.change(now - 10_000, now).unwrap().1, 20);
-    assert_eq!(staged.change(now - 90_000, now).unwrap().1, 1);
+    let (expired, ttl) = staged.change(now - 90_000, now).unwrap();
+    assert_eq!(ttl, 1);
+    assert!(
+        matches!(expired.change, StateChange::Delete { .. }),
+        "{expired:?}"
+    );
     assert_eq!(staged.change(now, now).unwrap().1, 30);
     write.ttl = None;
     assert_eq!(

@@ -3,7 +3,7 @@
 //! the defer stage reads with, and its cache).
 
 use super::StateError;
-use crate::broker::{Record, TopicPartition};
+use crate::broker::{BrokerError, Record, TopicPartition};
 use crate::codec;
 use crate::event::{Encoded, Event, Message};
 use crate::loader::{LoadError, Loader};
@@ -76,7 +76,7 @@ impl Reader {
     ///
     /// [`StateError::Malformed`] for a cell that is no position or names
     /// a tombstone, [`StateError::MessageGone`] when the log no longer
-    /// holds the record, and [`StateError::MessageRead`] when reading it
+    /// holds the record (or its topic or partition is gone), and [`StateError::MessageRead`] when reading it
     /// failed.
     pub(crate) async fn message(
         &self,
@@ -95,7 +95,12 @@ impl Reader {
                     reason: "a message cell names a tombstone",
                 }),
             },
-            Ok(None) => Err(StateError::MessageGone {
+            // No such record, or no such topic or partition any more.
+            Ok(None)
+            | Err(LoadError::Broker {
+                source: BrokerError::UnknownTopic(_) | BrokerError::UnknownPartition(_),
+                ..
+            }) => Err(StateError::MessageGone {
                 collection,
                 partition,
                 offset,
@@ -107,10 +112,46 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
-    use super::{message_cell, position};
-    use crate::broker::TopicPartition;
+    use super::{Reader, message_cell, position};
+    use crate::broker::{BrokerError, Record, TopicPartition};
     use crate::event::{Encoded, Message};
+    use crate::loader::{LoadError, Loader};
+    use crate::state::StateError;
     use proptest::prelude::*;
+
+    /// A loader whose topic was deleted, or that cannot reach the broker.
+    #[derive(Clone)]
+    struct Failing(bool);
+
+    impl Loader for Failing {
+        async fn load(
+            &self,
+            partition: &TopicPartition,
+            offset: i64,
+        ) -> Result<Option<Record>, LoadError> {
+            let source = if self.0 {
+                BrokerError::UnknownTopic(partition.topic.clone())
+            } else {
+                BrokerError::Invalid("the broker is down".into())
+            };
+            Err(LoadError::Broker {
+                partition: partition.clone(),
+                offset,
+                source,
+            })
+        }
+    }
+
+    /// A deleted topic is gone for good (permanent); a broker failure may
+    /// pass (transient).
+    #[tokio::test]
+    async fn a_deleted_topic_is_gone_and_a_failed_read_is_not() {
+        let cell = message_cell(&message("t", 0, 5));
+        let gone = Reader::new(Failing(true)).message("c", &cell).await;
+        assert!(matches!(gone, Err(StateError::MessageGone { offset: 5, .. })), "{gone:?}");
+        let failed = Reader::new(Failing(false)).message("c", &cell).await;
+        assert!(matches!(failed, Err(StateError::MessageRead { .. })), "{failed:?}");
+    }
 
     fn message(topic: &str, partition: i32, offset: i64) -> Message<Encoded> {
         Message {
