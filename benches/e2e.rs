@@ -11,8 +11,10 @@
 //! `E2E_CASES=best-effort,pipeline,sleep` picks the library's cases;
 //! `cassandra` adds the pipeline on the Cassandra stores of
 //! `PROSODY_CASSANDRA_NODES`; `state` and `state-cassandra` a handler that
-//! counts its key's records in keyed state, on memory and on Cassandra. `E2E_IDS=false` produces records without an
-//! `id`, which dedup lets pass without asking its store.
+//! counts its key's records in keyed state, on memory and on Cassandra
+//! (`E2E_DISK=true` with the owner cache's disk tier). `E2E_IDS=false`
+//! produces records without an `id`, which dedup lets pass without asking
+//! its store.
 
 #![allow(missing_docs)]
 #![allow(
@@ -285,6 +287,11 @@ async fn library(
     }
     if counts {
         builder = builder.state_collections([COUNT.spec()]);
+        // `E2E_DISK=true` gives the owner cache its disk tier.
+        if std::env::var("E2E_DISK").is_ok_and(|on| on == "true") {
+            builder =
+                builder.state_cache_dir(std::env::temp_dir().join(format!("e2e-disk-{group}")));
+        }
     }
     let client = builder
         .group_id(group)

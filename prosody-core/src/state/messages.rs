@@ -148,9 +148,15 @@ mod tests {
     async fn a_deleted_topic_is_gone_and_a_failed_read_is_not() {
         let cell = message_cell(&message("t", 0, 5));
         let gone = Reader::new(Failing(true)).message("c", &cell).await;
-        assert!(matches!(gone, Err(StateError::MessageGone { offset: 5, .. })), "{gone:?}");
+        assert!(
+            matches!(gone, Err(StateError::MessageGone { offset: 5, .. })),
+            "{gone:?}"
+        );
         let failed = Reader::new(Failing(false)).message("c", &cell).await;
-        assert!(matches!(failed, Err(StateError::MessageRead { .. })), "{failed:?}");
+        assert!(
+            matches!(failed, Err(StateError::MessageRead { .. })),
+            "{failed:?}"
+        );
     }
 
     fn message(topic: &str, partition: i32, offset: i64) -> Message<Encoded> {
