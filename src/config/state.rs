@@ -115,9 +115,10 @@ impl<C> ClientBuilder<C> {
         self
     }
 
-    /// The memory the disk cache may keep of it, in bytes
+    /// The disk cache's block cache in memory, in bytes
     /// (`state_owned_cache_size`; `PROSODY_STATE_OWNED_CACHE_SIZE`, sizes
-    /// like `64 MiB` or `500 MB`; default 32 MiB; positive).
+    /// like `64 MiB` or `500 MB`; default 32 MiB; positive). Recent writes
+    /// not yet flushed take at most 64 MiB more.
     pub fn state_owned_cache_size(mut self, bytes: u64) -> Self {
         self.options_mut().state.owned_cache_size = Some(bytes);
         self

@@ -1,6 +1,6 @@
 //! What a partition's owner knows of its keys' state cells without a read.
 
-use super::disk::DiskTier;
+use super::disk::{DiskChange, DiskTier};
 use super::overlay::Seen;
 use crate::key::Key;
 use crate::store::{StateChange, StateWrite};
@@ -14,6 +14,9 @@ use tokio::time::Instant;
 
 /// The most cells one partition's cache holds.
 pub(crate) const CELLS_PER_PARTITION: u64 = 4096;
+
+/// The most unsure slots remembered.
+const UNSURE_SLOTS: u64 = 4096;
 
 /// How close to its expiry a cached cell is left to the store: the store
 /// counts a TTL from its own clock, in whole seconds.
@@ -81,6 +84,8 @@ struct Slots {
     /// write Cassandra accepted can still land): no absence is kept for
     /// them. Bounded; the least recently touched go first.
     unsure: Cache<Slot, ()>,
+    /// How many slots were made unsure since the partition was taken.
+    unsure_added: u64,
     /// Everything `known` holds and what it let go, on disk, when the
     /// client has a disk cache; dropped (and deleted) at its first error.
     disk: Option<DiskTier>,
@@ -117,7 +122,8 @@ impl OwnerCache {
             slots: Mutex::new(Slots {
                 known: Cache::with_weighter(1024, cells, ByCells),
                 generation: 0,
-                unsure: Cache::new(4096),
+                unsure: Cache::new(usize::try_from(UNSURE_SLOTS).unwrap_or(4096)),
+                unsure_added: 0,
                 disk,
             }),
         }
@@ -164,7 +170,12 @@ impl OwnerCache {
     /// a commit settled meanwhile or one may still write the slot.
     pub(crate) fn absent(&self, collection: &str, key: &Key, item: &[u8], generation: u64) {
         let mut slots = self.lock();
-        if slots.generation != generation || slots.unsure.get(&SlotRef(collection, key)).is_some() {
+        // Once more slots were unsure than the set holds, one may have
+        // left it while its write can still land: keep no absence.
+        if slots.generation != generation
+            || slots.unsure_added > UNSURE_SLOTS
+            || slots.unsure.get(&SlotRef(collection, key)).is_some()
+        {
             return;
         }
         let slot = (Arc::from(collection), key.clone());
@@ -175,7 +186,13 @@ impl OwnerCache {
             .unwrap_or_default();
         known.cells.insert(Bytes::copy_from_slice(item), None);
         slots.known.insert(slot, known);
-        slots.on_disk(|disk| disk.absent(collection, key, item));
+        slots.on_disk(|disk| {
+            disk.apply(&[DiskChange::Absent {
+                collection,
+                key,
+                item,
+            }])
+        });
     }
 
     /// A commit of `writes`, sent at `sent`, landed. Expiries count from
@@ -183,6 +200,7 @@ impl OwnerCache {
     pub(crate) fn landed(&self, writes: &[StateWrite], sent: Instant) {
         let mut slots = self.lock();
         slots.generation += 1;
+        let mut disk = Vec::with_capacity(writes.len());
         for write in writes {
             let slot = (Arc::clone(&write.collection), write.key.clone());
             let mut known = slots
@@ -197,20 +215,35 @@ impl OwnerCache {
                     known
                         .cells
                         .insert(item.clone(), Some((value.clone(), expiry)));
-                    slots.on_disk(|disk| disk.put(collection, key, item, value, expiry));
+                    disk.push(DiskChange::Put {
+                        collection,
+                        key,
+                        item,
+                        value,
+                        expiry,
+                    });
                 }
                 StateChange::Delete { item } => {
                     known.cells.insert(item.clone(), None);
-                    slots.on_disk(|disk| disk.absent(collection, key, item));
+                    disk.push(DiskChange::Absent {
+                        collection,
+                        key,
+                        item,
+                    });
                 }
                 StateChange::Clear => {
                     known.cells.clear();
                     known.complete = true;
-                    slots.on_disk(|disk| disk.reset(collection, key, true));
+                    disk.push(DiskChange::Reset {
+                        collection,
+                        key,
+                        cleared: true,
+                    });
                 }
             }
             slots.known.insert(slot, known);
         }
+        slots.on_disk(|tier| tier.apply(&disk));
     }
 
     /// A commit of `writes` may have landed in part, or land later: what it
@@ -218,12 +251,19 @@ impl OwnerCache {
     pub(crate) fn forget(&self, writes: &[StateWrite]) {
         let mut slots = self.lock();
         slots.generation += 1;
+        let mut disk = Vec::with_capacity(writes.len());
         for write in writes {
             let slot = (Arc::clone(&write.collection), write.key.clone());
             slots.known.remove(&slot);
-            slots.on_disk(|disk| disk.reset(&write.collection, &write.key, false));
+            disk.push(DiskChange::Reset {
+                collection: &write.collection,
+                key: &write.key,
+                cleared: false,
+            });
             slots.unsure.insert(slot, ());
+            slots.unsure_added += 1;
         }
+        slots.on_disk(|tier| tier.apply(&disk));
     }
 }
 

@@ -13,9 +13,19 @@ use crate::key::Key;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// The journal's bound: unflushed writes, in memory, at most this much.
+const JOURNAL: u64 = 64 << 20;
+
+/// Each partition's memtable: small, as the journal bounds them together.
+const MEMTABLE: u64 = 8 << 20;
+
+/// The longest row key the engine takes.
+const MAX_KEY: usize = u16::MAX as usize;
 
 /// A disk cache that could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +57,21 @@ pub struct StateCache {
     /// database removed its files, it removes the rest.
     #[allow(dead_code, reason = "held for its drop")]
     owned: Option<Owned>,
+}
+
+/// What the lock is taken on: the directory itself where it can be opened
+/// as a file (so no cleaner can remove the lock from under a live client),
+/// else a file in it.
+fn lock_file(dir: &Path) -> std::io::Result<File> {
+    if cfg!(unix) {
+        File::open(dir)
+    } else {
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))
+    }
 }
 
 /// A directory this cache made, removed when it goes.
@@ -92,12 +117,7 @@ impl StateCache {
             reason: reason.to_string(),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("lock"))
-            .map_err(io)?;
+        let lock = lock_file(&dir).map_err(io)?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => return Err(CacheError::InUse(dir)),
@@ -109,7 +129,11 @@ impl StateCache {
             Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(io(error)),
             _ => {}
         }
-        let mut builder = Database::builder(&cells).temporary(true);
+        // Recent writes are flushed once 64 MiB of them are journaled, so
+        // memory holds at most that besides the block cache.
+        let mut builder = Database::builder(&cells)
+            .temporary(true)
+            .max_journaling_size(JOURNAL);
         if let Some(bytes) = memory {
             builder = builder.cache_size(bytes);
         }
@@ -125,12 +149,15 @@ impl StateCache {
         })
     }
 
-    /// A new, empty tier for one partition's ownership.
-    pub(crate) fn partition(&self) -> Result<DiskTier, fjall::Error> {
+    /// A new, empty tier for one partition's ownership. It holds the
+    /// cache, so the directory stays locked while any tier lives.
+    pub(crate) fn partition(self: &Arc<Self>) -> Result<DiskTier, fjall::Error> {
         let name = format!("p{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let keyspace = self.db.keyspace(&name, KeyspaceCreateOptions::default)?;
+        let keyspace = self.db.keyspace(&name, || {
+            KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE)
+        })?;
         Ok(DiskTier {
-            db: self.db.clone(),
+            cache: Arc::clone(self),
             keyspace: Some(keyspace),
             base: Instant::now(),
         })
@@ -139,7 +166,7 @@ impl StateCache {
 
 /// One partition's cells on disk, for as long as its owner has it.
 pub(crate) struct DiskTier {
-    db: Database,
+    cache: Arc<StateCache>,
     keyspace: Option<Keyspace>,
     /// Expiries count in milliseconds from here.
     base: Instant,
@@ -147,12 +174,54 @@ pub(crate) struct DiskTier {
 
 impl Drop for DiskTier {
     fn drop(&mut self) {
-        if let Some(keyspace) = self.keyspace.take()
-            && let Err(error) = self.db.delete_keyspace(keyspace)
-        {
-            tracing::warn!(%error, "deleting a partition's state cache failed");
+        let Some(keyspace) = self.keyspace.take() else {
+            return;
+        };
+        let cache = Arc::clone(&self.cache);
+        let delete = move || {
+            if let Err(error) = cache.db.delete_keyspace(keyspace) {
+                tracing::warn!(%error, "deleting a partition's state cache failed");
+            }
+        };
+        // Off the runtime's threads where there is one: it writes.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(delete)),
+            Err(_) => delete(),
         }
     }
+}
+
+/// A change of the tier, as a landed commit, a forget or an absence makes
+/// it.
+#[derive(Debug)]
+pub(crate) enum DiskChange<'a> {
+    /// The cell holds `value` until `expiry`.
+    Put {
+        collection: &'a str,
+        key: &'a Key,
+        item: &'a [u8],
+        value: &'a [u8],
+        expiry: Option<Instant>,
+    },
+    /// The cell is absent.
+    Absent {
+        collection: &'a str,
+        key: &'a Key,
+        item: &'a [u8],
+    },
+    /// Nothing of the slot is known any more; with `cleared`, every cell
+    /// of it is absent.
+    Reset {
+        collection: &'a str,
+        key: &'a Key,
+        cleared: bool,
+    },
+}
+
+fn too_long() -> fjall::Error {
+    fjall::Error::Io(std::io::Error::other(
+        "a state cell's collection, key and item are too long for the disk cache",
+    ))
 }
 
 /// A (collection, key)'s rows: lengths first, so no slot's prefix is
@@ -168,19 +237,25 @@ fn slot(collection: &str, key: &Key) -> Vec<u8> {
 }
 
 /// The row of one cell: absent, or a value and its expiry.
-fn cell(slot: &[u8], item: &[u8]) -> Vec<u8> {
+fn cell(slot: &[u8], item: &[u8]) -> Result<Vec<u8>, fjall::Error> {
+    if slot.len() + 1 + item.len() > MAX_KEY {
+        return Err(too_long());
+    }
     let mut bytes = Vec::with_capacity(slot.len() + 1 + item.len());
     bytes.extend_from_slice(slot);
     bytes.push(1);
     bytes.extend_from_slice(item);
-    bytes
+    Ok(bytes)
 }
 
 /// The row that says every cell of the slot not in a row is absent.
-fn complete(slot: &[u8]) -> Vec<u8> {
+fn complete(slot: &[u8]) -> Result<Vec<u8>, fjall::Error> {
+    if slot.len() + 1 > MAX_KEY {
+        return Err(too_long());
+    }
     let mut bytes = slot.to_vec();
     bytes.push(0);
-    bytes
+    Ok(bytes)
 }
 
 impl DiskTier {
@@ -205,8 +280,8 @@ impl DiskTier {
     ) -> Result<Seen, fjall::Error> {
         let keyspace = self.keyspace()?;
         let slot = slot(collection, key);
-        let Some(row) = keyspace.get(cell(&slot, item))? else {
-            return Ok(if keyspace.get(complete(&slot))?.is_some() {
+        let Some(row) = keyspace.get(cell(&slot, item)?)? else {
+            return Ok(if keyspace.get(complete(&slot)?)?.is_some() {
                 Seen::Known(None)
             } else {
                 Seen::Unknown
@@ -229,56 +304,51 @@ impl DiskTier {
         Ok(Seen::Known(Some(bytes::Bytes::copy_from_slice(value))))
     }
 
-    /// The cell holds `value` until `expiry`.
-    pub(crate) fn put(
-        &self,
-        collection: &str,
-        key: &Key,
-        item: &[u8],
-        value: &[u8],
-        expiry: Option<Instant>,
-    ) -> Result<(), fjall::Error> {
-        let expiry = expiry.map_or(-1, |at| self.millis(at));
-        let mut row = Vec::with_capacity(9 + value.len());
-        row.push(1);
-        row.extend_from_slice(&expiry.to_be_bytes());
-        row.extend_from_slice(value);
-        self.keyspace()?
-            .insert(cell(&slot(collection, key), item), row)
-    }
-
-    /// The cell is absent.
-    pub(crate) fn absent(
-        &self,
-        collection: &str,
-        key: &Key,
-        item: &[u8],
-    ) -> Result<(), fjall::Error> {
-        self.keyspace()?
-            .insert(cell(&slot(collection, key), item), [0_u8])
-    }
-
-    /// Nothing of the slot is known any more; with `cleared`, every cell
-    /// of it is absent.
-    pub(crate) fn reset(
-        &self,
-        collection: &str,
-        key: &Key,
-        cleared: bool,
-    ) -> Result<(), fjall::Error> {
+    /// Applies `changes` in order, in as few atomic batches as the
+    /// resets allow (a reset reads the slot's rows as written so far).
+    pub(crate) fn apply(&self, changes: &[DiskChange<'_>]) -> Result<(), fjall::Error> {
         let keyspace = self.keyspace()?;
-        let slot = slot(collection, key);
-        let rows: Vec<_> = keyspace
-            .prefix(&slot)
-            .map(fjall::Guard::key)
-            .collect::<Result<_, _>>()?;
-        for row in rows {
-            keyspace.remove(row)?;
+        let db = &self.cache.db;
+        let mut batch = db.batch();
+        for change in changes {
+            match *change {
+                DiskChange::Put {
+                    collection,
+                    key,
+                    item,
+                    value,
+                    expiry,
+                } => {
+                    let expiry = expiry.map_or(-1, |at| self.millis(at));
+                    let mut row = Vec::with_capacity(9 + value.len());
+                    row.push(1);
+                    row.extend_from_slice(&expiry.to_be_bytes());
+                    row.extend_from_slice(value);
+                    batch.insert(keyspace, cell(&slot(collection, key), item)?, row);
+                }
+                DiskChange::Absent {
+                    collection,
+                    key,
+                    item,
+                } => batch.insert(keyspace, cell(&slot(collection, key), item)?, vec![0_u8]),
+                DiskChange::Reset {
+                    collection,
+                    key,
+                    cleared,
+                } => {
+                    std::mem::replace(&mut batch, db.batch()).commit()?;
+                    let slot = slot(collection, key);
+                    let marker = complete(&slot)?;
+                    for row in keyspace.prefix(&slot) {
+                        batch.remove(keyspace, row.key()?);
+                    }
+                    if cleared {
+                        batch.insert(keyspace, marker, Vec::new());
+                    }
+                }
+            }
         }
-        if cleared {
-            keyspace.insert(complete(&slot), [])?;
-        }
-        Ok(())
+        batch.commit()
     }
 }
 
@@ -307,7 +377,7 @@ mod tests {
     #[test]
     fn a_directory_is_locked_emptied_and_cleaned() {
         let dir = dir("lock");
-        let first = StateCache::open(Some(&dir), Some(1 << 20)).unwrap();
+        let first = Arc::new(StateCache::open(Some(&dir), Some(1 << 20)).unwrap());
         let second = StateCache::open(Some(&dir), None);
         assert!(matches!(second, Err(CacheError::InUse(_))), "{second:?}");
         let tier = first.partition().unwrap();
@@ -321,6 +391,25 @@ mod tests {
         assert!(!dir.join("cells").join("stale").exists());
         drop(again);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A row key longer than the engine takes is an error (which drops
+    /// the tier), never a panic.
+    #[test]
+    fn a_cell_too_long_for_the_engine_is_refused() {
+        let cache = Arc::new(StateCache::open(None, None).unwrap());
+        let tier = cache.partition().unwrap();
+        let key = Key::from("k");
+        let item = vec![b'i'; 70_000];
+        let put = super::DiskChange::Put {
+            collection: "c",
+            key: &key,
+            item: &item,
+            value: b"v",
+            expiry: None,
+        };
+        assert!(tier.apply(&[put]).is_err());
+        assert!(tier.get("c", &key, &item, Duration::ZERO).is_err());
     }
 
     /// A cache of its own leaves no directory behind.
@@ -385,7 +474,7 @@ mod tests {
                 .unwrap();
             runtime.block_on(async {
                 let reference = OwnerCache::with_capacity(u64::MAX >> 1, None);
-                let cache = StateCache::open(None, None).unwrap();
+                let cache = Arc::new(StateCache::open(None, None).unwrap());
                 let tiered = OwnerCache::with_capacity(2, Some(cache.partition().unwrap()));
                 for (step, op) in ops.iter().enumerate() {
                     let landed = |writes: &[StateWrite]| {
