@@ -8,11 +8,12 @@
     reason = "test code fails loudly"
 )]
 
-use bytes::Bytes;
+#[path = "support/forward.rs"]
+mod forward;
+
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{
     ConfigError, Context, EventHandler, Excise, HandlerError, Key, MemoryBroker, MemoryStores,
@@ -182,49 +183,8 @@ impl DeferStore for Picky {
     }
 }
 
-impl StateStore for Picky {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.inner.identify(name, identity).await
-    }
-
-    async fn cell(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        item: &[u8],
-    ) -> Result<Option<Bytes>, StoreError> {
-        self.inner.cell(partition, collection, key, item).await
-    }
-
-    async fn cells(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        range: &ItemRange,
-        direction: Direction,
-        limit: usize,
-    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        self.inner
-            .cells(partition, collection, key, range, direction, limit)
-            .await
-    }
-
-    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        self.inner.write(partition, write).await
-    }
-}
-
-impl DedupStore for Picky {
-    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.inner.contains(key).await
-    }
-
-    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.inner.insert(key, ttl).await
-    }
-}
+forward_state!([] Picky);
+forward_dedup!([] Picky);
 
 /// On Kafka, no store that outlives the process means no client: the
 /// build fails naming what to set, before it reaches for the cluster (the

@@ -2,16 +2,11 @@
 //! model when an attempt's commit lands, and may make it unsure.
 
 use super::{Shared, lock};
-use bytes::Bytes;
+use prosody::Key;
 use prosody::broker::TopicPartition;
-use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
-};
-use prosody::{Key, Timestamp};
+use prosody::store::{Batch, StoreError, Stores};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// `inner`, promoting an attempt's model state once its commit (the one
@@ -118,134 +113,8 @@ impl<S: Stores> Stores for Landing<S> {
     }
 }
 
-impl<S: Stores> StateStore for Landing<S> {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.inner.identify(name, identity).await
-    }
+crate::forward_state!([S: Stores] Landing<S>);
 
-    async fn cell(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        item: &[u8],
-    ) -> Result<Option<Bytes>, StoreError> {
-        self.inner.cell(partition, collection, key, item).await
-    }
-
-    async fn cells(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        range: &ItemRange,
-        direction: Direction,
-        limit: usize,
-    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        self.inner
-            .cells(partition, collection, key, range, direction, limit)
-            .await
-    }
-
-    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        self.inner.write(partition, write).await
-    }
-}
-
-impl<S: Stores> TimerStore for Landing<S> {
-    async fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> Result<(), StoreError> {
-        self.inner.schedule(partition, entry).await
-    }
-
-    async fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.inner.unschedule(partition, key, kind, time).await
-    }
-
-    async fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<(), StoreError> {
-        self.inner.clear(partition, key, kind).await
-    }
-
-    async fn scheduled(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        self.inner.scheduled(partition, key, kind).await
-    }
-
-    async fn load(
-        &self,
-        partition: &TopicPartition,
-        from: Timestamp,
-        until: Timestamp,
-    ) -> Result<Vec<TimerEntry>, StoreError> {
-        self.inner.load(partition, from, until).await
-    }
-}
-
-impl<S: Stores> DeferStore for Landing<S> {
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.inner.peek(partition, key)
-    }
-
-    async fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        self.inner.defer(partition, key, offset, deferral).await
-    }
-
-    async fn deferred(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> Result<Option<Deferred>, StoreError> {
-        self.inner.deferred(partition, key).await
-    }
-
-    async fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        self.inner.complete(partition, key, offset).await
-    }
-
-    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.inner.failed(partition, key).await
-    }
-
-    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.inner.keys(partition).await
-    }
-}
-
-impl<S: Stores> DedupStore for Landing<S> {
-    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.inner.contains(key).await
-    }
-
-    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.inner.insert(key, ttl).await
-    }
-}
+crate::forward_timer!([S: Stores] Landing<S>);
+crate::forward_defer!([S: Stores] Landing<S>);
+crate::forward_dedup!([S: Stores] Landing<S>);

@@ -17,6 +17,8 @@
 )]
 
 mod errors;
+#[path = "../support/forward.rs"]
+mod forward;
 mod landing;
 mod messages;
 mod model;
