@@ -49,6 +49,7 @@ mod write;
 pub use config::CassandraConfig;
 pub use error::ConnectError;
 
+use crate::cells::Layouts;
 use crate::defer::Known;
 use crate::fence::Fences;
 use crate::staged::Unresolved;
@@ -92,6 +93,8 @@ pub(crate) struct Inner {
     /// Txns of large commits this client left unfinished.
     unresolved: Unresolved,
     recovery_delay: Duration,
+    /// The layout of each collection identified.
+    layouts: Layouts,
 }
 
 impl fmt::Debug for CassandraStores {
@@ -175,6 +178,7 @@ impl CassandraStores {
             known: Known::new(config.cache_size),
             unresolved: Unresolved::default(),
             recovery_delay: config.recovery_delay,
+            layouts: Layouts::default(),
         })))
     }
 

@@ -85,10 +85,26 @@ const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY ((group_id, topic, part, txn), seq))",
         ],
     },
+    Migration {
+        version: 5,
+        description: "keyed state in bounded partitions: state_items spreads a collection over \
+                      buckets, state_buckets lists a deque's; state_cells (one partition per \
+                      collection) is dropped",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {ks}.state_items (
+            group_id text, topic text, part int, coll text, key text, bucket bigint,
+            item blob, value blob,
+            PRIMARY KEY ((group_id, topic, part, coll, key, bucket), item))",
+            "CREATE TABLE IF NOT EXISTS {ks}.state_buckets (
+            group_id text, topic text, part int, coll text, key text, bucket bigint,
+            PRIMARY KEY ((group_id, topic, part, coll, key), bucket))",
+            "DROP TABLE IF EXISTS {ks}.state_cells",
+        ],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 4;
+pub const VERSION: i32 = 5;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

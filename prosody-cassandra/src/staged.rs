@@ -11,7 +11,7 @@
 //! 3. the commit point: one logged batch of the rest of the commit
 //!    (timers, deferral changes, dedup records) and the txn marked
 //!    committed;
-//! 4. `promote`: the staged changes written to `state_cells`, at their
+//! 4. `promote`: the staged changes written to `state_items`, at their
 //!    staged timestamps;
 //! 5. `forget`: the txn and its staged rows deleted.
 //!
@@ -212,7 +212,7 @@ impl Inner {
         rest.execute(&self.session).await
     }
 
-    /// Writes a committed txn's changes to `state_cells`; refused once the
+    /// Writes a committed txn's changes to `state_items`; refused once the
     /// partition was closed (its next owner does it).
     async fn promote(
         &self,
@@ -223,10 +223,16 @@ impl Inner {
     ) -> Result<(), StoreError> {
         self.fence(partition).await?;
         let now = now_millis();
-        let mut writes = Writes::default();
+        let (mut changes, mut ttls) = (Vec::new(), Vec::new());
         for s in staged {
             let (write, ttl) = s.change(staged_at, now)?;
-            self.push_state(partition, &write, ttl, s.ts, &mut writes);
+            changes.push(write);
+            ttls.push((ttl, s.ts));
+        }
+        let mut cleared = self.cleared(partition, &changes).await?;
+        let mut writes = Writes::default();
+        for (write, (ttl, ts)) in changes.iter().zip(ttls) {
+            self.push_state(partition, write, ttl, ts, &mut cleared, &mut writes);
         }
         writes.execute(&self.session).await.inspect_err(|error| {
             warn!(%partition, txn, %error, "promoting a committed state txn failed; it is resolved again");

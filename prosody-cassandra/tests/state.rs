@@ -51,6 +51,23 @@ async fn the_state_suite_passes_with_two_groups() -> Result<(), Failure> {
     conformance::run_all(&mine, &theirs).await
 }
 
+/// Maps and deques spread over buckets (`state_items`): the suite holds
+/// for each layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_suite_passes_for_bucketed_maps_and_deques() -> Result<(), Failure> {
+    for kind in ["map", "deque"] {
+        let Some(mine) = stores(&format!("mine-{kind}")).await else {
+            return Ok(());
+        };
+        let theirs = stores(&format!("theirs-{kind}")).await.unwrap();
+        let identity = format!("{kind}/json");
+        conformance::run_all_as(&mine, &theirs, &identity)
+            .await
+            .map_err(|failure| Failure::new(format!("{identity}: {failure}")))?;
+    }
+    Ok(())
+}
+
 fn put(item: &str, value: &str) -> StateWrite {
     StateWrite {
         collection: Arc::from("c"),
@@ -121,4 +138,93 @@ async fn a_commit_of_large_cells_is_written() {
         let cell = stores.cell(&p, "c", &key, b"").await.unwrap();
         assert_eq!(cell.map(|v| v.len()), Some(1024), "{key}'s cell");
     }
+}
+
+/// A deque of 2,500 slots spans three buckets of 1,024 positions and a map
+/// of 600 entries all sixteen hashed buckets: pages across them come back
+/// in order, in both directions, and a clear empties every bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_deques_and_maps_page_across_their_buckets() {
+    use prosody_core::store::{Direction, ItemRange};
+    let Some(stores) = stores("buckets").await else {
+        return;
+    };
+    assert_eq!(
+        stores.identify("q", "deque/json").await.unwrap(),
+        "deque/json"
+    );
+    assert_eq!(stores.identify("m", "map/json").await.unwrap(), "map/json");
+    let p = TopicPartition::new(services::unique("buckets"), 0);
+    stores.open(&p).await.unwrap();
+    let slot = |at: u64| Bytes::copy_from_slice(&(at ^ (1 << 63)).to_be_bytes());
+    let entry = |n: u64| Bytes::from(format!("entry-{n:04}"));
+    let write = |collection: &str, item: Bytes| StateWrite {
+        collection: Arc::from(collection),
+        key: Key::from("k"),
+        change: StateChange::Put {
+            value: item.clone(),
+            item,
+        },
+        ttl: None,
+    };
+    for chunk in (0..2500).collect::<Vec<u64>>().chunks(500) {
+        let mut writes: Vec<_> = chunk.iter().map(|&at| write("q", slot(at))).collect();
+        writes.extend(
+            chunk
+                .iter()
+                .filter(|&&n| n < 600)
+                .map(|&n| write("m", entry(n))),
+        );
+        stores.commit(&p, batch(writes)).await.unwrap();
+    }
+    let key = Key::from("k");
+    let page = |collection: &'static str, range: ItemRange, direction, limit| {
+        let (stores, p, key) = (&stores, &p, &key);
+        async move {
+            let cells = stores
+                .cells(p, collection, key, &range, direction, limit)
+                .await
+                .unwrap();
+            cells.into_iter().map(|(item, _)| item).collect::<Vec<_>>()
+        }
+    };
+    let across = ItemRange {
+        from: slot(1000),
+        until: Some(slot(2100)),
+    };
+    let forward = page("q", across.clone(), Direction::Forward, 1100).await;
+    assert_eq!(forward, (1000..2100).map(slot).collect::<Vec<_>>());
+    let backward = page("q", across, Direction::Backward, 100).await;
+    assert_eq!(backward, (2000..2100).rev().map(slot).collect::<Vec<_>>());
+    let everything = page("q", ItemRange::all(), Direction::Forward, 3000).await;
+    assert_eq!(everything.len(), 2500, "every slot of the deque");
+    let from = ItemRange {
+        from: entry(100),
+        until: None,
+    };
+    let entries = page("m", from.clone(), Direction::Forward, 64).await;
+    assert_eq!(entries, (100..164).map(entry).collect::<Vec<_>>());
+    let last = page("m", from, Direction::Backward, 3).await;
+    assert_eq!(last, [entry(599), entry(598), entry(597)]);
+    let got = stores.cell(&p, "m", &key, &entry(321)).await.unwrap();
+    assert_eq!(got, Some(entry(321)), "a point read of a map entry");
+    let clear = |collection: &str| StateWrite {
+        change: StateChange::Clear,
+        ..write(collection, Bytes::new())
+    };
+    // A put before the clear in the same commit goes too (even once its
+    // bucket is written again); one after stays.
+    let commit = vec![
+        write("q", slot(9000)),
+        clear("q"),
+        clear("m"),
+        write("q", slot(5)),
+    ];
+    stores.commit(&p, batch(commit)).await.unwrap();
+    let again = vec![write("q", slot(9001))];
+    stores.commit(&p, batch(again)).await.unwrap();
+    let left = page("q", ItemRange::all(), Direction::Forward, 10).await;
+    assert_eq!(left, [slot(5), slot(9001)], "the deque after its clear");
+    let left = page("m", ItemRange::all(), Direction::Forward, 10).await;
+    assert_eq!(left, Vec::<Bytes>::new(), "the map after its clear");
 }

@@ -381,6 +381,26 @@ pub async fn groups_are_isolated(mine: &impl Stores, theirs: &impl Stores) -> Ch
     )
 }
 
+/// [`run_all`] with the collections the checks write (`c` and `d`)
+/// identified as `identity` (`kind/payload`) first, in both groups: a
+/// backend that lays a collection out by its kind runs the suite once
+/// per kind, each pair of instances for groups of its own.
+pub async fn run_all_as(stores: &impl Stores, theirs: &impl Stores, identity: &str) -> Checked {
+    for name in ["c", "d"] {
+        for recorded in [
+            call("identify", stores.identify(name, identity)).await?,
+            call("identify", theirs.identify(name, identity)).await?,
+        ] {
+            ensure_eq(
+                &format!("the identity of {name}"),
+                &identity.to_owned(),
+                &recorded,
+            )?;
+        }
+    }
+    run_all(stores, theirs).await
+}
+
 /// Runs every check (and [`groups_are_isolated`] on `stores` and
 /// `theirs`); the failure names each check that failed.
 pub async fn run_all(stores: &impl Stores, theirs: &impl Stores) -> Checked {
