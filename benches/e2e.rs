@@ -30,7 +30,8 @@ mod counting;
 #[path = "support/memory.rs"]
 mod memory;
 
-use counting::Counting;
+use counting::{Counting, READS};
+use std::cell::Cell;
 
 use futures_util::StreamExt;
 use prosody::broker::{Broker, OutgoingRecord, Producer};
@@ -45,7 +46,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -128,6 +129,9 @@ struct Counter {
     sleep: Option<Duration>,
     /// Whether each record adds one to its key's [`COUNT`].
     counts: bool,
+    /// Nanoseconds of each `get` of the count: `[cache hits, misses]`
+    /// (a miss read the store).
+    gets: Arc<Mutex<[Vec<u64>; 2]>>,
 }
 
 /// Records per key, for the keyed-state cases.
@@ -143,6 +147,7 @@ impl Counter {
             target,
             sleep,
             counts: false,
+            gets: Arc::default(),
         }
     }
 
@@ -161,7 +166,16 @@ impl EventHandler for Counter {
         self.first.get_or_init(|| (Instant::now(), cpu_seconds()));
         if self.counts {
             let count = context.state(&COUNT)?;
-            let next = count.get().await?.unwrap_or(0) + 1;
+            let (got, reads, took) = READS
+                .scope(Cell::new(0), async {
+                    let start = Instant::now();
+                    let got = count.get().await;
+                    (got, READS.with(Cell::get), start.elapsed())
+                })
+                .await;
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            self.gets.lock().unwrap()[usize::from(reads > 0)].push(nanos);
+            let next = got?.unwrap_or(0) + 1;
             count.set(&next).await?;
         }
         if let Some(sleep) = self.sleep {
@@ -315,6 +329,22 @@ async fn library(
         calls.load(Ordering::Relaxed) as f64 / records as f64
     );
     let rate = records as f64 / wall;
+    for (what, took) in ["cache hit", "cache miss"]
+        .iter()
+        .zip(counter.gets.lock().unwrap().iter_mut())
+    {
+        if took.is_empty() {
+            continue;
+        }
+        took.sort_unstable();
+        let at = |q: usize| took[(took.len() * q / 1000).min(took.len() - 1)] as f64 / 1e3;
+        println!(
+            "  get, {what}: p50 {:.1} us, p99 {:.1} us ({} calls)",
+            at(500),
+            at(990),
+            took.len()
+        );
+    }
     if sleep.is_some() {
         // Whether the handlers, not the library, were the limit: the mean
         // time a sleeping handler took, and how many were busy on average.

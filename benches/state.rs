@@ -11,7 +11,8 @@
 //! `STATE_SAMPLES` (2,000) sets the calls per operation. A `set` is the
 //! commit an attempt that set one value makes (the value and the key's
 //! applied marker); a `push_back` reads the deque's bounds, then commits
-//! the slot, the bounds and the marker.
+//! the slot, the bounds and the marker. The deque and the map are
+//! identified as a handler's are, so Cassandra lays them out in buckets.
 
 #![allow(missing_docs)]
 #![allow(
@@ -82,6 +83,10 @@ async fn run(backend: &str, stores: impl Stores, samples: usize) {
     let tp = TopicPartition::new(services::unique("state_bench"), 0);
     stores.open(&tp).await.unwrap();
     let (s, tp) = (&stores, &tp);
+    // Laid out as a handler's collections are: the deque in buckets of
+    // 1,024 positions, the map hashed over 16 buckets.
+    stores.identify("recent", "deque/json").await.unwrap();
+    stores.identify("tags", "map/json").await.unwrap();
     latency(backend, "value get, absent", samples, |n| async move {
         s.cell(tp, "count", &key(n), &[]).await.unwrap()
     })
@@ -134,6 +139,34 @@ async fn run(backend: &str, stores: impl Stores, samples: usize) {
                 until: None,
             };
             s.cells(tp, "recent", &key(n % 100), &range, Direction::Forward, 64)
+                .await
+                .unwrap()
+        },
+    )
+    .await;
+    latency(
+        backend,
+        "map set (entry and marker)",
+        samples,
+        |n| async move {
+            let entry = format!("tag-{n:05}").into_bytes();
+            let writes = vec![put("tags", n % 100, entry, b"1".to_vec()), marker(n % 100)];
+            s.commit(tp, commit(writes)).await.unwrap();
+        },
+    )
+    .await;
+    latency(backend, "map get, present", samples, |n| async move {
+        let entry = format!("tag-{n:05}").into_bytes();
+        s.cell(tp, "tags", &key(n % 100), &entry).await.unwrap()
+    })
+    .await;
+    latency(
+        backend,
+        "map items, a page of 20 of 16 buckets",
+        samples,
+        |n| async move {
+            let range = ItemRange::all();
+            s.cells(tp, "tags", &key(n % 100), &range, Direction::Forward, 64)
                 .await
                 .unwrap()
         },

@@ -13,6 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+tokio::task_local! {
+    /// The state reads of the call being timed: a task that sets it
+    /// learns whether a `get` reached the store (a cache miss).
+    pub static READS: std::cell::Cell<u32>;
+}
+
 /// `inner`, counting the calls that could reach its backend.
 #[derive(Clone)]
 pub struct Counting<S> {
@@ -154,6 +160,8 @@ impl<S: Stores> StateStore for Counting<S> {
         item: &[u8],
     ) -> Result<Option<Bytes>, StoreError> {
         self.count();
+        // Outside a timed call there is nothing to tell.
+        let _ = READS.try_with(|reads| reads.set(reads.get() + 1));
         self.inner.cell(partition, collection, key, item).await
     }
 
