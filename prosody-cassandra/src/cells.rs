@@ -411,10 +411,14 @@ impl Inner {
                 let buckets: Vec<i64> = match layout {
                     Layout::Single => vec![0],
                     Layout::Hashed => (0..MAP_BUCKETS).collect(),
+                    // Bucket 0 always: it holds the empty item (a
+                    // deque's bounds), so an old owner's late push, which
+                    // the index did not list yet, cannot show through.
                     Layout::Ranged => {
                         let slot = (write.collection.clone(), write.key.clone());
-                        let known = cleared.0.get(&slot);
-                        known.into_iter().flatten().copied().collect()
+                        let known = cleared.0.get(&slot).into_iter().flatten();
+                        let known = known.copied().filter(|&bucket| bucket != 0);
+                        std::iter::once(0).chain(known).collect()
                     }
                 };
                 for bucket in buckets {

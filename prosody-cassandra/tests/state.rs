@@ -113,6 +113,39 @@ async fn an_old_owner_cannot_overwrite_a_new_owners_state() {
         Some(&b"new"[..]),
         "the new owner's value after the old owner's late put and clear"
     );
+    // A deque the new owner cleared while its index listed nothing: the old
+    // owner's late first push (its bounds and a slot) stays hidden.
+    assert_eq!(new.identify("q", "deque/json").await.unwrap(), "deque/json");
+    let deque = |change| StateWrite {
+        collection: Arc::from("q"),
+        change,
+        ..put("", "")
+    };
+    let bounds = StateChange::Put {
+        item: Bytes::new(),
+        value: Bytes::from_static(b"0,1"),
+    };
+    let first = StateChange::Put {
+        item: Bytes::copy_from_slice(&(1_u64 << 63).to_be_bytes()),
+        value: Bytes::from_static(b"old"),
+    };
+    new.commit(&p, batch(vec![deque(StateChange::Clear)]))
+        .await
+        .unwrap();
+    old.commit(&p, batch(vec![deque(bounds), deque(first)]))
+        .await
+        .unwrap();
+    let got = reader.cell(&p, "q", &Key::from("k"), b"").await.unwrap();
+    assert_eq!(
+        got, None,
+        "the deque's bounds after the old owner's late push"
+    );
+    let range = prosody_core::store::ItemRange::all();
+    let forward = prosody_core::store::Direction::Forward;
+    let cells = reader
+        .cells(&p, "q", &Key::from("k"), &range, forward, 10)
+        .await;
+    assert_eq!(cells.unwrap(), [], "the deque's items after it");
 }
 
 /// A commit of large cells (800 keys' cells of 1 KiB, past Cassandra's

@@ -7,9 +7,10 @@
 //! - a map's entries are hashed over [`MAP_BUCKETS`] buckets
 //!   ([`Layout::Hashed`]): a point read or write touches one, a page merges
 //!   the pages of all of them;
-//! - a deque's items stay in order, 1,024 positions per bucket ([`Layout::Ranged`]): a page walks the buckets of its range in
-//!   order, listed by the bucket index (`state_buckets`), which every put
-//!   marks and a clear empties.
+//! - a deque's items stay in order, 1,024 positions per bucket
+//!   ([`Layout::Ranged`]): a page walks the buckets of its range in order,
+//!   listed by the bucket index (`state_buckets`), which every put marks
+//!   and a clear empties.
 //!
 //! Invariant: [`Layout::bucket`] is a pure function of the item (a stable
 //! hash, or a prefix), so every client finds a cell where any other wrote
