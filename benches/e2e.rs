@@ -2,7 +2,11 @@
 //! library in best-effort and pipeline modes, printed as records per second
 //! from the first record to the last (the group join left out), as a ratio
 //! to the raw loop, with the CPU used meanwhile and the process's peak RSS
-//! so far.
+//! during the case (reset before it, so it still counts what was resident
+//! then). Two raw loops: rdkafka's stream as it comes, and the least a
+//! correct consumer does (decode each payload, store its offset, commit
+//! every second). The bench first checks that the topic holds every
+//! record produced.
 //!
 //! `cargo bench --bench e2e` (release) runs on librdkafka's mock cluster, in
 //! process; `E2E_BROKER=real` on the Kafka that `PROSODY_BOOTSTRAP_SERVERS`
@@ -29,6 +33,8 @@
 mod counting;
 #[path = "support/memory.rs"]
 mod memory;
+#[path = "support/raw.rs"]
+mod raw;
 
 use counting::{Counting, READS};
 use std::cell::Cell;
@@ -42,8 +48,6 @@ use prosody::{
 };
 use prosody_cassandra::{CassandraConfig, CassandraStores};
 use prosody_kafka::mock::MockKafka;
-use rdkafka::ClientConfig;
-use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -229,27 +233,6 @@ async fn produce(broker: &KafkaBroker, topic: &str, records: usize, keys: usize,
     );
 }
 
-async fn raw(target: &Target, records: usize) -> f64 {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &target.servers)
-        .set("group.id", format!("raw-{}", target.topic))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    consumer.subscribe(&[target.topic.as_str()]).unwrap();
-    let mut stream = consumer.stream();
-    let mut seen = 0;
-    let mut start = None;
-    while seen < records {
-        let message = stream.next().await.unwrap().unwrap();
-        start.get_or_insert_with(Instant::now);
-        std::hint::black_box(&message);
-        seen += 1;
-    }
-    records as f64 / start.unwrap().elapsed().as_secs_f64()
-}
-
 /// The stores of a case.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Backend {
@@ -375,21 +358,35 @@ fn main() {
         produce(&broker, &target.topic, records, keys, ids).await;
         let with = if ids { "with" } else { "without" };
         println!("{records} records {with} id, {keys} keys, {partitions} partitions");
-        let raw = raw(&target, records).await;
+        raw::check_holds(&target.servers, &target.topic, partitions, records);
+        // Each case's peak RSS is its own: the peak is reset before it (it
+        // still counts what was resident then, such as the mock cluster's
+        // copy of the topic).
+        memory::reset_peak();
+        let raw = raw::raw(&target.servers, &target.topic, records, false).await;
+        let raw_peak = memory::status_mib("VmHWM");
+        memory::reset_peak();
+        let correct = raw::raw(&target.servers, &target.topic, records, true).await;
         let report = |name: &str, rate: f64| {
             println!(
-                "{name:<34} {:>9.0} records/s  {:>5.2} of raw  peak RSS {:.0} MiB",
+                "{name:<34} {:>9.0} records/s  {:>5.2} of raw  {:>5.2} of correct  peak RSS {:.0} MiB",
                 rate,
                 rate / raw,
+                rate / correct,
                 memory::status_mib("VmHWM")
             );
         };
-        report("raw rdkafka StreamConsumer", raw);
+        println!(
+            "{:<34} {raw:>9.0} records/s  peak RSS {raw_peak:.0} MiB",
+            "raw rdkafka StreamConsumer"
+        );
+        report("raw, decoding, storing offsets", correct);
         // `E2E_CASES=best-effort,pipeline,sleep` picks cases (for profiling).
         let cases =
             std::env::var("E2E_CASES").unwrap_or_else(|_| "best-effort,pipeline,sleep".into());
         let run = |case: &str| cases.split(',').any(|c| c == case);
         if run("best-effort") {
+            memory::reset_peak();
             let rate = library(
                 &target,
                 Mode::BestEffort,
@@ -401,6 +398,7 @@ fn main() {
             report("best-effort, no-op handler", rate);
         }
         if run("pipeline") {
+            memory::reset_peak();
             let rate = library(
                 &target,
                 Mode::Pipeline,
@@ -412,22 +410,26 @@ fn main() {
             report("pipeline, no-op handler", rate);
         }
         if run("cassandra") {
+            memory::reset_peak();
             let case = ("pipeline-cassandra", Backend::Cassandra);
             let rate = library(&target, Mode::Pipeline, case, records, (None, false)).await;
             report("pipeline, Cassandra stores", rate);
         }
         // A counter per key in keyed state, on each backend.
         if run("state") {
+            memory::reset_peak();
             let case = ("pipeline-state", Backend::Memory);
             let rate = library(&target, Mode::Pipeline, case, records, (None, true)).await;
             report("pipeline, counter in keyed state, memory", rate);
         }
         if run("state-cassandra") {
+            memory::reset_peak();
             let case = ("pipeline-state-cassandra", Backend::Cassandra);
             let rate = library(&target, Mode::Pipeline, case, records, (None, true)).await;
             report("pipeline, counter in keyed state, Cassandra", rate);
         }
         if run("sleep") {
+            memory::reset_peak();
             let sleep = Some(Duration::from_millis(1));
             let rate = library(
                 &target,

@@ -16,3 +16,10 @@ pub fn status_mib(field: &str) -> f64 {
         })
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
+
+/// Sets the peak (`VmHWM`) back to the resident set now, so the next
+/// reading is the peak of what ran since (Linux's `clear_refs` 5).
+#[allow(dead_code, reason = "not every bench reads per-case peaks")]
+pub fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}

@@ -115,6 +115,9 @@ impl Broker for KafkaBroker {
             ("auto.offset.reset", "earliest"),
             // A resumed partition waits for the fetch in flight: keep it short.
             ("fetch.wait.max.ms", "50"),
+            // A full prefetch queue stops the fetcher until it drains; look
+            // again soon, or a fast consumer idles for the default second.
+            ("fetch.queue.backoff.ms", "10"),
         ];
         match self.config.protocol() {
             GroupProtocol::Classic => {

@@ -156,7 +156,7 @@ where
 }
 
 async fn attempt_loop<S>(
-    shared: Shared<S>,
+    mut shared: Shared<S>,
     key: &Key,
     timers: &Timers,
     event_of: impl Fn() -> Event<Encoded>,
@@ -186,10 +186,12 @@ where
             )),
             None => context,
         };
-        let call = shared
-            .service
-            .clone()
-            .oneshot(EventRequest { event, context });
+        // The task's own clone of the stack serves every attempt of it.
+        let service = &mut shared.service;
+        let call = async move {
+            let ready = service.ready().await?;
+            ready.call(EventRequest { event, context }).await
+        };
         let result = AssertUnwindSafe(call).catch_unwind().await;
         let error = match result {
             Ok(Ok(_)) => return Outcome::Settled,
