@@ -368,23 +368,16 @@ impl Inner {
     ) {
         let cells = &self.statements.cells;
         let layout = self.layouts.of(&write.collection);
-        let (group, topic, part, coll, key) = slot(self, partition, &write.collection, &write.key);
+        let columns = slot(self, partition, &write.collection, &write.key);
+        let (group, topic, part, coll, key) = columns.clone();
         match &write.change {
             StateChange::Put { item, value } => {
                 let bucket = layout.bucket(item);
                 if layout == Layout::Ranged {
                     let slot = (write.collection.clone(), write.key.clone());
                     cleared.0.entry(slot).or_default().insert(bucket);
-                    let row = (
-                        group.clone(),
-                        topic.clone(),
-                        part,
-                        coll.clone(),
-                        key.clone(),
-                        bucket,
-                        ttl,
-                        timestamp,
-                    );
+                    let (group, topic, part, coll, key) = columns;
+                    let row = (group, topic, part, coll, key, bucket, ttl, timestamp);
                     writes.push(&cells.mark, row);
                 }
                 let (item, value) = (item.to_vec(), value.to_vec());
@@ -416,21 +409,14 @@ impl Inner {
                     // the index did not list yet, cannot show through.
                     Layout::Ranged => {
                         let slot = (write.collection.clone(), write.key.clone());
-                        let known = cleared.0.get(&slot).into_iter().flatten();
-                        let known = known.copied().filter(|&bucket| bucket != 0);
-                        std::iter::once(0).chain(known).collect()
+                        let mut known = cleared.0.get(&slot).cloned().unwrap_or_default();
+                        known.insert(0);
+                        known.into_iter().collect()
                     }
                 };
                 for bucket in buckets {
-                    let row = (
-                        timestamp,
-                        group.clone(),
-                        topic.clone(),
-                        part,
-                        coll.clone(),
-                        key.clone(),
-                        bucket,
-                    );
+                    let (group, topic, part, coll, key) = columns.clone();
+                    let row = (timestamp, group, topic, part, coll, key, bucket);
                     writes.push(&cells.clear, row);
                 }
                 if layout == Layout::Ranged {
