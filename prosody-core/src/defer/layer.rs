@@ -68,7 +68,7 @@ impl<S: Clone, D, L, X: Layer<S>> Layer<S> for DeferLayer<D, L, X> {
 
     fn layer(&self, inner: S) -> Self::Service {
         DeferService {
-            drain: self.drain.layer(inner.clone()),
+            drain: Arc::new(self.drain.layer(inner.clone())),
             inner,
             shared: Arc::clone(&self.shared),
         }

@@ -112,10 +112,12 @@ impl Origin {
 
 /// The defer service; see the module documentation. `inner` handles new
 /// events; `drain` (the inner service behind the layer's drain layer)
-/// handles the records a backlog retries.
+/// handles the records a backlog retries. The drain stack is shared, so a
+/// clone of the service costs `inner`'s clone and two counts; a drain takes
+/// a clone of it.
 pub struct DeferService<S, R, D, L> {
     inner: S,
-    drain: R,
+    drain: Arc<R>,
     shared: Arc<Shared<D, L>>,
 }
 
@@ -123,7 +125,7 @@ impl<S: Clone, R: Clone, D, L> Clone for DeferService<S, R, D, L> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            drain: self.drain.clone(),
+            drain: Arc::clone(&self.drain),
             shared: Arc::clone(&self.shared),
         }
     }
@@ -164,7 +166,7 @@ where
         let context = request.context.clone();
         let (key, offset) = match &request.event {
             Event::Timer(timer) if timer.kind == TimerKind::Defer => {
-                let drain = self.drain.clone();
+                let drain = R::clone(&self.drain);
                 return ResponseFuture::boxed(backlog::drain(shared, drain, request));
             }
             Event::Timer(_) => {

@@ -37,7 +37,10 @@ pub struct ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
 {
-    service: S,
+    /// What the retries' service is cloned from.
+    template: Arc<S>,
+    /// The retries' service, once the first retry is due.
+    service: Option<S>,
     request: EventRequest<P>,
     config: Arc<RetryConfig>,
     /// Retries made so far.
@@ -52,13 +55,14 @@ where
     S: Service<EventRequest<P>>,
 {
     pub(super) fn new(
-        service: S,
+        template: Arc<S>,
         request: EventRequest<P>,
         config: Arc<RetryConfig>,
         first: S::Future,
     ) -> Self {
         Self {
-            service,
+            template,
+            service: None,
             request,
             config,
             retries: 0,
@@ -80,7 +84,7 @@ fn jitter(key: &str, retry: u32) -> f64 {
 
 impl<S, P> Future for ResponseFuture<S, P>
 where
-    S: Service<EventRequest<P>, Error = HandlerError>,
+    S: Service<EventRequest<P>, Error = HandlerError> + Clone,
     P: Clone,
 {
     type Output = Result<S::Response, HandlerError>;
@@ -127,13 +131,14 @@ where
                     this.state.set(State::Ready);
                 }
                 StateProjection::Ready => {
-                    ready!(this.service.poll_ready(cx))?;
+                    let service = this.service.get_or_insert_with(|| S::clone(this.template));
+                    ready!(service.poll_ready(cx))?;
                     let mut request = this.request.clone();
                     request.context = request
                         .context
                         .with_demand(Demand::Failure)
                         .with_attempt(this.request.context.attempt().saturating_add(*this.retries));
-                    let attempt = this.service.call(request);
+                    let attempt = service.call(request);
                     this.state.set(State::Calling(attempt));
                 }
             }

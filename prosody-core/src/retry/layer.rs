@@ -20,7 +20,7 @@ impl RetryLayer {
     }
 }
 
-impl<S> Layer<S> for RetryLayer {
+impl<S: Clone> Layer<S> for RetryLayer {
     type Service = RetryService<S>;
 
     fn layer(&self, inner: S) -> RetryService<S> {

@@ -25,15 +25,24 @@ use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 
 /// The retry service; see the module documentation.
+///
+/// The first attempt goes to `inner` at once; the retries, which are rare,
+/// go to a clone of `template`, made when the first retry is due. So a
+/// request costs no clone of the stack below.
 #[derive(Clone, Debug)]
 pub struct RetryService<S> {
     inner: S,
+    template: Arc<S>,
     config: Arc<RetryConfig>,
 }
 
-impl<S> RetryService<S> {
+impl<S: Clone> RetryService<S> {
     pub(crate) fn new(inner: S, config: Arc<RetryConfig>) -> Self {
-        Self { inner, config }
+        Self {
+            template: Arc::new(inner.clone()),
+            inner,
+            config,
+        }
     }
 }
 
@@ -51,10 +60,14 @@ where
     }
 
     fn call(&mut self, request: EventRequest<P>) -> Self::Future {
-        // The ready clone makes this attempt; a fresh clone makes the retries.
-        let fresh = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, fresh);
-        let first = ready.call(request.clone());
-        ResponseFuture::new(ready, request, Arc::clone(&self.config), first)
+        // `inner` is ready (this service's readiness is its): it makes the
+        // first attempt now.
+        let first = self.inner.call(request.clone());
+        ResponseFuture::new(
+            Arc::clone(&self.template),
+            request,
+            Arc::clone(&self.config),
+            first,
+        )
     }
 }
