@@ -33,7 +33,6 @@ pub mod hash;
 pub mod key;
 pub mod loader;
 pub mod log;
-mod lru;
 pub mod monopolization;
 
 pub use clock::Timestamp;

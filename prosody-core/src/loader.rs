@@ -6,11 +6,11 @@
 //! failing is read once, not once per retry) and a deadline per read.
 
 use crate::broker::{Broker, BrokerError, Record, TopicPartition};
-use crate::lru::Lru;
+use crate::hash::{BoundedCache, bounded};
 use std::fmt;
 use std::future::Future;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A record that could not be read back.
@@ -83,11 +83,11 @@ impl Default for LoaderConfig {
 /// Invariant: the cache holds at most `cache_size` records, each exactly as
 /// the broker returned it for its (partition, offset); records are
 /// immutable once written, so a cached record never goes stale. Removal
-/// path: the least recently used record is evicted. Absent records are not
-/// cached.
+/// path: the cache evicts by recency and frequency (see
+/// [`LoaderConfig::cache_size`]). Absent records are not cached.
 pub struct BrokerLoader<B> {
     broker: B,
-    cache: Arc<Mutex<Lru<(TopicPartition, i64), Record>>>,
+    cache: Arc<BoundedCache<(TopicPartition, i64), Record>>,
     seek_timeout: Duration,
 }
 
@@ -97,15 +97,9 @@ impl<B> BrokerLoader<B> {
     pub fn new(broker: B, config: &LoaderConfig) -> Self {
         Self {
             broker,
-            cache: Arc::new(Mutex::new(Lru::new(config.cache_size))),
+            cache: Arc::new(bounded(config.cache_size)),
             seek_timeout: config.seek_timeout,
         }
-    }
-
-    /// Locks the cache; nothing panics while holding it, so a poisoned lock
-    /// guards a consistent cache and is recovered.
-    fn cache(&self) -> MutexGuard<'_, Lru<(TopicPartition, i64), Record>> {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -134,8 +128,8 @@ impl<B: Broker> Loader for BrokerLoader<B> {
         offset: i64,
     ) -> Result<Option<Record>, LoadError> {
         let at = (partition.clone(), offset);
-        if let Some(record) = self.cache().get_mut(&at) {
-            return Ok(Some(record.clone()));
+        if let Some(record) = self.cache.get(&at) {
+            return Ok(Some(record));
         }
         let read = self.broker.read(partition, offset);
         let record = match tokio::time::timeout(self.seek_timeout, read).await {
@@ -156,7 +150,7 @@ impl<B: Broker> Loader for BrokerLoader<B> {
             }
         };
         if let Some(record) = &record {
-            self.cache().get_or_insert_with(at, || record.clone());
+            self.cache.insert(at, record.clone());
         }
         Ok(record)
     }

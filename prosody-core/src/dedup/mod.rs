@@ -19,8 +19,9 @@
 //! - a store error never loses a message: a failed lookup counts as "not a
 //!   duplicate" (at-least-once over at-most-once) and logs at `warn`; a
 //!   failed batch fails the attempt, which the mode tries again;
-//! - the cache holds at most `cache_size` keys; removal path: the least
-//!   recently used key is evicted (the internal `Lru`).
+//! - the cache holds about `cache_size` keys (each of its shards at most
+//!   its share, rounded up); removal path: `quick_cache` evicts by recency
+//!   and frequency, and an evicted key is still found in the store.
 //!
 //! Allocation: the cache check is synchronous and a cache hit or a message
 //! without `id` allocates nothing. Only when the store must be consulted is
@@ -42,10 +43,10 @@ pub use layer::DedupLayer;
 use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::{EventRequest, Settlement};
-use crate::lru::Lru;
+use crate::hash::{BoundedCache, bounded};
 use crate::store::dedup::{DedupKey, DedupStore};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tower::Service;
@@ -55,7 +56,7 @@ use tracing::debug;
 pub(crate) struct Shared<D> {
     version: String,
     ttl: Duration,
-    cache: Mutex<Lru<DedupKey, ()>>,
+    cache: BoundedCache<DedupKey, ()>,
     store: D,
 }
 
@@ -64,25 +65,19 @@ impl<D> Shared<D> {
         Self {
             version: config.version,
             ttl: config.ttl,
-            cache: Mutex::new(Lru::new(config.cache_size)),
+            cache: bounded(config.cache_size),
             store,
         }
     }
 
-    /// Locks the cache. Nothing panics while holding it, so a poisoned lock
-    /// still guards a consistent cache and is recovered.
-    fn cache(&self) -> MutexGuard<'_, Lru<DedupKey, ()>> {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether the cache holds `key` (which then becomes its most recent).
+    /// Whether the cache holds `key` (which counts as a use of it).
     fn cached(&self, key: DedupKey) -> bool {
-        self.cache().touch(&key)
+        self.cache.get(&key).is_some()
     }
 
-    /// Puts `key` in the cache, evicting the least recently used when full.
+    /// Puts `key` in the cache, evicting another when full.
     fn remember(&self, key: DedupKey) {
-        self.cache().get_or_insert_with(key, || ());
+        self.cache.insert(key, ());
     }
 
     /// The dedup key of an event: only messages with an `id` have one.
@@ -98,7 +93,7 @@ impl<D> Shared<D> {
 
     #[cfg(test)]
     fn cached_len(&self) -> usize {
-        self.cache().len()
+        self.cache.len()
     }
 }
 

@@ -16,8 +16,10 @@
 //!   passes;
 //! - a rejection needs a budget overrun: only a key whose calls that began
 //!   within the last `window` took longer than the budget can be rejected;
-//! - at most `cache_size` keys are tracked; removal path: the least recently
-//!   seen key is evicted (and with it its used time, so it starts afresh);
+//! - about `cache_size` keys are tracked (each shard of the cache at most
+//!   its share, rounded up); removal path: `quick_cache` evicts by recency
+//!   and frequency, and an evicted key's used time goes with it, so it
+//!   starts afresh;
 //! - disabled, the service is a pass-through.
 //!
 //! A call dropped before it completes is not counted.
@@ -36,9 +38,11 @@ use crate::context::WaitMeter;
 use crate::error::HandlerError;
 use crate::event::Topic;
 use crate::handler::EventRequest;
+use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
-use crate::lru::Lru;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use quick_cache::Equivalent;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -82,12 +86,36 @@ impl Usage {
     }
 }
 
+/// A tracked key, borrowed: looks a key up without cloning it. Hashes as
+/// the `(Topic, Key)` it stands for.
+struct Tracked<'a>(&'a Topic, &'a Key);
+
+impl Hash for Tracked<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.0, self.1).hash(state);
+    }
+}
+
+impl Equivalent<(Topic, Key)> for Tracked<'_> {
+    fn equivalent(&self, key: &(Topic, Key)) -> bool {
+        *self.0 == key.0 && *self.1 == key.1
+    }
+}
+
 /// What every service of one layer shares: the tracked keys.
-#[derive(Debug)]
 pub(crate) struct Shared {
     window: Duration,
     budget: Duration,
-    keys: Mutex<Lru<(Topic, Key), Usage>>,
+    keys: BoundedCache<(Topic, Key), Usage>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("window", &self.window)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -95,43 +123,36 @@ impl Shared {
         Self {
             window: config.window,
             budget: config.budget(),
-            keys: Mutex::new(Lru::new(config.cache_size)),
+            keys: bounded(config.cache_size),
         }
-    }
-
-    /// Locks the keys. Nothing panics while holding the lock, so a poisoned
-    /// lock still guards consistent usage and is recovered.
-    fn keys(&self) -> MutexGuard<'_, Lru<(Topic, Key), Usage>> {
-        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The time `topic`/`key` used in its window at `now`, if over budget.
     fn overrun(&self, topic: &Topic, key: &Key, now: Instant) -> Option<Duration> {
-        let mut keys = self.keys();
-        let usage = keys.get_mut(&(topic.clone(), key.clone()))?;
+        let mut usage = self.keys.get(&Tracked(topic, key))?;
         usage.roll(now, self.window);
         (usage.used > self.budget).then_some(usage.used)
     }
 
     /// Counts a call of `topic`/`key` that ran from `begin` to `end`, less
-    /// the time it `waited` for a scheduler permit.
+    /// the time it `waited` for a scheduler permit. A key's calls run one
+    /// at a time (its partition queues them), so reading its usage and
+    /// writing it back races with no other call of it.
     fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant, waited: Duration) {
-        let mut keys = self.keys();
-        let Some(usage) = keys.get_or_insert_with((topic, key), || Usage {
+        let mut usage = self.keys.get(&Tracked(&topic, &key)).unwrap_or(Usage {
             start: begin,
             used: Duration::ZERO,
-        }) else {
-            return;
-        };
+        });
         usage.roll(begin, self.window);
         usage.used = usage
             .used
             .saturating_add(end.saturating_duration_since(begin).saturating_sub(waited));
+        self.keys.insert((topic, key), usage);
     }
 
     #[cfg(test)]
     fn tracked(&self) -> usize {
-        self.keys().len()
+        self.keys.len()
     }
 }
 
