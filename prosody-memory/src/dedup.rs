@@ -11,8 +11,11 @@ use tokio::time::Instant;
 /// Expired entries removed at most per store call besides the key it names.
 const SWEEP_LIMIT: usize = 32;
 
-/// Entries a store keeps unless told otherwise: about 64 MiB of keys.
-pub const DEFAULT_CAPACITY: usize = 1 << 20;
+/// Entries a store keeps unless told otherwise: 65,536, about 6 MiB. An
+/// in-memory store lives as long as its process, where the duplicates it
+/// must catch are the redeliveries after a rebalance: at most the records
+/// a partition held unsettled, far fewer than this.
+pub const DEFAULT_CAPACITY: usize = 1 << 16;
 
 /// When an entry expires; `Never` for a ttl past the clock's range. Ordered
 /// so that every `At` comes before `Never`.
