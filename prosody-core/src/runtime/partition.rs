@@ -13,13 +13,11 @@ use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
 use crate::timers::StoreAccess;
-use futures_util::stream::{FuturesUnordered, StreamExt};
-use futures_util::{FutureExt, future::BoxFuture};
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
@@ -136,19 +134,7 @@ pub(crate) enum Command {
     },
 }
 
-/// One record or timer in flight, with what it returns to the partition:
-/// `Err` if its attempt panicked outside the handler call (a lost event).
-pub(crate) type Running = BoxFuture<'static, Result<(Key, Work, Outcome), Lost>>;
-
-/// An attempt that panicked outside the handler call: the partition stops.
-pub(crate) struct Lost;
-
 /// The partition task.
-///
-/// Invariant: it alone drives its attempts (in `running`, polled by this
-/// task): a partition's handler calls run concurrently on one task, so
-/// starting one costs no spawn, and dropping the set stops every one of
-/// them at once.
 pub(crate) struct PartitionTask<S> {
     pub(crate) tp: TopicPartition,
     pub(crate) commands: mpsc::UnboundedReceiver<Command>,
@@ -156,12 +142,10 @@ pub(crate) struct PartitionTask<S> {
     pub(crate) resume: mpsc::UnboundedSender<TopicPartition>,
     pub(crate) resume_at: usize,
     pub(crate) filters: Filters,
-    /// The stack; each record gets a clone.
-    pub(crate) service: S,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Shared<S>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Work>,
-    pub(crate) running: FuturesUnordered<Running>,
+    pub(crate) running: JoinSet<(Key, Work, Outcome)>,
     pub(crate) alarm: Alarm,
     /// A terminal error stopped the partition: nothing more is dispatched.
     pub(crate) halted: bool,
@@ -193,12 +177,12 @@ where
                     }
                     None => {
                         self.shared.cancel.cancel();
-                        self.running.clear();
+                        self.running.abort_all();
                         self.shared.timers.close();
                         return;
                     }
                 },
-                Some(done) = self.running.next(), if !self.running.is_empty() => {
+                Some(done) = self.running.join_next(), if !self.running.is_empty() => {
                     self.complete(done, true);
                 }
                 Some(notice) = self.alarm.notices.recv() => self.alarm.notice(notice),
@@ -303,30 +287,31 @@ where
             // An idle partition starts a busy period: stalls count from now.
             self.state.stamp();
         }
-        let (service, shared) = (self.service.clone(), Arc::clone(&self.shared));
-        let attempt = async move {
-            let outcome = attempt::run(service, shared, key.clone(), &work).await;
+        let shared = self.shared.clone();
+        self.running.spawn(async move {
+            let outcome = attempt::run(shared, key.clone(), &work).await;
             (key, work, outcome)
-        };
-        self.running.push(
-            AssertUnwindSafe(attempt)
-                .catch_unwind()
-                .map(|done| done.map_err(|_| Lost))
-                .boxed(),
-        );
+        });
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
     }
 
-    fn complete(&mut self, done: Result<(Key, Work, Outcome), Lost>, dispatch: bool) {
+    fn complete(
+        &mut self,
+        done: Result<(Key, Work, Outcome), tokio::task::JoinError>,
+        dispatch: bool,
+    ) {
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
-        let Ok((key, work, outcome)) = done else {
-            error!(partition = %self.tp, "an attempt panicked outside its handler; the partition stops");
-            self.halt("an attempt panicked outside its handler".into());
-            return;
+        let (key, work, outcome) = match done {
+            Ok(done) => done,
+            Err(e) => {
+                error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
+                self.halt(format!("a handler task was lost: {e}").into());
+                return;
+            }
         };
         match (outcome, work) {
             (Outcome::Settled, Work::Record(record)) => self.settle(record.offset),
@@ -422,7 +407,7 @@ where
         self.shared.shutdown.cancel();
         while !self.running.is_empty() {
             tokio::select! {
-                Some(done) = self.running.next() => self.complete(done, true),
+                Some(done) = self.running.join_next() => self.complete(done, true),
                 () = tokio::time::sleep_until(cancel_at) => break,
             }
         }
@@ -435,7 +420,7 @@ where
             "still running at the cancellation point");
         loop {
             tokio::select! {
-                done = self.running.next() => match done {
+                done = self.running.join_next() => match done {
                     Some(done) => self.complete(done, false),
                     None => return,
                 },
@@ -444,9 +429,10 @@ where
         }
         warn!(partition = %self.tp, running = self.running.len(),
             "handlers still running at the shutdown deadline; abandoned");
-        // Dropped here, before the partition goes: none overlaps its next
+        self.running.abort_all();
+        // Wait until they are gone, so none overlaps the partition's next
         // owner.
-        self.running.clear();
+        while self.running.join_next().await.is_some() {}
     }
 }
 

@@ -14,7 +14,6 @@ use crate::hash::FastMap;
 use crate::state::OwnerCache;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
-use futures_util::stream::FuturesUnordered;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -160,8 +159,8 @@ where
                 resume: self.resume_tx.clone(),
                 resume_at: max / 2,
                 filters: self.filters.clone(),
-                service: self.service.clone(),
-                shared: Arc::new(Shared {
+                shared: Shared {
+                    service: self.service.clone(),
                     shutdown,
                     cancel,
                     backoff: Backoff {
@@ -172,11 +171,11 @@ where
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     topic: Arc::clone(&tp.topic),
                     partition: tp.partition,
-                }),
+                },
                 alarm: Alarm::new(timers, notices_rx, self.config.slab_size),
                 tracker: OffsetTracker::default(),
                 queues: KeyQueues::default(),
-                running: FuturesUnordered::new(),
+                running: JoinSet::new(),
                 halted: false,
             };
             self.tasks.spawn(task.run());
