@@ -62,9 +62,9 @@ impl Backoff {
     }
 }
 
-/// What one partition shares with each of its attempts.
-pub(crate) struct Shared<S> {
-    pub(crate) service: S,
+/// What one partition shares with each of its attempts, behind one `Arc`:
+/// an attempt costs its stack's clone and one count, not a clone of each.
+pub(crate) struct Shared {
     /// Fires when the partition starts draining.
     pub(crate) shutdown: CancellationToken,
     /// Fires near the end of the drain: handlers should stop.
@@ -78,28 +78,13 @@ pub(crate) struct Shared<S> {
     pub(crate) partition: i32,
 }
 
-impl<S: Clone> Clone for Shared<S> {
-    fn clone(&self) -> Self {
-        Self {
-            service: self.service.clone(),
-            shutdown: self.shutdown.clone(),
-            cancel: self.cancel.clone(),
-            backoff: self.backoff,
-            timers: Arc::clone(&self.timers),
-            state: self.state.clone(),
-            topic: Arc::clone(&self.topic),
-            partition: self.partition,
-        }
-    }
-}
-
 /// Runs one record or timer through the stack until it settles, the
 /// partition is cancelled, or a terminal error stops it.
 ///
 /// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
 /// failed permanently (logged), so the caller may commit past the record;
 /// a settled timer has been removed from the store (or its removal logged).
-pub(crate) async fn run<S>(shared: Shared<S>, key: Key, work: &Work) -> Outcome
+pub(crate) async fn run<S>(service: S, shared: Arc<Shared>, key: Key, work: &Work) -> Outcome
 where
     S: EventService<Encoded>,
 {
@@ -113,9 +98,11 @@ where
                 key = %key,
             );
             let timers = Timers::new(Arc::clone(&shared.timers));
-            attempt_loop(shared, &key, &timers, || codec::encoded(&key, record))
-                .instrument(span)
-                .await
+            attempt_loop(service, &shared, &key, &timers, || {
+                codec::encoded(&key, record)
+            })
+            .instrument(span)
+            .await
         }
         Work::Timer(fire) => {
             let (time, kind) = (from_seconds(fire.due.second), fire.due.kind);
@@ -128,9 +115,11 @@ where
             };
             let access = Arc::clone(&shared.timers);
             let timers = Timers::new(Arc::clone(&access)).with_deferrals(fire.deferrals);
-            let outcome = attempt_loop(shared, &key, &timers, || Event::Timer(timer.clone()))
-                .instrument(span)
-                .await;
+            let outcome = attempt_loop(service, &shared, &key, &timers, || {
+                Event::Timer(timer.clone())
+            })
+            .instrument(span)
+            .await;
             if outcome != Outcome::Settled {
                 return outcome;
             }
@@ -156,7 +145,8 @@ where
 }
 
 async fn attempt_loop<S>(
-    mut shared: Shared<S>,
+    mut service: S,
+    shared: &Shared,
     key: &Key,
     timers: &Timers,
     event_of: impl Fn() -> Event<Encoded>,
@@ -187,7 +177,7 @@ where
             None => context,
         };
         // The task's own clone of the stack serves every attempt of it.
-        let service = &mut shared.service;
+        let service = &mut service;
         let call = async move {
             let ready = service.ready().await?;
             ready.call(EventRequest { event, context }).await

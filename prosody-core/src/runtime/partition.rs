@@ -142,7 +142,9 @@ pub(crate) struct PartitionTask<S> {
     pub(crate) resume: mpsc::UnboundedSender<TopicPartition>,
     pub(crate) resume_at: usize,
     pub(crate) filters: Filters,
-    pub(crate) shared: Shared<S>,
+    /// The stack; each record's task gets a clone.
+    pub(crate) service: S,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Work>,
     pub(crate) running: JoinSet<(Key, Work, Outcome)>,
@@ -287,9 +289,9 @@ where
             // An idle partition starts a busy period: stalls count from now.
             self.state.stamp();
         }
-        let shared = self.shared.clone();
+        let (service, shared) = (self.service.clone(), Arc::clone(&self.shared));
         self.running.spawn(async move {
-            let outcome = attempt::run(shared, key.clone(), &work).await;
+            let outcome = attempt::run(service, shared, key.clone(), &work).await;
             (key, work, outcome)
         });
         self.state

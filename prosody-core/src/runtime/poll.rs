@@ -159,8 +159,8 @@ where
                 resume: self.resume_tx.clone(),
                 resume_at: max / 2,
                 filters: self.filters.clone(),
-                shared: Shared {
-                    service: self.service.clone(),
+                service: self.service.clone(),
+                shared: Arc::new(Shared {
                     shutdown,
                     cancel,
                     backoff: Backoff {
@@ -171,7 +171,7 @@ where
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     topic: Arc::clone(&tp.topic),
                     partition: tp.partition,
-                },
+                }),
                 alarm: Alarm::new(timers, notices_rx, self.config.slab_size),
                 tracker: OffsetTracker::default(),
                 queues: KeyQueues::default(),
