@@ -13,6 +13,7 @@ mod offsets;
 mod partition;
 mod poll;
 mod queues;
+mod state;
 
 use crate::broker::Consumer;
 use crate::broker::TopicPartition;
@@ -21,7 +22,7 @@ use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::state::{Registry, StateCache};
 use crate::store::Stores;
-use partition::PartitionState;
+use state::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
