@@ -13,7 +13,6 @@ mod offsets;
 mod partition;
 mod poll;
 mod queues;
-mod state;
 
 use crate::broker::Consumer;
 use crate::broker::TopicPartition;
@@ -22,7 +21,7 @@ use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::state::{Registry, StateCache};
 use crate::store::Stores;
-use state::PartitionState;
+use partition::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};

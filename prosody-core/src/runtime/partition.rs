@@ -6,21 +6,15 @@ use super::attempt::{self, Outcome, Shared, Work};
 use super::filter::Filters;
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
-use super::state::PartitionState;
 use crate::broker::{Record, TopicPartition};
+use crate::clock;
 use crate::codec;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
 use crate::timers::StoreAccess;
-use futures_util::task::noop_waker_ref;
-use std::collections::VecDeque;
-use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
-use std::task::{Context as TaskContext, Poll};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -50,6 +44,82 @@ async fn open(timers: &dyn StoreAccess, tp: &TopicPartition) -> bool {
     }
 }
 
+/// No committable offset yet.
+pub(crate) const NO_OFFSET: i64 = -1;
+
+/// What the poll loop and a partition task both see.
+///
+/// Invariant: `unsettled` counts records handed to the task and not yet
+/// settled; `watermark` is the task's committable offset (or [`NO_OFFSET`]);
+/// `paused` is set by the poll loop before it pauses the partition and
+/// cleared by exactly one side, which then resumes it (see `Runtime`).
+/// `running` counts the handler calls in flight, and `progress` is when
+/// (milliseconds of [`clock::now`]) the task last made progress: a record
+/// or timer settled, or work arrived at an idle partition. Failed attempts
+/// are not progress: a key retried forever stalls its partition.
+#[derive(Debug)]
+pub(crate) struct PartitionState {
+    pub(crate) unsettled: AtomicUsize,
+    pub(crate) watermark: AtomicI64,
+    pub(crate) paused: AtomicBool,
+    pub(crate) running: AtomicUsize,
+    pub(crate) progress: AtomicI64,
+    /// A terminal error stopped the partition.
+    pub(crate) halted: AtomicBool,
+    /// What stopped it, once halted.
+    pub(crate) halt_reason: Mutex<Option<Arc<str>>>,
+}
+
+impl Default for PartitionState {
+    fn default() -> Self {
+        Self {
+            unsettled: AtomicUsize::new(0),
+            watermark: AtomicI64::new(NO_OFFSET),
+            paused: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            progress: AtomicI64::new(clock::now().as_millis()),
+            halted: AtomicBool::new(false),
+            halt_reason: Mutex::new(None),
+        }
+    }
+}
+
+impl PartitionState {
+    /// Whether a terminal error stopped the partition.
+    pub(crate) fn halted(&self) -> bool {
+        self.halted.load(Ordering::Acquire)
+    }
+
+    /// What halted the partition; `None` while it runs.
+    pub(crate) fn halt_reason(&self) -> Option<Arc<str>> {
+        if !self.halted() {
+            return None;
+        }
+        self.halt_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether work is pending and nothing progressed for `threshold` (a
+    /// halted partition is [halted](Self::halted), not stalled).
+    pub(crate) fn stalled(&self, threshold: Duration) -> bool {
+        if self.halted() {
+            return false;
+        }
+        let pending =
+            self.running.load(Ordering::Acquire) > 0 || self.unsettled.load(Ordering::Acquire) > 0;
+        let idle = clock::now().as_millis() - self.progress.load(Ordering::Acquire);
+        let threshold = i64::try_from(threshold.as_millis()).unwrap_or(i64::MAX);
+        pending && idle >= threshold
+    }
+
+    pub(crate) fn stamp(&self) {
+        self.progress
+            .store(clock::now().as_millis(), Ordering::Release);
+    }
+}
+
 /// A message from the poll loop to a partition task.
 pub(crate) enum Command {
     /// A record of this partition.
@@ -64,20 +134,7 @@ pub(crate) enum Command {
     },
 }
 
-/// What an attempt returns to its partition.
-type Done = (Key, Work, Outcome);
-
-/// An attempt lost before it returned: it panicked outside the handler
-/// call, or its task was lost. The partition stops.
-pub(crate) struct Lost(String);
-
 /// The partition task.
-///
-/// Invariant: an attempt is polled once where it starts; one that is done
-/// then (no wait anywhere in the stack: the common case with fast stores)
-/// costs no task and waits in `finished`, which is emptied before the task
-/// waits again. Only an attempt that must wait gets a task of its own in
-/// `running`, so waiting handlers run in parallel across the workers.
 pub(crate) struct PartitionTask<S> {
     pub(crate) tp: TopicPartition,
     pub(crate) commands: mpsc::UnboundedReceiver<Command>,
@@ -90,8 +147,7 @@ pub(crate) struct PartitionTask<S> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Work>,
-    pub(crate) running: JoinSet<Done>,
-    pub(crate) finished: VecDeque<Done>,
+    pub(crate) running: JoinSet<(Key, Work, Outcome)>,
     pub(crate) alarm: Alarm,
     /// A terminal error stopped the partition: nothing more is dispatched.
     pub(crate) halted: bool,
@@ -129,7 +185,7 @@ where
                     }
                 },
                 Some(done) = self.running.join_next(), if !self.running.is_empty() => {
-                    self.complete(done.map_err(|e| Lost(e.to_string())), true);
+                    self.complete(done, true);
                 }
                 Some(notice) = self.alarm.notices.recv() => self.alarm.notice(notice),
                 () = &mut self.alarm.wake, if !self.halted => {
@@ -142,15 +198,6 @@ where
                     self.halt_if_refused();
                 }
             }
-            self.complete_finished(true);
-        }
-    }
-
-    /// Completes the attempts that were done when they started (which may
-    /// start more).
-    fn complete_finished(&mut self, dispatch: bool) {
-        while let Some(done) = self.finished.pop_front() {
-            self.complete(Ok(done), dispatch);
         }
     }
 
@@ -243,35 +290,26 @@ where
             self.state.stamp();
         }
         let (service, shared) = (self.service.clone(), Arc::clone(&self.shared));
-        let mut attempt: Pin<Box<dyn Future<Output = Done> + Send>> = Box::pin(async move {
+        self.running.spawn(async move {
             let outcome = attempt::run(service, shared, key.clone(), &work).await;
             (key, work, outcome)
         });
-        // The first poll, here: a pending attempt re-registers its wakers
-        // when its task polls it.
-        let mut cx = TaskContext::from_waker(noop_waker_ref());
-        match catch_unwind(AssertUnwindSafe(|| attempt.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready(done)) => self.finished.push_back(done),
-            Ok(Poll::Pending) => {
-                self.running.spawn(attempt);
-            }
-            Err(_) => self.complete(
-                Err(Lost("an attempt panicked outside its handler".into())),
-                true,
-            ),
-        }
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
     }
 
-    fn complete(&mut self, done: Result<Done, Lost>, dispatch: bool) {
+    fn complete(
+        &mut self,
+        done: Result<(Key, Work, Outcome), tokio::task::JoinError>,
+        dispatch: bool,
+    ) {
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
         let (key, work, outcome) = match done {
             Ok(done) => done,
-            Err(Lost(e)) => {
+            Err(e) => {
                 error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
                 self.halt(format!("a handler task was lost: {e}").into());
                 return;
@@ -369,15 +407,9 @@ where
     async fn drain(&mut self, cancel_at: Instant, deadline: Instant) {
         debug!(partition = %self.tp, running = self.running.len(), "draining");
         self.shared.shutdown.cancel();
-        loop {
-            self.complete_finished(true);
-            if self.running.is_empty() {
-                break;
-            }
+        while !self.running.is_empty() {
             tokio::select! {
-                Some(done) = self.running.join_next() => {
-                    self.complete(done.map_err(|e| Lost(e.to_string())), true);
-                }
+                Some(done) = self.running.join_next() => self.complete(done, true),
                 () = tokio::time::sleep_until(cancel_at) => break,
             }
         }
@@ -391,7 +423,7 @@ where
         loop {
             tokio::select! {
                 done = self.running.join_next() => match done {
-                    Some(done) => self.complete(done.map_err(|e| Lost(e.to_string())), false),
+                    Some(done) => self.complete(done, false),
                     None => return,
                 },
                 () = tokio::time::sleep_until(deadline) => break,
@@ -409,5 +441,37 @@ where
 impl<S> Drop for PartitionTask<S> {
     fn drop(&mut self) {
         self.shared.cancel.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PartitionState;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    const THRESHOLD: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn only_pending_work_without_progress_is_a_stall() {
+        let state = PartitionState::default();
+        tokio::time::advance(THRESHOLD * 2).await;
+        assert!(!state.stalled(THRESHOLD), "idle is not stalled");
+        state.unsettled.store(1, Ordering::Release);
+        assert!(state.stalled(THRESHOLD), "pending, no progress");
+        state.stamp();
+        assert!(!state.stalled(THRESHOLD), "progress just now");
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(!state.stalled(THRESHOLD), "within the threshold");
+        state.unsettled.store(0, Ordering::Release);
+        state.running.store(1, Ordering::Release);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(
+            state.stalled(THRESHOLD),
+            "a running call past the threshold"
+        );
+        state.halted.store(true, Ordering::Release);
+        assert!(state.halted());
+        assert!(!state.stalled(THRESHOLD), "halted is told apart");
     }
 }

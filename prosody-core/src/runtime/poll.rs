@@ -4,9 +4,8 @@ use super::alarm::Alarm;
 use super::attempt::{Backoff, Shared};
 use super::filter::Filters;
 use super::offsets::OffsetTracker;
-use super::partition::{Command, PartitionTask};
+use super::partition::{Command, NO_OFFSET, PartitionState, PartitionTask};
 use super::queues::KeyQueues;
-use super::state::{NO_OFFSET, PartitionState};
 use super::{RuntimeConfig, Status};
 use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use crate::event::Encoded;
@@ -15,7 +14,6 @@ use crate::hash::FastMap;
 use crate::state::OwnerCache;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -178,7 +176,6 @@ where
                 tracker: OffsetTracker::default(),
                 queues: KeyQueues::default(),
                 running: JoinSet::new(),
-                finished: VecDeque::new(),
                 halted: false,
             };
             self.tasks.spawn(task.run());
