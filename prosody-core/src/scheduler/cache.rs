@@ -193,8 +193,8 @@ mod tests {
                 totals.insert(key, total);
                 proptest::prop_assert!(times.len() <= 16);
                 let remembered: Vec<(u8, f64)> = totals
-                    .iter()
-                    .map(|(k, _)| (*k, times.get(&Key::from(k.to_string()), now)))
+                    .keys()
+                    .map(|k| (*k, times.get(&Key::from(k.to_string()), now)))
                     .collect();
                 let lowest_kept = remembered
                     .iter()
