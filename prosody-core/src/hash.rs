@@ -12,17 +12,53 @@ pub(crate) type BoundedCache<K, V> =
     quick_cache::sync::Cache<K, V, quick_cache::UnitWeighter, foldhash::fast::RandomState>;
 
 /// An empty cache of about `capacity` entries: each of its shards holds at
-/// most its share of `capacity`, rounded up.
+/// most its share of `capacity`, rounded up. Keys seen again are kept over
+/// keys seen once (for keys looked up again and again).
 pub(crate) fn bounded<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
 where
     K: Eq + std::hash::Hash,
     V: Clone,
 {
-    BoundedCache::with(
-        capacity.get(),
-        u64::try_from(capacity.get()).unwrap_or(u64::MAX),
-        quick_cache::UnitWeighter,
-        foldhash::fast::RandomState::default(),
-        quick_cache::sync::DefaultLifecycle::default(),
-    )
+    with_hot_share(capacity, 0.97)
+}
+
+/// An empty cache of about `capacity` entries that keeps the latest:
+/// entries leave in the order they came (for keys mostly seen once, such as
+/// message ids, where keeping the first ones seen would be waste).
+pub(crate) fn recent<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
+where
+    K: Eq + std::hash::Hash,
+    V: Clone,
+{
+    with_hot_share(capacity, 0.0)
+}
+
+/// A cache of about `capacity` entries, `hot` of it for entries seen twice.
+fn with_hot_share<K, V>(capacity: std::num::NonZeroUsize, hot: f64) -> BoundedCache<K, V>
+where
+    K: Eq + std::hash::Hash,
+    V: Clone,
+{
+    let weight = u64::try_from(capacity.get()).unwrap_or(u64::MAX);
+    let options = quick_cache::OptionsBuilder::new()
+        .estimated_items_capacity(capacity.get())
+        .weight_capacity(weight)
+        .hot_allocation(hot)
+        .build();
+    match options {
+        Ok(options) => BoundedCache::with_options(
+            options,
+            quick_cache::UnitWeighter,
+            foldhash::fast::RandomState::default(),
+            quick_cache::sync::DefaultLifecycle::default(),
+        ),
+        // Every option is set: the builder has nothing to refuse.
+        Err(_) => BoundedCache::with(
+            capacity.get(),
+            weight,
+            quick_cache::UnitWeighter,
+            foldhash::fast::RandomState::default(),
+            quick_cache::sync::DefaultLifecycle::default(),
+        ),
+    }
 }

@@ -6,7 +6,7 @@
 //! failing is read once, not once per retry) and a deadline per read.
 
 use crate::broker::{Broker, BrokerError, Record, TopicPartition};
-use crate::hash::{BoundedCache, bounded};
+use crate::hash::{BoundedCache, recent};
 use std::fmt;
 use std::future::Future;
 use std::num::NonZeroUsize;
@@ -80,11 +80,11 @@ impl Default for LoaderConfig {
 
 /// A [`Loader`] over a broker's [`Broker::read`].
 ///
-/// Invariant: the cache holds at most `cache_size` records, each exactly as
-/// the broker returned it for its (partition, offset); records are
-/// immutable once written, so a cached record never goes stale. Removal
-/// path: the cache evicts by recency and frequency (see
-/// [`LoaderConfig::cache_size`]). Absent records are not cached.
+/// Invariant: the cache holds about `cache_size` records (each of its
+/// shards at most its share, rounded up), each exactly as the broker
+/// returned it for its (partition, offset); records are immutable once
+/// written, so a cached record never goes stale. Removal path: the oldest
+/// record leaves first. Absent records are not cached.
 pub struct BrokerLoader<B> {
     broker: B,
     cache: Arc<BoundedCache<(TopicPartition, i64), Record>>,
@@ -97,7 +97,7 @@ impl<B> BrokerLoader<B> {
     pub fn new(broker: B, config: &LoaderConfig) -> Self {
         Self {
             broker,
-            cache: Arc::new(bounded(config.cache_size)),
+            cache: Arc::new(recent(config.cache_size)),
             seek_timeout: config.seek_timeout,
         }
     }

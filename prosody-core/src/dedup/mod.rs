@@ -1,7 +1,7 @@
 //! Dedup: a message whose payload `id` was already handled successfully for
 //! its key (under the same idempotence version) is skipped.
 //!
-//! Two tiers: a bounded in-memory LRU of [`DedupKey`]s shared by every
+//! Two tiers: a bounded in-memory cache of [`DedupKey`]s shared by every
 //! partition of the process (it lives in the layer, so it survives
 //! reassignment within the process), in front of a [`DedupStore`] that
 //! persists keys for `ttl` across restarts and members.
@@ -20,8 +20,9 @@
 //!   duplicate" (at-least-once over at-most-once) and logs at `warn`; a
 //!   failed batch fails the attempt, which the mode tries again;
 //! - the cache holds about `cache_size` keys (each of its shards at most
-//!   its share, rounded up); removal path: `quick_cache` evicts by recency
-//!   and frequency, and an evicted key is still found in the store.
+//!   its share, rounded up); removal path: the oldest key leaves first
+//!   (`quick_cache`, see `hash::recent`), and an evicted key is still
+//!   found in the store.
 //!
 //! Allocation: the cache check is synchronous and a cache hit or a message
 //! without `id` allocates nothing. Only when the store must be consulted is
@@ -43,7 +44,7 @@ pub use layer::DedupLayer;
 use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::{EventRequest, Settlement};
-use crate::hash::{BoundedCache, bounded};
+use crate::hash::{BoundedCache, recent};
 use crate::store::dedup::{DedupKey, DedupStore};
 use std::fmt;
 use std::sync::Arc;
@@ -65,7 +66,7 @@ impl<D> Shared<D> {
         Self {
             version: config.version,
             ttl: config.ttl,
-            cache: bounded(config.cache_size),
+            cache: recent(config.cache_size),
             store,
         }
     }

@@ -414,6 +414,29 @@ async fn store_errors_never_lose_a_message() {
     assert_eq!(calls.lock().unwrap().len(), 2);
 }
 
+/// Ids come once each: the cache keeps the latest `cache_size` of them,
+/// not the first ones it saw.
+#[tokio::test(start_paused = true)]
+async fn the_cache_keeps_the_most_recent_ids() {
+    let calls = Calls::default();
+    let layer = DedupLayer::new(config("1", 64), NullStore);
+    let mut service = layer.layer(handler(&calls, &TestStore::default()));
+    for n in 0..200 {
+        send(&mut service, message("k", Some(&format!("id-{n}")), false))
+            .await
+            .unwrap();
+    }
+    let before = calls.lock().unwrap().len();
+    send(&mut service, message("k", Some("id-168"), false))
+        .await
+        .unwrap();
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        before,
+        "an id 32 ids back was evicted from a cache of 64"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_cache_is_bounded_and_keeps_the_latest_key() {
     let calls = Calls::default();

@@ -135,9 +135,11 @@ impl Shared {
     }
 
     /// Counts a call of `topic`/`key` that ran from `begin` to `end`, less
-    /// the time it `waited` for a scheduler permit. A key's calls run one
-    /// at a time (its partition queues them), so reading its usage and
-    /// writing it back races with no other call of it.
+    /// the time it `waited` for a scheduler permit. A key's calls in one
+    /// partition run one at a time, so reading its usage and writing it
+    /// back races with no other call of it; the same key in two partitions
+    /// of one topic (a custom partitioner) may lose one of two updates that
+    /// race, and so count less.
     fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant, waited: Duration) {
         let mut usage = self.keys.get(&Tracked(&topic, &key)).unwrap_or(Usage {
             start: begin,
