@@ -6,8 +6,8 @@
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A bounded concurrent cache with the same hasher: `quick_cache`'s sharded
-/// cache, which evicts by recency and frequency (CLOCK-Pro), each shard
-/// behind its own lock.
+/// cache, each shard behind its own lock; [`bounded`] and [`recent`] say
+/// which entries it keeps.
 pub(crate) type BoundedCache<K, V> =
     quick_cache::sync::Cache<K, V, quick_cache::UnitWeighter, foldhash::fast::RandomState>;
 

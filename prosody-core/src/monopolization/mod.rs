@@ -41,6 +41,7 @@ use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
 use quick_cache::Equivalent;
+use quick_cache::sync::{EntryAction, EntryResult};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -135,21 +136,29 @@ impl Shared {
     }
 
     /// Counts a call of `topic`/`key` that ran from `begin` to `end`, less
-    /// the time it `waited` for a scheduler permit. A key's calls in one
-    /// partition run one at a time, so reading its usage and writing it
-    /// back races with no other call of it; the same key in two partitions
-    /// of one topic (a custom partitioner) may lose one of two updates that
-    /// race, and so count less.
+    /// the time it `waited` for a scheduler permit: in place, under the
+    /// cache shard's lock, so calls of the key in other partitions (a
+    /// custom partitioner) add up too. A key another call is just adding
+    /// is not waited for: that call's time counts, this one's does not.
     fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant, waited: Duration) {
-        let mut usage = self.keys.get(&Tracked(&topic, &key)).unwrap_or(Usage {
-            start: begin,
-            used: Duration::ZERO,
+        let ran = end.saturating_duration_since(begin).saturating_sub(waited);
+        let add = |usage: &mut Usage| {
+            usage.roll(begin, self.window);
+            usage.used = usage.used.saturating_add(ran);
+        };
+        let tracked = (topic, key);
+        let entry = self.keys.entry(&tracked, Some(Duration::ZERO), |_, usage| {
+            add(usage);
+            EntryAction::Retain(())
         });
-        usage.roll(begin, self.window);
-        usage.used = usage
-            .used
-            .saturating_add(end.saturating_duration_since(begin).saturating_sub(waited));
-        self.keys.insert((topic, key), usage);
+        if let EntryResult::Vacant(guard) = entry {
+            let mut usage = Usage {
+                start: begin,
+                used: Duration::ZERO,
+            };
+            add(&mut usage);
+            let _ = guard.insert(usage);
+        }
     }
 
     #[cfg(test)]
