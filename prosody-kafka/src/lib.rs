@@ -26,7 +26,6 @@ use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPar
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::producer::FutureProducer;
 use reader::Reader;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -103,10 +102,7 @@ impl Broker for KafkaBroker {
 
     async fn consumer(&self, config: &ConsumerConfig) -> Result<KafkaConsumer, BrokerError> {
         let (sender, events) = mpsc::channel(CHANNEL);
-        let member = Member {
-            events: sender.clone(),
-            closing: AtomicBool::new(false),
-        };
+        let member = Member::new(sender.clone());
         let statistics = self.config.statistics_millis();
         let mut settings = vec![
             ("group.id", config.group_id.as_str()),

@@ -8,12 +8,14 @@ use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as sync;
+use std::sync::{Mutex, PoisonError};
 use tokio::sync::mpsc;
 
 /// What the poll thread hands to the consumer.
 #[derive(Debug)]
 pub(crate) enum Polled {
-    Record(Record),
+    /// Records in the order rdkafka gave them.
+    Records(Vec<Record>),
     Assigned(Vec<TopicPartition>),
     /// Partitions leaving; the rebalance waits until `ack` is answered or
     /// dropped, which the consumer does at its next poll.
@@ -24,19 +26,50 @@ pub(crate) enum Polled {
 
 /// The consumer's rdkafka context.
 ///
-/// Invariant: while a revocation is handed over and not yet acknowledged,
+/// Invariants: while a revocation is handed over and not yet acknowledged,
 /// the rebalance (and so the partitions' move to another member) waits:
 /// the partitions stay this member's, their offsets storable and
 /// committable. Once `closing` is set the callbacks hand nothing over and
-/// never wait, so closing cannot deadlock.
+/// never wait, so closing cannot deadlock. Records the poll thread batches
+/// in `pending` are handed over before any assignment change that follows
+/// them, so the owner sees events in the order rdkafka produced them.
 pub(crate) struct Member {
     pub(crate) events: mpsc::Sender<Polled>,
     pub(crate) closing: AtomicBool,
+    /// Records polled and not yet handed over (the poll thread's batch).
+    pending: Mutex<Vec<Record>>,
 }
 
 impl Member {
+    pub(crate) fn new(events: mpsc::Sender<Polled>) -> Self {
+        Self {
+            events,
+            closing: AtomicBool::new(false),
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+
     fn closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
+    }
+
+    fn batch(&self) -> std::sync::MutexGuard<'_, Vec<Record>> {
+        // Nothing panics while holding it: a poisoned batch is consistent.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a polled record to the batch; returns the batch's length.
+    pub(crate) fn hold(&self, record: Record) -> usize {
+        let mut batch = self.batch();
+        batch.push(record);
+        batch.len()
+    }
+
+    /// Hands the batch over (waiting for room); `false` once the owner is
+    /// gone.
+    pub(crate) fn flush(&self) -> bool {
+        let records = std::mem::take(&mut *self.batch());
+        records.is_empty() || self.events.blocking_send(Polled::Records(records)).is_ok()
     }
 }
 
@@ -68,6 +101,8 @@ impl ConsumerContext for Member {
         if revoked.is_empty() || self.closing() {
             return;
         }
+        // Records polled before the revocation go first.
+        self.flush();
         let (ack, acked) = sync::channel();
         // Runs on the poll thread, never inside the async runtime.
         if self
@@ -89,6 +124,7 @@ impl ConsumerContext for Member {
         if assigned.is_empty() || self.closing() {
             return;
         }
+        self.flush();
         let _ = self.events.blocking_send(Polled::Assigned(assigned));
     }
 }

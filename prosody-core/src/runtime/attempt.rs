@@ -2,6 +2,7 @@
 //! failure until it settles or the partition stops.
 
 use super::alarm::Fire;
+use super::lease::Lease;
 use crate::broker::Record;
 use crate::codec;
 use crate::context::{Context, Demand};
@@ -76,6 +77,9 @@ pub(crate) struct Shared {
     pub(crate) state: Option<Arc<Registry>>,
     pub(crate) topic: Topic,
     pub(crate) partition: i32,
+    /// Held by every attempt, so a crashed member's consumer outlives them.
+    #[expect(dead_code, reason = "held for its drop, never read")]
+    pub(crate) lease: Arc<Lease>,
 }
 
 /// Runs one record or timer through the stack until it settles, the

@@ -9,6 +9,7 @@
 mod alarm;
 mod attempt;
 mod filter;
+mod lease;
 mod offsets;
 mod partition;
 mod poll;

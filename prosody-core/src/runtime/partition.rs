@@ -13,8 +13,11 @@ use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
 use crate::timers::StoreAccess;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -122,8 +125,8 @@ impl PartitionState {
 
 /// A message from the poll loop to a partition task.
 pub(crate) enum Command {
-    /// A record of this partition.
-    Record(Record),
+    /// Records of this partition, in offset order.
+    Records(Vec<Record>),
     /// Stop: finish the work held (running and queued) until `cancel_at`,
     /// then cancel what runs, abandon it at `deadline`, and report the
     /// committable offset.
@@ -151,6 +154,10 @@ pub(crate) struct PartitionTask<S> {
     pub(crate) alarm: Alarm,
     /// A terminal error stopped the partition: nothing more is dispatched.
     pub(crate) halted: bool,
+    /// Something settled since the last stamp of progress.
+    pub(crate) progressed: bool,
+    /// The partition went from idle to busy since the last stamp.
+    pub(crate) busy: bool,
 }
 
 impl<S> PartitionTask<S>
@@ -168,9 +175,14 @@ where
             self.accept(record);
         }
         loop {
+            self.stamp();
             tokio::select! {
                 command = self.commands.recv() => match command {
-                    Some(Command::Record(record)) => self.accept(record),
+                    Some(Command::Records(records)) => {
+                        for record in records {
+                            self.accept(record);
+                        }
+                    }
                     Some(Command::Drain { cancel_at, deadline, reply }) => {
                         self.drain(cancel_at, deadline).await;
                         self.shared.timers.close();
@@ -230,7 +242,7 @@ where
                         break;
                     }
                     command = self.commands.recv() => match command {
-                        Some(Command::Record(record)) => waiting.push(record),
+                        Some(Command::Records(records)) => waiting.extend(records),
                         Some(Command::Drain { reply, .. }) => {
                             // Nothing ran: nothing of it is settled.
                             self.shared.timers.close();
@@ -270,7 +282,21 @@ where
         }
     }
 
+    /// Starts `work` of `key`, whose queue made it next, and whatever
+    /// becomes next by that: an attempt that completes on its first poll
+    /// is settled at once (no task), and its key's next event starts in
+    /// the same loop, not by recursion.
     fn start(&mut self, key: Key, work: Work) {
+        let mut next = Some((key, work));
+        while let Some((key, work)) = next.take() {
+            next = self.launch(key, work);
+        }
+    }
+
+    /// Polls one attempt once where it starts; one that waits goes on in a
+    /// task of its own. Returns the key's next event when this one is done
+    /// with at once.
+    fn launch(&mut self, key: Key, work: Work) -> Option<(Key, Work)> {
         if let Work::Timer(fire) = &work {
             // Changes the handler ahead of it just committed are noticed
             // before its completion is; apply them first.
@@ -279,26 +305,39 @@ where
             }
             if !self.alarm.still_scheduled(&fire.due) {
                 // Unscheduled or cleared while it waited behind its key.
-                if let Some(next) = self.queues.complete(&key) {
-                    self.start(key, next);
-                }
-                return;
+                return self.queues.complete(&key).map(|next| (key, next));
             }
         }
         if self.running.is_empty() {
             // An idle partition starts a busy period: stalls count from now.
-            self.state.stamp();
+            self.busy = true;
         }
         let (service, shared) = (self.service.clone(), Arc::clone(&self.shared));
-        self.running.spawn(async move {
+        let mut attempt = Box::pin(async move {
             let outcome = attempt::run(service, shared, key.clone(), &work).await;
             (key, work, outcome)
         });
-        self.state
-            .running
-            .store(self.running.len(), Ordering::Release);
+        // A waker that goes nowhere: an attempt still pending is spawned,
+        // and a spawned task is polled at once, with its own waker.
+        let mut cx = TaskContext::from_waker(Waker::noop());
+        match std::panic::catch_unwind(AssertUnwindSafe(|| attempt.as_mut().poll(&mut cx))) {
+            Ok(Poll::Ready((key, work, outcome))) => self.finish(key, work, outcome, true),
+            Ok(Poll::Pending) => {
+                self.running.spawn(attempt);
+                self.state
+                    .running
+                    .store(self.running.len(), Ordering::Release);
+                None
+            }
+            Err(_) => {
+                error!(partition = %self.tp, "a handler attempt panicked outside its stack; the partition stops");
+                self.halt("a handler attempt panicked outside its stack".into());
+                None
+            }
+        }
     }
 
+    /// An attempt's task ended: settles it, and starts its key's next event.
     fn complete(
         &mut self,
         done: Result<(Key, Work, Outcome), tokio::task::JoinError>,
@@ -307,14 +346,28 @@ where
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
-        let (key, work, outcome) = match done {
-            Ok(done) => done,
+        match done {
+            Ok((key, work, outcome)) => {
+                if let Some((key, next)) = self.finish(key, work, outcome, dispatch) {
+                    self.start(key, next);
+                }
+            }
             Err(e) => {
                 error!(partition = %self.tp, error = %e, "a handler task was lost; the partition stops");
                 self.halt(format!("a handler task was lost: {e}").into());
-                return;
             }
-        };
+        }
+    }
+
+    /// Settles an attempt's outcome; returns its key's next event when
+    /// `dispatch` and the partition goes on.
+    fn finish(
+        &mut self,
+        key: Key,
+        work: Work,
+        outcome: Outcome,
+        dispatch: bool,
+    ) -> Option<(Key, Work)> {
         match (outcome, work) {
             (Outcome::Settled, Work::Record(record)) => self.settle(record.offset),
             (Outcome::Delayed(second), Work::Timer(fire)) => {
@@ -327,17 +380,17 @@ where
             // A settled timer was removed from the store by its attempt; an
             // unsettled one stays there for the next owner.
             (Outcome::Settled, Work::Timer(fire)) => {
-                self.state.stamp();
+                self.progressed = true;
                 self.alarm.finish(&fire.due);
             }
             (Outcome::Unsettled, Work::Timer(fire)) => {
                 self.alarm.finish(&fire.due);
-                return;
+                return None;
             }
             (Outcome::Delayed(_), Work::Record(_)) => {}
             // Left for the next owner (only a draining partition does so):
             // the key's later records wait for it there, in order.
-            (Outcome::Unsettled, Work::Record(_)) => return,
+            (Outcome::Unsettled, Work::Record(_)) => return None,
             (Outcome::Terminal(reason), work) => {
                 if let Work::Timer(fire) = work {
                     self.alarm.finish(&fire.due);
@@ -346,11 +399,9 @@ where
             }
         }
         if self.halted || !dispatch {
-            return;
+            return None;
         }
-        if let Some(next) = self.queues.complete(&key) {
-            self.start(key, next);
-        }
+        self.queues.complete(&key).map(|next| (key, next))
     }
 
     /// Halts if the store refused to load the partition's timers: they
@@ -372,8 +423,17 @@ where
         self.state.halted.store(true, Ordering::Release);
     }
 
+    /// Stamps the partition's progress once for everything that settled
+    /// (or started an idle partition) since the last stamp: one clock read
+    /// per turn of the task, not per record.
+    fn stamp(&mut self) {
+        if std::mem::take(&mut self.progressed) | std::mem::take(&mut self.busy) {
+            self.state.stamp();
+        }
+    }
+
     fn settle(&mut self, offset: i64) {
-        self.state.stamp();
+        self.progressed = true;
         if !self.tracker.settle(offset) {
             return;
         }
@@ -408,6 +468,7 @@ where
         debug!(partition = %self.tp, running = self.running.len(), "draining");
         self.shared.shutdown.cancel();
         while !self.running.is_empty() {
+            self.stamp();
             tokio::select! {
                 Some(done) = self.running.join_next() => self.complete(done, true),
                 () = tokio::time::sleep_until(cancel_at) => break,

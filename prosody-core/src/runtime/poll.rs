@@ -3,6 +3,7 @@
 use super::alarm::Alarm;
 use super::attempt::{Backoff, Shared};
 use super::filter::Filters;
+use super::lease::Lease;
 use super::offsets::OffsetTracker;
 use super::partition::{Command, NO_OFFSET, PartitionState, PartitionTask};
 use super::queues::KeyQueues;
@@ -14,6 +15,7 @@ use crate::hash::FastMap;
 use crate::state::OwnerCache;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
+use futures_util::FutureExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -23,21 +25,31 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+/// The most events the poll loop takes from the consumer in one go, when
+/// they are ready without waiting.
+const BATCH: usize = 512;
+
 /// An assigned partition, as the poll loop sees it.
 struct Assigned {
     commands: mpsc::UnboundedSender<Command>,
     state: Arc<PartitionState>,
     /// The offset last stored with the consumer.
     stored: i64,
+    /// Records routed and not yet handed to the task.
+    held: Vec<Record>,
 }
 
 /// Owns the consumer: polls it, routes records, pauses and resumes
 /// partitions, and commits.
 ///
 /// Invariant: an offset is stored for a partition only as reported by its
-/// task's tracker, so a commit never passes an unsettled record.
-pub(crate) struct PollLoop<C, S, T> {
-    consumer: C,
+/// task's tracker, so a commit never passes an unsettled record. Dropped
+/// without draining (a crash), it parks the consumer in its [`Lease`], so
+/// the member stays in its group until its last handler call is gone.
+pub(crate) struct PollLoop<C: Consumer, S, T> {
+    /// `None` only once closed or parked.
+    consumer: Option<C>,
+    lease: Arc<Lease>,
     service: S,
     stores: T,
     config: RuntimeConfig,
@@ -48,6 +60,8 @@ pub(crate) struct PollLoop<C, S, T> {
     tasks: JoinSet<()>,
     resume_tx: mpsc::UnboundedSender<TopicPartition>,
     resume_rx: mpsc::UnboundedReceiver<TopicPartition>,
+    /// Partitions with records held for their task, in routing order.
+    holding: Vec<TopicPartition>,
     /// Offsets were stored but their last commit failed.
     uncommitted: bool,
 }
@@ -68,7 +82,8 @@ where
     ) -> Self {
         let (resume_tx, resume_rx) = mpsc::unbounded_channel();
         Self {
-            consumer,
+            consumer: Some(consumer),
+            lease: Arc::default(),
             service,
             stores,
             filters: Filters::new(
@@ -82,6 +97,7 @@ where
             tasks: JoinSet::new(),
             resume_tx,
             resume_rx,
+            holding: Vec::new(),
             uncommitted: false,
         }
     }
@@ -95,30 +111,63 @@ where
                 () = self.stop.cancelled() => break,
                 Some(tp) = self.resume_rx.recv() => self.resume(&tp),
                 _ = commit.tick() => self.commit().await,
-                event = self.consumer.poll() => match event {
-                    Ok(ConsumerEvent::Record(record)) => self.route(record),
-                    Ok(ConsumerEvent::Assigned(tps)) => self.assign(tps),
-                    Ok(ConsumerEvent::Revoked(tps)) => self.revoke(tps).await,
-                    Err(BrokerError::Closed) => {
-                        error!("the consumer closed; consuming stops");
+                event = next(&mut self.consumer) => {
+                    if !self.take(event).await {
                         break;
                     }
-                    Err(error) => {
-                        warn!(%error, "poll failed; polling again");
-                        tokio::select! {
-                            () = tokio::time::sleep(self.config.poll_interval) => {}
-                            () = self.stop.cancelled() => {}
-                        }
-                    }
-                },
+                }
             }
         }
         // In order, so a run is the same from one process to the next.
         let mut all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         all.sort_unstable();
         self.revoke(all).await;
-        self.consumer.close().await;
+        if let Some(consumer) = self.consumer.take() {
+            consumer.close().await;
+        }
         info!("consumer stopped");
+    }
+
+    /// Handles a polled event, and with a record every record the consumer
+    /// has ready now, up to [`BATCH`]: each partition's records go to its
+    /// task together. `false` once the consumer closed.
+    async fn take(&mut self, event: Result<ConsumerEvent, BrokerError>) -> bool {
+        let mut event = Some(event);
+        let mut taken = 0;
+        let mut open = true;
+        while let Some(polled) = event.take() {
+            match polled {
+                Ok(ConsumerEvent::Record(record)) => {
+                    self.route(record);
+                    taken += 1;
+                    if taken < BATCH {
+                        event = next(&mut self.consumer).now_or_never();
+                    }
+                }
+                Ok(ConsumerEvent::Assigned(tps)) => {
+                    self.flush();
+                    self.assign(tps);
+                }
+                Ok(ConsumerEvent::Revoked(tps)) => {
+                    self.flush();
+                    self.revoke(tps).await;
+                }
+                Err(BrokerError::Closed) => {
+                    error!("the consumer closed; consuming stops");
+                    open = false;
+                }
+                Err(error) => {
+                    self.flush();
+                    warn!(%error, "poll failed; polling again");
+                    tokio::select! {
+                        () = tokio::time::sleep(self.config.poll_interval) => {}
+                        () = self.stop.cancelled() => {}
+                    }
+                }
+            }
+        }
+        self.flush();
+        open
     }
 
     /// A fresh disk tier for a partition's owner cache, if the client has
@@ -171,12 +220,15 @@ where
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     topic: Arc::clone(&tp.topic),
                     partition: tp.partition,
+                    lease: Arc::clone(&self.lease),
                 }),
                 alarm: Alarm::new(timers, notices_rx, self.config.slab_size),
                 tracker: OffsetTracker::default(),
                 queues: KeyQueues::default(),
                 running: JoinSet::new(),
                 halted: false,
+                progressed: false,
+                busy: false,
             };
             self.tasks.spawn(task.run());
             self.status.insert(tp.clone(), Arc::clone(&state));
@@ -186,14 +238,17 @@ where
                     commands,
                     state,
                     stored: NO_OFFSET,
+                    held: Vec::new(),
                 },
             );
         }
     }
 
+    /// Counts a record against its partition's backpressure and holds it
+    /// for the partition's task until the next [`flush`](Self::flush).
     fn route(&mut self, record: Record) {
         let tp = record.topic_partition();
-        let Some(assigned) = self.partitions.get(&tp) else {
+        let Some(assigned) = self.partitions.get_mut(&tp) else {
             warn!(partition = %tp, offset = record.offset, "record of a partition not assigned here; dropped");
             return;
         };
@@ -202,10 +257,10 @@ where
             // Work reaches an idle partition: stalls count from now.
             assigned.state.stamp();
         }
-        if assigned.commands.send(Command::Record(record)).is_err() {
-            warn!(partition = %tp, "partition task is gone; record dropped");
-            return;
+        if assigned.held.is_empty() {
+            self.holding.push(tp.clone());
         }
+        assigned.held.push(record);
         if unsettled < self.config.max_uncommitted.get()
             || assigned.state.paused.load(Ordering::SeqCst)
         {
@@ -222,9 +277,27 @@ where
             return;
         }
         debug!(partition = %tp, unsettled, "pausing");
-        if let Err(error) = self.consumer.pause(&tp) {
+        if let Err(error) = self.consumer().and_then(|consumer| consumer.pause(&tp)) {
             warn!(partition = %tp, %error, "pause failed");
         }
+    }
+
+    /// Hands each partition's held records to its task, in one message.
+    fn flush(&mut self) {
+        for tp in self.holding.drain(..) {
+            let Some(assigned) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            let records = std::mem::take(&mut assigned.held);
+            if assigned.commands.send(Command::Records(records)).is_err() {
+                warn!(partition = %tp, "partition task is gone; records dropped");
+            }
+        }
+    }
+
+    /// The consumer, until it is closed.
+    fn consumer(&mut self) -> Result<&mut C, BrokerError> {
+        self.consumer.as_mut().ok_or(BrokerError::Closed)
     }
 
     fn resume(&mut self, tp: &TopicPartition) {
@@ -232,7 +305,7 @@ where
             return;
         }
         debug!(partition = %tp, "resuming");
-        if let Err(error) = self.consumer.resume(tp) {
+        if let Err(error) = self.consumer().and_then(|consumer| consumer.resume(tp)) {
             warn!(partition = %tp, %error, "resume failed");
         }
     }
@@ -245,7 +318,10 @@ where
             if watermark == NO_OFFSET || watermark == assigned.stored {
                 continue;
             }
-            match self.consumer.store_offset(tp, watermark) {
+            let Some(consumer) = self.consumer.as_mut() else {
+                return;
+            };
+            match consumer.store_offset(tp, watermark) {
                 Ok(()) => {
                     assigned.stored = watermark;
                     moved = true;
@@ -253,8 +329,8 @@ where
                 Err(error) => warn!(partition = %tp, %error, "storing the offset failed"),
             }
         }
-        if moved {
-            self.uncommitted = self.consumer.commit().await.is_err_and(|error| {
+        if let (true, Some(consumer)) = (moved, self.consumer.as_mut()) {
+            self.uncommitted = consumer.commit().await.is_err_and(|error| {
                 warn!(%error, "commit failed; it is retried at the next interval");
                 true
             });
@@ -289,18 +365,40 @@ where
             let Ok(Some(offset)) = rx.await else {
                 continue;
             };
-            match self.consumer.store_offset(&tp, offset) {
+            let Some(consumer) = self.consumer.as_mut() else {
+                break;
+            };
+            match consumer.store_offset(&tp, offset) {
                 Ok(()) => stored = true,
                 Err(error) => warn!(partition = %tp, %error, "storing the final offset failed"),
             }
         }
-        if stored || self.uncommitted {
-            self.uncommitted = self.consumer.commit().await.is_err_and(|error| {
+        if let (true, Some(consumer)) = (stored || self.uncommitted, self.consumer.as_mut()) {
+            self.uncommitted = consumer.commit().await.is_err_and(|error| {
                 warn!(%error, "final commit failed; the next owner replays from the last commit");
                 true
             });
         }
         while self.tasks.try_join_next().is_some() {}
+    }
+}
+
+/// The consumer's next event; `Closed` once it is closed.
+async fn next<C: Consumer>(consumer: &mut Option<C>) -> Result<ConsumerEvent, BrokerError> {
+    match consumer {
+        Some(consumer) => consumer.poll().await,
+        None => Err(BrokerError::Closed),
+    }
+}
+
+impl<C: Consumer, S, T> Drop for PollLoop<C, S, T> {
+    /// A crash (the loop dropped before it closed its consumer): the
+    /// consumer waits in the lease for the last task that may still run a
+    /// handler call.
+    fn drop(&mut self) {
+        if let Some(consumer) = self.consumer.take() {
+            self.lease.park(consumer);
+        }
     }
 }
 

@@ -28,8 +28,13 @@ use tracing::warn;
 /// How long one rdkafka poll of the thread waits for a message.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Records and events in flight between the thread and the owner.
-pub(crate) const CHANNEL: usize = 1024;
+/// Batches and events in flight between the thread and the owner.
+pub(crate) const CHANNEL: usize = 8;
+
+/// The most records the thread hands over at once; it hands over fewer
+/// when rdkafka has no more ready. With [`CHANNEL`], at most 1,024 records
+/// wait between the thread and the owner, besides the batch in hand.
+const BATCH: usize = 128;
 
 /// Records held for a paused partition before rdkafka itself pauses it.
 /// Most pauses are short (backpressure until the partition's work halves),
@@ -71,6 +76,8 @@ pub struct KafkaConsumer {
     held: HashMap<TopicPartition, VecDeque<Record>>,
     /// Resumed partitions with held records, to deliver first.
     ready: VecDeque<TopicPartition>,
+    /// The rest of the batch last received from the thread.
+    batch: VecDeque<Record>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -100,6 +107,7 @@ impl KafkaConsumer {
             halted: HashSet::new(),
             held: HashMap::new(),
             ready: VecDeque::new(),
+            batch: VecDeque::new(),
             stop,
             thread: Some(thread),
         })
@@ -191,13 +199,20 @@ pub(crate) fn list(
 /// The broker contract's record of an rdkafka message; `topics` keeps one
 /// shared name per topic.
 pub(crate) fn record(message: &BorrowedMessage<'_>, topics: &mut HashMap<String, Topic>) -> Record {
-    let topic = if let Some(topic) = topics.get(message.topic()) {
-        Arc::clone(topic)
-    } else {
-        let topic: Topic = Arc::from(message.topic());
-        topics.insert(message.topic().to_owned(), Arc::clone(&topic));
-        topic
-    };
+    record_of(message, shared_topic(message.topic(), topics))
+}
+
+/// The one shared name of `topic`.
+fn shared_topic(topic: &str, topics: &mut HashMap<String, Topic>) -> Topic {
+    if let Some(shared) = topics.get(topic) {
+        return Arc::clone(shared);
+    }
+    let shared: Topic = Arc::from(topic);
+    topics.insert(topic.to_owned(), Arc::clone(&shared));
+    shared
+}
+
+fn record_of(message: &BorrowedMessage<'_>, topic: Topic) -> Record {
     let headers = message
         .headers()
         .map(|headers| {
@@ -223,20 +238,50 @@ pub(crate) fn record(message: &BorrowedMessage<'_>, topics: &mut HashMap<String,
     }
 }
 
+/// Polls rdkafka and hands records over in batches: a batch goes when it
+/// is full or when rdkafka has nothing more ready, and before any
+/// assignment change (the rebalance callbacks flush it).
 fn poll_thread(consumer: &Rd, events: &mpsc::Sender<Polled>, stop: &AtomicBool) {
+    let member = consumer.context();
     let mut topics = HashMap::new();
+    // The topic of the last record: most records share it, and comparing
+    // names is cheaper than hashing one.
+    let mut last: Option<Topic> = None;
+    let mut batched = 0;
     while !stop.load(Ordering::Acquire) {
-        let polled = match consumer.poll(POLL) {
-            None | Some(Err(KafkaError::PartitionEOF(_))) => continue,
-            Some(Ok(message)) => Polled::Record(record(&message, &mut topics)),
-            Some(Err(error @ KafkaError::MessageConsumptionFatal(_))) => Polled::Failed(error),
+        let wait = if batched == 0 { POLL } else { Duration::ZERO };
+        let message = match consumer.poll(wait) {
+            None => {
+                batched = 0;
+                if member.flush() {
+                    continue;
+                }
+                break;
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => continue,
+            Some(Ok(message)) => message,
+            Some(Err(error @ KafkaError::MessageConsumptionFatal(_))) => {
+                batched = 0;
+                if !member.flush() || events.blocking_send(Polled::Failed(error)).is_err() {
+                    break;
+                }
+                continue;
+            }
             Some(Err(error)) => {
                 warn!(%error, "kafka consumer error; it retries by itself");
                 continue;
             }
         };
-        if events.blocking_send(polled).is_err() {
-            break;
+        let topic = match &last {
+            Some(topic) if **topic == *message.topic() => Arc::clone(topic),
+            _ => Arc::clone(last.insert(shared_topic(message.topic(), &mut topics))),
+        };
+        batched = member.hold(record_of(&message, topic));
+        if batched >= BATCH {
+            batched = 0;
+            if !member.flush() {
+                break;
+            }
         }
     }
 }
@@ -260,21 +305,22 @@ impl Consumer for KafkaConsumer {
             if let Some(record) = self.take_held() {
                 return Ok(ConsumerEvent::Record(record));
             }
+            if let Some(record) = self.batch.pop_front() {
+                let partition = record.topic_partition();
+                if !self.assigned.contains(&partition) {
+                    continue;
+                }
+                if self.paused.contains(&partition) {
+                    self.hold(partition, record)?;
+                    continue;
+                }
+                return Ok(ConsumerEvent::Record(record));
+            }
             let Some(polled) = self.events.recv().await else {
                 return Err(BrokerError::Closed);
             };
             match polled {
-                Polled::Record(record) => {
-                    let partition = record.topic_partition();
-                    if !self.assigned.contains(&partition) {
-                        continue;
-                    }
-                    if self.paused.contains(&partition) {
-                        self.hold(partition, record)?;
-                        continue;
-                    }
-                    return Ok(ConsumerEvent::Record(record));
-                }
+                Polled::Records(records) => self.batch = VecDeque::from(records),
                 Polled::Assigned(partitions) => {
                     self.assigned.extend(partitions.iter().cloned());
                     return Ok(ConsumerEvent::Assigned(partitions));
