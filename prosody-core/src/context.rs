@@ -5,11 +5,12 @@ use crate::clock::Timestamp;
 use crate::event::Topic;
 use crate::key::Key;
 use crate::state::{AttemptState, Definition, StateError};
-use crate::timers::{self, Rider, TimerError, TimerOp, Timers};
+use crate::timers::{self, EventState, Rider, TimerError, TimerOp, Timers};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Which scheduling class an event belongs to.
@@ -22,26 +23,65 @@ pub enum Demand {
     Failure,
 }
 
-/// How long an attempt waited for a scheduler permit: the scheduler adds
-/// to it, and stages above the scheduler read it to tell waiting from
-/// running (monopolization counts only running).
+/// How long an event's attempts waited for scheduler permits: the
+/// scheduler adds to it, and stages above the scheduler read it to tell
+/// waiting from running (monopolization counts only running).
 ///
-/// Invariant: only grows; clones share one count.
-#[derive(Clone, Debug, Default)]
-pub struct WaitMeter(Arc<AtomicU64>);
+/// Invariant: only grows; clones share one count. A context the runtime
+/// made meters into its event's shared state, so metering costs no
+/// allocation; [`WaitMeter::default`] makes a meter of its own.
+#[derive(Clone, Debug)]
+pub struct WaitMeter(Meter);
+
+#[derive(Clone, Debug)]
+enum Meter {
+    Own(Arc<AtomicU64>),
+    Event(Arc<EventState>),
+}
+
+impl Default for WaitMeter {
+    fn default() -> Self {
+        Self(Meter::Own(Arc::default()))
+    }
+}
 
 impl WaitMeter {
+    /// The meter kept in an event's shared state.
+    pub(crate) fn of_event(event: Arc<EventState>) -> Self {
+        Self(Meter::Event(event))
+    }
+
+    fn nanos(&self) -> &AtomicU64 {
+        match &self.0 {
+            Meter::Own(nanos) => nanos,
+            Meter::Event(event) => &event.waited,
+        }
+    }
+
     /// Adds a wait.
     pub fn add(&self, waited: Duration) {
         let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        self.0.fetch_add(nanos, Ordering::Relaxed);
+        self.nanos().fetch_add(nanos, Ordering::Relaxed);
     }
 
     /// The total waited so far.
     #[must_use]
     pub fn waited(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+        Duration::from_nanos(self.nanos().load(Ordering::Relaxed))
     }
+}
+
+/// What every call of one partition shares: where its events come from,
+/// and the partition's two shutdown signals. One per partition, so a
+/// context clone costs a count, not a clone of each part.
+#[derive(Debug)]
+pub(crate) struct Scope {
+    pub(crate) topic: Topic,
+    pub(crate) partition: i32,
+    /// Fires when the partition starts draining.
+    pub(crate) shutdown: CancellationToken,
+    /// Fires near the end of the drain: handlers should stop.
+    pub(crate) cancel: CancellationToken,
 }
 
 /// The context of one handler call.
@@ -54,14 +94,11 @@ impl WaitMeter {
 #[derive(Clone, Debug)]
 pub struct Context {
     key: Key,
-    topic: Topic,
-    partition: i32,
+    scope: Arc<Scope>,
     demand: Demand,
     attempt: u32,
-    shutdown: CancellationToken,
-    cancel: CancellationToken,
-    /// Fires when the attempt's deadline passes (set by the timeout stage).
-    deadline: Option<CancellationToken>,
+    /// When the attempt's time is up (set by the timeout stage).
+    deadline: Option<Instant>,
     wait: Option<WaitMeter>,
     timers: Option<Timers>,
     /// What stages add to the attempt's batch, written only with the
@@ -83,14 +120,23 @@ impl Context {
         shutdown: CancellationToken,
         cancel: CancellationToken,
     ) -> Self {
-        Self {
-            key,
+        let scope = Scope {
             topic,
             partition,
-            demand: Demand::Normal,
-            attempt: 1,
             shutdown,
             cancel,
+        };
+        Self::scoped(key, Arc::new(scope))
+    }
+
+    /// A context for an event of `key` in a partition's `scope`.
+    #[must_use]
+    pub(crate) fn scoped(key: Key, scope: Arc<Scope>) -> Self {
+        Self {
+            key,
+            scope,
+            demand: Demand::Normal,
+            attempt: 1,
             deadline: None,
             wait: None,
             timers: None,
@@ -230,13 +276,13 @@ impl Context {
     /// The topic of the partition the key belongs to.
     #[must_use]
     pub fn topic(&self) -> &Topic {
-        &self.topic
+        &self.scope.topic
     }
 
     /// The partition the key belongs to.
     #[must_use]
     pub fn partition(&self) -> i32 {
-        self.partition
+        self.scope.partition
     }
 
     /// Whether this is fresh work or a retry of failed work.
@@ -252,11 +298,14 @@ impl Context {
         self
     }
 
-    /// The meter the scheduler reports this attempt's permit wait to, if a
-    /// stage above it asked for one.
+    /// The meter the scheduler reports this attempt's permit wait to: the
+    /// one a stage above it set, or else its event's, if the runtime made
+    /// the context.
     #[must_use]
-    pub fn wait_meter(&self) -> Option<&WaitMeter> {
-        self.wait.as_ref()
+    pub fn wait_meter(&self) -> Option<WaitMeter> {
+        self.wait
+            .clone()
+            .or_else(|| self.timers.as_ref().map(Timers::wait_meter))
     }
 
     /// The same context, reporting permit waits to `meter`.
@@ -279,33 +328,26 @@ impl Context {
         self
     }
 
-    /// The same context with a deadline: cancelling the returned token
-    /// cancels the context, and marks it [expired](Context::is_expired).
-    /// A deadline the context already had still applies: the new one is
-    /// its child.
+    /// The same context with a deadline at `at`: from then on it is
+    /// cancelled and [expired](Context::is_expired). A deadline the context
+    /// already had still applies: the earlier of the two counts.
     #[must_use]
-    pub fn with_deadline(&self) -> (Self, CancellationToken) {
-        let token = self
-            .deadline
-            .as_ref()
-            .map_or_else(CancellationToken::new, CancellationToken::child_token);
-        let mut context = self.clone();
-        context.deadline = Some(token.clone());
-        (context, token)
+    pub fn with_deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(self.deadline.map_or(at, |earlier| earlier.min(at)));
+        self
     }
 
-    /// The attempt's deadline token, if it has a deadline.
-    pub(crate) fn deadline(&self) -> Option<&CancellationToken> {
-        self.deadline.as_ref()
+    /// When the attempt's time is up, if it has a deadline.
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     /// Whether the attempt's deadline has passed: what it does from now on
     /// does not count, and the handler service discards its changes.
     #[must_use]
     pub fn is_expired(&self) -> bool {
-        self.deadline
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled)
+        self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
     /// Whether the partition is being handed off: revoked, unsubscribed, or
@@ -316,7 +358,7 @@ impl Context {
     /// the shutdown timeout.
     #[must_use]
     pub fn is_shutting_down(&self) -> bool {
-        self.shutdown.is_cancelled()
+        self.scope.shutdown.is_cancelled()
     }
 
     /// Whether the partition has stopped starting attempts: its shutdown
@@ -325,12 +367,12 @@ impl Context {
     /// the same moment.
     #[must_use]
     pub fn is_stopping(&self) -> bool {
-        self.cancel.is_cancelled()
+        self.scope.cancel.is_cancelled()
     }
 
     /// [`Context::is_stopping`] as a nameable future, for layers.
     pub fn on_stopping_owned(&self) -> WaitForCancellationFutureOwned {
-        self.cancel.clone().cancelled_owned()
+        self.scope.cancel.clone().cancelled_owned()
     }
 
     /// Completes when the partition starts shutting down.
@@ -340,25 +382,25 @@ impl Context {
 
     /// [`Context::on_shutdown`] as a nameable future, for layers.
     pub fn on_shutdown_owned(&self) -> WaitForCancellationFutureOwned {
-        self.shutdown.clone().cancelled_owned()
+        self.scope.shutdown.clone().cancelled_owned()
     }
 
     /// Whether the handler should stop: the shutdown timeout is nearly over,
     /// or the attempt timed out.
     #[must_use]
     pub fn should_cancel(&self) -> bool {
-        self.cancel.is_cancelled() || self.is_expired()
+        self.scope.cancel.is_cancelled() || self.is_expired()
     }
 
     /// Completes when the handler should stop.
     pub fn on_cancel(&self) -> impl Future<Output = ()> + Send + 'static {
-        let cancel = self.cancel.clone();
-        let deadline = self.deadline.clone();
+        let cancel = self.scope.cancel.clone();
+        let deadline = self.deadline;
         async move {
             match deadline {
-                Some(deadline) => tokio::select! {
+                Some(at) => tokio::select! {
                     () = cancel.cancelled() => {}
-                    () = deadline.cancelled() => {}
+                    () = tokio::time::sleep_until(at) => {}
                 },
                 None => cancel.cancelled().await,
             }
@@ -374,6 +416,8 @@ fn trace() -> Option<std::sync::Arc<str>> {
 #[cfg(test)]
 mod tests {
     use super::Context;
+    use std::time::Duration;
+    use tokio::time::Instant;
     use tokio_util::sync::CancellationToken;
 
     #[tokio::test(start_paused = true)]
@@ -386,10 +430,11 @@ mod tests {
             CancellationToken::new(),
             root.clone(),
         );
-        let (timed, deadline) = context.with_deadline();
-        let expiring = timed.on_cancel();
-        deadline.cancel();
-        expiring.await;
+        let at = Instant::now() + Duration::from_secs(5);
+        let timed = context.clone().with_deadline(at);
+        assert!(!timed.should_cancel() && !timed.is_expired());
+        timed.on_cancel().await;
+        assert_eq!(Instant::now(), at, "woken at the deadline");
         assert!(timed.should_cancel() && timed.is_expired());
         assert!(!context.should_cancel() && !context.is_expired());
         let waiting = context.on_cancel();
@@ -397,13 +442,17 @@ mod tests {
         waiting.await;
         assert!(context.should_cancel() && !context.is_expired());
         context.on_cancel().await;
-        let (late, _) = context.with_deadline();
+        let late = context
+            .clone()
+            .with_deadline(Instant::now() + Duration::from_secs(60));
         assert!(late.should_cancel() && !late.is_expired());
         late.on_cancel().await;
-        // An outer deadline reaches a context with an inner one too.
-        let (outer, outer_deadline) = late.with_deadline();
-        let (inner, _inner_deadline) = outer.with_deadline();
-        outer_deadline.cancel();
+        // The earlier of two deadlines counts, whichever came first.
+        let now = Instant::now();
+        let outer = late.clone().with_deadline(now + Duration::from_secs(1));
+        let inner = outer.clone().with_deadline(now + Duration::from_secs(9));
+        assert_eq!(inner.deadline(), Some(now + Duration::from_secs(1)));
+        tokio::time::advance(Duration::from_secs(1)).await;
         assert!(inner.is_expired());
     }
 }

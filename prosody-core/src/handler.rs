@@ -206,7 +206,7 @@ where
         let call = async move {
             let timers = context.timers().cloned();
             let key = context.key().clone();
-            let deadline = context.deadline().cloned();
+            let deadline = context.deadline();
             let riders = context.riders().to_vec();
             let state = StateGuard(context.attempt_state().cloned());
             if let (Some(attempt), Some(offset)) = (&state.0, offset)
@@ -234,7 +234,7 @@ where
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
             }?;
-            if deadline.is_some_and(|deadline| deadline.is_cancelled()) {
+            if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
                 // A success after the deadline does not count: nothing of
                 // it is written.
                 return Err(HandlerError::transient(ReturnedLate));

@@ -5,6 +5,9 @@
 /// A hash map with the fast, randomly seeded hasher.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// A hash set with the fast, randomly seeded hasher.
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// A bounded concurrent cache with the same hasher: `quick_cache`'s sharded
 /// cache, each shard behind its own lock; [`bounded`] and [`recent`] say
 /// which entries it keeps.

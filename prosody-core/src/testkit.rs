@@ -40,3 +40,38 @@ pub(crate) fn message<P>(
     });
     (EventRequest { event, context }, shutdown, cancel)
 }
+
+/// A store access that keeps nothing: every call fails as rejected.
+struct NoStore;
+
+impl crate::timers::StoreAccess for NoStore {
+    fn scheduled<'a>(
+        &'a self,
+        _: &'a Key,
+        _: crate::store::timer::TimerKind,
+    ) -> crate::timers::StoreFuture<'a, Vec<Timestamp>> {
+        Box::pin(std::future::ready(Err(nothing())))
+    }
+
+    fn commit(&self, _: crate::store::Batch) -> crate::timers::StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Err(nothing())))
+    }
+
+    fn load(
+        &self,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> crate::timers::StoreFuture<'_, Vec<crate::timers::Due>> {
+        Box::pin(std::future::ready(Err(nothing())))
+    }
+}
+
+fn nothing() -> crate::store::StoreError {
+    crate::store::StoreError::rejected("the test store keeps nothing")
+}
+
+/// `context` as the runtime makes it: with its event's timers (over a
+/// store that keeps nothing), so its permit waits go to the event's meter.
+pub(crate) fn as_in_runtime(context: Context) -> Context {
+    context.with_timers(crate::timers::Timers::new(Arc::new(NoStore)))
+}

@@ -2,7 +2,7 @@
 
 use prosody_core::store::StoreError;
 use prosody_core::store::dedup::{DedupKey, DedupStore};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -39,49 +39,64 @@ impl Expiry {
     }
 }
 
-/// The entries and their expiry index.
+/// The entries and their expiry queue.
 ///
-/// Invariant: `by_expiry` holds exactly the pairs `(expiry, key)` of
-/// `expiry_of`, so its first pairs are the entries that expire first.
+/// Invariant: `queue` holds a pair `(expiry, key, insert)` for every entry
+/// of `expiry_of`, in the order of their inserts (numbered by `inserts`); a
+/// pair whose key was inserted again since, or removed, is stale and is
+/// skipped. With the
+/// one ttl a client uses, the front of the queue is the entry that expires
+/// first, so an insert costs a push and a hash, not an ordered index.
 ///
 /// Removal path (what keeps memory bounded by live entries): an entry is
 /// removed when [`Entries::contains`] finds it expired, when it is inserted
 /// again (its old expiry is replaced), and by the sweep every call makes,
-/// which removes up to [`SWEEP_LIMIT`] expired entries from the front of
-/// `by_expiry`. A call therefore adds at most one entry and removes up to
-/// [`SWEEP_LIMIT`] expired ones, so after an insert the store holds either
-/// only live entries or fewer entries than before it: the count never
-/// exceeds the largest number of live entries the store has had. And never
-/// the store's capacity: a full store forgets the entry closest to
-/// expiring (a duplicate of it may then be handled again: at-least-once).
+/// which pops up to [`SWEEP_LIMIT`] pairs off the front of the queue that
+/// are stale or expired. A call therefore adds at most one entry and removes
+/// up to [`SWEEP_LIMIT`] expired ones, so after an insert the store holds
+/// either only live entries or fewer entries than before it: the count
+/// never exceeds the largest number of live entries the store has had
+/// (with one ttl; an entry of a shorter ttl behind a longer one waits for
+/// it, or for a lookup). And never the store's capacity: a full store
+/// forgets its oldest entry (a duplicate of it may then be handled again:
+/// at-least-once). Stale pairs are dropped from the queue whenever it holds
+/// more than twice the capacity, so it stays bounded too.
 #[derive(Debug, Default)]
 struct Entries {
-    expiry_of: HashMap<DedupKey, Expiry, foldhash::fast::RandomState>,
-    by_expiry: BTreeSet<(Expiry, DedupKey)>,
+    /// Each entry's expiry, and the number of the insert that made it.
+    expiry_of: HashMap<DedupKey, (Expiry, u64), foldhash::fast::RandomState>,
+    queue: VecDeque<(Expiry, DedupKey, u64)>,
+    inserts: u64,
 }
 
 impl Entries {
-    fn remove(&mut self, key: DedupKey) {
-        if let Some(expiry) = self.expiry_of.remove(&key) {
-            self.by_expiry.remove(&(expiry, key));
-        }
+    /// Whether the pair of `key`'s insert number `insert` is current.
+    fn current(&self, key: DedupKey, insert: u64) -> bool {
+        self.expiry_of
+            .get(&key)
+            .is_some_and(|&(_, made)| made == insert)
     }
 
-    /// Removes up to [`SWEEP_LIMIT`] expired entries, earliest first.
+    /// Pops up to [`SWEEP_LIMIT`] stale or expired pairs off the front,
+    /// removing the expired entries.
     fn sweep(&mut self, now: Instant) {
         for _ in 0..SWEEP_LIMIT {
-            match self.by_expiry.first() {
-                Some(&(expiry, key)) if expiry.is_past(now) => self.remove(key),
+            match self.queue.front() {
+                Some(&(_, key, insert)) if !self.current(key, insert) => {}
+                Some(&(expiry, key, _)) if expiry.is_past(now) => {
+                    self.expiry_of.remove(&key);
+                }
                 _ => break,
             }
+            self.queue.pop_front();
         }
     }
 
     fn contains(&mut self, key: DedupKey, now: Instant) -> bool {
         self.sweep(now);
         match self.expiry_of.get(&key) {
-            Some(expiry) if expiry.is_past(now) => {
-                self.remove(key);
+            Some((expiry, _)) if expiry.is_past(now) => {
+                self.expiry_of.remove(&key);
                 false
             }
             Some(_) => true,
@@ -91,17 +106,26 @@ impl Entries {
 
     fn insert(&mut self, key: DedupKey, ttl: Duration, now: Instant, capacity: usize) {
         self.sweep(now);
-        self.remove(key);
-        // Full: forget the entry closest to expiring.
-        while self.expiry_of.len() >= capacity {
-            match self.by_expiry.first() {
-                Some(&(_, oldest)) => self.remove(oldest),
-                None => break,
+        let expiry = Expiry::after(now, ttl);
+        let insert = self.inserts;
+        self.inserts = self.inserts.wrapping_add(1);
+        self.expiry_of.insert(key, (expiry, insert));
+        self.queue.push_back((expiry, key, insert));
+        // Full: forget the oldest entry.
+        while self.expiry_of.len() > capacity {
+            let Some((_, oldest, made)) = self.queue.pop_front() else {
+                break;
+            };
+            if self.current(oldest, made) {
+                self.expiry_of.remove(&oldest);
             }
         }
-        let expiry = Expiry::after(now, ttl);
-        self.expiry_of.insert(key, expiry);
-        self.by_expiry.insert((expiry, key));
+        if self.queue.len() > capacity.saturating_mul(2) {
+            let expiry_of = &self.expiry_of;
+            self.queue.retain(|&(_, key, insert)| {
+                expiry_of.get(&key).is_some_and(|&(_, made)| made == insert)
+            });
+        }
     }
 }
 
@@ -132,7 +156,7 @@ impl MemoryDedupStore {
     }
 
     /// An empty store that keeps at most `capacity` entries (at least one),
-    /// forgetting the one closest to expiring when full.
+    /// forgetting the oldest when full.
     #[must_use]
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
@@ -167,5 +191,40 @@ impl DedupStore for MemoryDedupStore {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.lock().insert(key, ttl, Instant::now(), self.capacity);
         ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Entries;
+    use prosody_core::store::dedup::DedupKey;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// Inserting the same keys again and again leaves stale pairs behind a
+    /// live entry the sweep stops at, and they are dropped: the queue stays
+    /// within twice the capacity.
+    #[test]
+    fn the_queue_stays_bounded_when_keys_come_again() {
+        let mut entries = Entries::default();
+        let now = Instant::now();
+        let ttl = Duration::from_secs(60);
+        let key = |n: u32| DedupKey::new("1", "k", &n.to_string());
+        // Live and current at the front: the sweep stops here.
+        entries.insert(key(0), ttl, now, 10);
+        for n in 0..10_000u32 {
+            entries.insert(key(1 + n % 5), ttl, now, 10);
+            assert!(entries.expiry_of.len() <= 10);
+            assert!(
+                entries.queue.len() <= 20,
+                "{} pairs queued",
+                entries.queue.len()
+            );
+        }
+        // Each key kept is found, and its pair is current.
+        assert_eq!(entries.expiry_of.len(), 6);
+        for (key, (expiry, insert)) in &entries.expiry_of {
+            assert!(entries.queue.contains(&(*expiry, *key, *insert)));
+        }
     }
 }

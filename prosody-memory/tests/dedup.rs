@@ -57,10 +57,9 @@ async fn expired_entries_are_swept_by_later_inserts() {
     assert!(!store.contains(key(5)).await.unwrap());
 }
 
-/// A full store forgets the entry closest to expiring, never growing past
-/// its capacity.
+/// A full store forgets its oldest entry, never growing past its capacity.
 #[tokio::test(start_paused = true)]
-async fn a_full_store_forgets_the_entry_closest_to_expiring() {
+async fn a_full_store_forgets_its_oldest_entry() {
     let store = MemoryDedupStore::with_capacity(3);
     let keys: Vec<DedupKey> = (0..4)
         .map(|n| DedupKey::new("1", "k", &n.to_string()))
@@ -74,7 +73,7 @@ async fn a_full_store_forgets_the_entry_closest_to_expiring() {
     assert_eq!(store.stored_entries(), 3);
     assert!(
         !store.contains(keys[0]).await.expect("contains"),
-        "the soonest to expire stayed"
+        "the oldest stayed"
     );
     for key in &keys[1..] {
         assert!(store.contains(*key).await.expect("contains"));

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// A measured call: whose time it is and when it began.
@@ -18,10 +19,13 @@ struct Measure {
     shared: Arc<Shared>,
     topic: Topic,
     key: Key,
+    /// Whether the cache knew the key when the call began.
+    known: bool,
     begin: Instant,
     /// The time the call spent waiting for a scheduler permit, which is
-    /// not the key's execution time.
+    /// not the key's execution time: what the meter gained since `waited`.
     wait: WaitMeter,
+    waited: Duration,
 }
 
 #[pin_project(project = StateProjection)]
@@ -63,10 +67,9 @@ impl<F> ResponseFuture<F> {
     pub(super) fn measured(
         inner: F,
         shared: Arc<Shared>,
-        topic: Topic,
-        key: Key,
+        (topic, key, known): (Topic, Key, bool),
         begin: Instant,
-        wait: WaitMeter,
+        (wait, waited): (WaitMeter, Duration),
     ) -> Self {
         Self {
             state: State::Running {
@@ -75,8 +78,10 @@ impl<F> ResponseFuture<F> {
                     shared,
                     topic,
                     key,
+                    known,
                     begin,
                     wait,
+                    waited,
                 }),
             },
         }
@@ -103,10 +108,13 @@ where
                         shared,
                         topic,
                         key,
+                        known,
                         begin,
                         wait,
+                        waited,
                     } = measure;
-                    shared.record(topic, key, begin, Instant::now(), wait.waited());
+                    let waited = wait.waited().saturating_sub(waited);
+                    shared.record((topic, key), (begin, Instant::now()), waited, known);
                 }
                 Poll::Ready(output)
             }

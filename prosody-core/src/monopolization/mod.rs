@@ -70,6 +70,16 @@ pub struct Monopolized {
     pub window: Duration,
 }
 
+/// What the cache knew of a key when its call began.
+enum Seen {
+    /// Not tracked (new, or forgotten).
+    Unknown,
+    /// Within its budget.
+    Within,
+    /// Over its budget, having used this much.
+    Over(Duration),
+}
+
 /// Handler time a key used in its current window.
 #[derive(Copy, Clone, Debug)]
 struct Usage {
@@ -128,25 +138,50 @@ impl Shared {
         }
     }
 
-    /// The time `topic`/`key` used in its window at `now`, if over budget.
-    fn overrun(&self, topic: &Topic, key: &Key, now: Instant) -> Option<Duration> {
-        let mut usage = self.keys.get(&Tracked(topic, key))?;
+    /// What the cache knows of `topic`/`key` at `now`.
+    fn seen(&self, topic: &Topic, key: &Key, now: Instant) -> Seen {
+        let Some(mut usage) = self.keys.get(&Tracked(topic, key)) else {
+            return Seen::Unknown;
+        };
         usage.roll(now, self.window);
-        (usage.used > self.budget).then_some(usage.used)
+        if usage.used > self.budget {
+            Seen::Over(usage.used)
+        } else {
+            Seen::Within
+        }
     }
 
     /// Counts a call of `topic`/`key` that ran from `begin` to `end`, less
     /// the time it `waited` for a scheduler permit: in place, under the
     /// cache shard's lock, so calls of the key in other partitions (a
     /// custom partitioner) add up too. A key another call is just adding
-    /// is not waited for: that call's time counts, this one's does not.
-    fn record(&self, topic: Topic, key: Key, begin: Instant, end: Instant, waited: Duration) {
+    /// is not waited for: that call's time counts, this one's does not. A
+    /// key the cache did not know when the call began (`known` false) is
+    /// put in as this call's time alone, without taking the shard's slot
+    /// for a new key: should a call of it in another partition end at the
+    /// same moment, one of the two counts.
+    fn record(
+        &self,
+        (topic, key): (Topic, Key),
+        (begin, end): (Instant, Instant),
+        waited: Duration,
+        known: bool,
+    ) {
         let ran = end.saturating_duration_since(begin).saturating_sub(waited);
         let add = |usage: &mut Usage| {
             usage.roll(begin, self.window);
             usage.used = usage.used.saturating_add(ran);
         };
         let tracked = (topic, key);
+        if !known {
+            let mut usage = Usage {
+                start: begin,
+                used: Duration::ZERO,
+            };
+            add(&mut usage);
+            self.keys.insert(tracked, usage);
+            return;
+        }
         let entry = self.keys.entry(&tracked, Some(Duration::ZERO), |_, usage| {
             add(usage);
             EntryAction::Retain(())
@@ -200,7 +235,8 @@ where
         let now = Instant::now();
         let topic = request.context.topic().clone();
         let key = request.context.key().clone();
-        if let Some(used) = shared.overrun(&topic, &key, now) {
+        let seen = shared.seen(&topic, &key, now);
+        if let Seen::Over(used) = seen {
             let error = Monopolized {
                 topic,
                 key,
@@ -211,10 +247,24 @@ where
             debug!(%error, "rejecting a hot key");
             return ResponseFuture::rejected(HandlerError::transient(error));
         }
-        let wait = WaitMeter::default();
+        // The runtime's contexts meter their event already; another gets a
+        // meter of its own.
         let EventRequest { event, context } = request;
-        let context = context.with_wait_meter(wait.clone());
+        let (context, wait) = if let Some(wait) = context.wait_meter() {
+            (context, wait)
+        } else {
+            let wait = WaitMeter::default();
+            (context.with_wait_meter(wait.clone()), wait)
+        };
+        let waited = wait.waited();
         let inner = self.inner.call(EventRequest { event, context });
-        ResponseFuture::measured(inner, Arc::clone(shared), topic, key, now, wait)
+        let known = matches!(seen, Seen::Within);
+        ResponseFuture::measured(
+            inner,
+            Arc::clone(shared),
+            (topic, key, known),
+            now,
+            (wait, waited),
+        )
     }
 }

@@ -259,35 +259,40 @@ fn the_service_fits_a_runtime_stack() {
 }
 
 /// Time spent waiting for a scheduler permit is not execution time: a key
-/// whose calls wait long behind a hog but run briefly stays within budget.
+/// whose calls wait long behind a hog but run briefly stays within budget,
+/// whether the stage meters the call itself or the runtime's context
+/// meters its event.
 #[tokio::test(start_paused = true)]
 async fn waiting_for_a_permit_does_not_count_as_execution() {
     use crate::scheduler::{SchedulerConfig, SchedulerLayer};
-    let calls = Arc::new(AtomicUsize::new(0));
-    let scheduler = SchedulerLayer::new(SchedulerConfig {
-        max_concurrency: NonZeroUsize::MIN,
-        ..SchedulerConfig::default()
-    });
-    let stack = MonopolizationLayer::new(&config(0.5, 16)).layer(scheduler.layer(handler(&calls)));
-    let budget = WINDOW.mul_f64(0.5);
-    // The hog holds the one permit longer than the light key's budget, but
-    // not past the window, so the light key's second call falls in the
-    // same window as its first.
-    let hold = budget + WINDOW.saturating_sub(budget) / 2;
-    let hog = tokio::spawn(stack.clone().oneshot(request("other", "hog", hold)));
-    tokio::task::yield_now().await;
-    let light = stack
-        .clone()
-        .oneshot(request("topic", "light", secs(0.1)))
-        .await;
-    assert!(light.is_ok());
-    let again = stack
-        .clone()
-        .oneshot(request("topic", "light", secs(0.1)))
-        .await;
-    assert!(
-        again.is_ok(),
-        "the light key was charged for its wait: {again:?}"
-    );
-    assert!(hog.await.is_ok_and(|r| r.is_ok()));
+    for in_runtime in [false, true] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let scheduler = SchedulerLayer::new(SchedulerConfig {
+            max_concurrency: NonZeroUsize::MIN,
+            ..SchedulerConfig::default()
+        });
+        let stack =
+            MonopolizationLayer::new(&config(0.5, 16)).layer(scheduler.layer(handler(&calls)));
+        let budget = WINDOW.mul_f64(0.5);
+        // The hog holds the one permit longer than the light key's budget,
+        // but not past the window, so the light key's second call falls in
+        // the same window as its first.
+        let hold = budget + WINDOW.saturating_sub(budget) / 2;
+        let light = || {
+            let mut request = request("topic", "light", secs(0.1));
+            if in_runtime {
+                request.context = crate::testkit::as_in_runtime(request.context);
+            }
+            request
+        };
+        let hog = tokio::spawn(stack.clone().oneshot(request("other", "hog", hold)));
+        tokio::task::yield_now().await;
+        assert!(stack.clone().oneshot(light()).await.is_ok());
+        let again = stack.clone().oneshot(light()).await;
+        assert!(
+            again.is_ok(),
+            "the light key was charged for its wait (in runtime: {in_runtime}): {again:?}"
+        );
+        assert!(hog.await.is_ok_and(|r| r.is_ok()));
+    }
 }

@@ -5,9 +5,9 @@ use super::alarm::Fire;
 use super::lease::Lease;
 use crate::broker::Record;
 use crate::codec;
-use crate::context::{Context, Demand};
+use crate::context::{Context, Demand, Scope};
 use crate::error::{Category, HandlerError};
-use crate::event::{Encoded, Event, Timer, Topic};
+use crate::event::{Encoded, Event, Timer};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
 use crate::state::{AttemptState, Registry};
@@ -18,7 +18,6 @@ use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::{Instrument, debug, debug_span, error, warn};
 
@@ -66,17 +65,13 @@ impl Backoff {
 /// What one partition shares with each of its attempts, behind one `Arc`:
 /// an attempt costs its stack's clone and one count, not a clone of each.
 pub(crate) struct Shared {
-    /// Fires when the partition starts draining.
-    pub(crate) shutdown: CancellationToken,
-    /// Fires near the end of the drain: handlers should stop.
-    pub(crate) cancel: CancellationToken,
+    /// The partition's topic and number, and its shutdown signals.
+    pub(crate) scope: Arc<Scope>,
     pub(crate) backoff: Backoff,
     /// The partition's timers, for handlers' contexts.
     pub(crate) timers: Arc<dyn StoreAccess>,
     /// The client's state collections: `None` when it registered none.
     pub(crate) state: Option<Arc<Registry>>,
-    pub(crate) topic: Topic,
-    pub(crate) partition: i32,
     /// Held by every attempt, so a crashed member's consumer outlives them.
     #[expect(dead_code, reason = "held for its drop, never read")]
     pub(crate) lease: Arc<Lease>,
@@ -162,16 +157,10 @@ where
     let mut attempt = 0u32;
     loop {
         let event = event_of();
-        let context = Context::new(
-            key.clone(),
-            Arc::clone(&shared.topic),
-            shared.partition,
-            shared.shutdown.clone(),
-            shared.cancel.clone(),
-        )
-        .with_demand(demand)
-        .with_attempt(attempt.saturating_add(1))
-        .with_timers(timers.clone());
+        let context = Context::scoped(key.clone(), Arc::clone(&shared.scope))
+            .with_demand(demand)
+            .with_attempt(attempt.saturating_add(1))
+            .with_timers(timers.clone());
         let context = match &shared.state {
             Some(registry) => context.with_state(AttemptState::new(
                 Arc::clone(&shared.timers),
@@ -201,7 +190,7 @@ where
                 error!(%error, "terminal failure; the partition stops");
                 return Outcome::Terminal(error.to_string().into());
             }
-            Category::Transient if shared.shutdown.is_cancelled() => {
+            Category::Transient if shared.scope.shutdown.is_cancelled() => {
                 // Turned away or cut short by the drain: the next owner
                 // handles it.
                 debug!(%error, "left unsettled by the shutdown");
@@ -215,7 +204,7 @@ where
         warn!(%error, attempt, ?delay, "transient failure; trying again");
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            () = shared.shutdown.cancelled() => return Outcome::Unsettled,
+            () = shared.scope.shutdown.cancelled() => return Outcome::Unsettled,
         }
     }
 }

@@ -190,7 +190,7 @@ where
                         return;
                     }
                     None => {
-                        self.shared.cancel.cancel();
+                        self.shared.scope.cancel.cancel();
                         self.running.abort_all();
                         self.shared.timers.close();
                         return;
@@ -466,7 +466,7 @@ where
     /// abandoned.
     async fn drain(&mut self, cancel_at: Instant, deadline: Instant) {
         debug!(partition = %self.tp, running = self.running.len(), "draining");
-        self.shared.shutdown.cancel();
+        self.shared.scope.shutdown.cancel();
         while !self.running.is_empty() {
             self.stamp();
             tokio::select! {
@@ -474,7 +474,7 @@ where
                 () = tokio::time::sleep_until(cancel_at) => break,
             }
         }
-        self.shared.cancel.cancel();
+        self.shared.scope.cancel.cancel();
         let dropped = self.queues.drop_waiting();
         if self.running.is_empty() {
             return;
@@ -501,7 +501,7 @@ where
 
 impl<S> Drop for PartitionTask<S> {
     fn drop(&mut self) {
-        self.shared.cancel.cancel();
+        self.shared.scope.cancel.cancel();
     }
 }
 

@@ -9,6 +9,7 @@ use super::partition::{Command, NO_OFFSET, PartitionState, PartitionTask};
 use super::queues::KeyQueues;
 use super::{RuntimeConfig, Status};
 use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
+use crate::context::Scope;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
@@ -210,16 +211,18 @@ where
                 filters: self.filters.clone(),
                 service: self.service.clone(),
                 shared: Arc::new(Shared {
-                    shutdown,
-                    cancel,
+                    scope: Arc::new(Scope {
+                        topic: Arc::clone(&tp.topic),
+                        partition: tp.partition,
+                        shutdown,
+                        cancel,
+                    }),
                     backoff: Backoff {
                         base: self.config.retry_base,
                         max: self.config.max_retry_delay,
                     },
                     timers: Arc::clone(&timers),
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
-                    topic: Arc::clone(&tp.topic),
-                    partition: tp.partition,
                     lease: Arc::clone(&self.lease),
                 }),
                 alarm: Alarm::new(timers, notices_rx, self.config.slab_size),

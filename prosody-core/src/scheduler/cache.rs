@@ -16,17 +16,20 @@ use tokio::time::Instant;
 /// its key in place.
 ///
 /// Invariant (bounded memory): holds at most `capacity` keys. When a new
-/// key would exceed it, the eighth of the keys with the LOWEST current
-/// virtual time (possibly the new key) is evicted in one pass, so a charge
-/// costs amortized constant time. Forgetting a key counts it as zero, and
-/// each key forgotten had no more virtual time than any key kept: the busy
-/// keys, which fairness is about, are the ones the cache keeps.
+/// key would exceed it, the half of the keys with the LOWEST current
+/// virtual time (possibly the new key) is evicted in one pass in place, so
+/// a charge costs amortized constant time even when every charge brings a
+/// new key. Forgetting a key counts it as zero, and each key forgotten had
+/// no more virtual time than any key kept: the busy keys, which fairness is
+/// about, are the ones the cache keeps.
 #[derive(Debug)]
 pub(super) struct VirtualTimes {
     capacity: NonZeroUsize,
     decay: Decay,
     epoch: Instant,
     levels: FastMap<Key, f64>,
+    /// The levels of an eviction, kept to spare an allocation each time.
+    scratch: Vec<f64>,
 }
 
 impl VirtualTimes {
@@ -37,6 +40,7 @@ impl VirtualTimes {
             decay,
             epoch,
             levels: FastMap::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -75,26 +79,22 @@ impl VirtualTimes {
     }
 
     /// Drops the lowest eighth of the keys (at least one).
+    /// Drops the lower half of the keys by level (at least the excess).
     fn evict(&mut self) {
         let len = self.levels.len();
-        let drop = (self.capacity.get() / 8)
-            .max(len - self.capacity.get())
+        let drop = (len / 2)
+            .max(len.saturating_sub(self.capacity.get()))
             .max(1);
-        let mut ranked: Vec<(f64, Key)> = self
-            .levels
-            .drain()
-            .map(|(key, level)| (level, key))
-            .collect();
-        ranked.select_nth_unstable_by(drop - 1, |a, b| a.0.total_cmp(&b.0));
-        self.levels.extend(
-            ranked
-                .into_iter()
-                .skip(drop)
-                .map(|(level, key)| (key, level)),
-        );
+        self.scratch.clear();
+        self.scratch.extend(self.levels.values().copied());
+        let (_, threshold, _) = self
+            .scratch
+            .select_nth_unstable_by(drop - 1, f64::total_cmp);
+        let threshold = *threshold;
+        // Ties at the threshold go too: none of them is above a key kept.
+        self.levels.retain(|_, level| *level > threshold);
     }
 
-    /// How many keys the cache holds.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.levels.len()
@@ -145,18 +145,25 @@ mod tests {
             times.charge(&Key::from(i.to_string()), f64::from(i), Instant::now());
         }
         advance(Duration::from_secs(30)).await;
-        // Over capacity: the lowest eighth goes, and with nine keys that is
-        // one (decay does not change the order): key 1.
+        // Over capacity: the lower half goes, and with nine keys that is
+        // four (decay does not change the order): keys 1 to 4.
         times.charge(&Key::from("big"), 100.0, Instant::now());
-        assert_eq!(times.len(), 8);
-        assert!(close(times.get(&Key::from("1"), Instant::now()), 0.0));
-        assert!(times.get(&Key::from("2"), Instant::now()) > 0.0);
+        assert_eq!(times.len(), 5);
+        for gone in ["1", "2", "3", "4"] {
+            assert!(close(times.get(&Key::from(gone), Instant::now()), 0.0));
+        }
+        assert!(times.get(&Key::from("5"), Instant::now()) > 0.0);
         assert!(times.get(&Key::from("big"), Instant::now()) > 50.0);
-        // A new key lower than everything is the one evicted.
-        times.charge(&Key::from("tiny"), 0.001, Instant::now());
+        // Room again: a new key is kept until the cache fills.
+        for i in 1..=3_u32 {
+            times.charge(&Key::from(format!("new{i}")), 0.001, Instant::now());
+        }
         assert_eq!(times.len(), 8);
+        // A new key lower than everything is among those evicted.
+        times.charge(&Key::from("tiny"), 0.0001, Instant::now());
+        assert_eq!(times.len(), 5);
         assert!(close(times.get(&Key::from("tiny"), Instant::now()), 0.0));
-        assert!(times.get(&Key::from("2"), Instant::now()) > 0.0);
+        assert!(times.get(&Key::from("big"), Instant::now()) > 50.0);
         // Many keys: never above capacity.
         for i in 0..1_000_u32 {
             times.charge(

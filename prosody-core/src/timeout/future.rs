@@ -8,41 +8,42 @@ use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::CancellationToken;
 
 /// An attempt racing its deadline, then its grace.
+///
+/// The timer is made the first time the attempt waits: an attempt that
+/// completes at its first poll never touches the timer wheel.
 #[pin_project]
 pub struct ResponseFuture<F> {
     #[pin]
     attempt: F,
-    /// The deadline, then the end of the grace.
-    #[pin]
-    timer: Sleep,
+    /// The deadline, then the end of the grace; made on the first wait.
+    timer: Option<Pin<Box<Sleep>>>,
+    /// When the attempt's time is up; `None` when too far to count.
+    deadline: Option<Instant>,
     timeout: Duration,
-    /// `Some` until the deadline passes: the grace that follows it.
+    /// `None` once the deadline passed and the grace runs.
     grace: Option<Duration>,
-    /// Fires the attempt's cancellation at the deadline.
-    deadline: CancellationToken,
 }
 
 impl<F> ResponseFuture<F> {
     pub(super) fn new(
         attempt: F,
+        deadline: Option<Instant>,
         timeout: Duration,
         grace: Duration,
-        deadline: CancellationToken,
     ) -> Self {
         Self {
             attempt,
-            timer: tokio::time::sleep(timeout),
+            timer: None,
+            deadline,
             timeout,
             grace: Some(grace),
-            deadline,
         }
     }
 }
 
-/// An attempt ran past its deadline and its grace, and was dropped.
+/// The attempt did not return within its deadline and grace.
 #[derive(Debug, thiserror::Error)]
 #[error("the handler did not finish within {0:?} and was dropped after its grace")]
 pub struct Elapsed(pub Duration);
@@ -56,22 +57,34 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            // In the grace a success does not count (the handler service
-            // has not written what it staged); an error keeps its category.
             if let Poll::Ready(result) = this.attempt.as_mut().poll(cx) {
-                let late = this.grace.is_none();
+                // An attempt that waited may return as its deadline passes,
+                // before this future sees its timer fire. (One that never
+                // waited had no timer to miss.)
+                let late = this.grace.is_none()
+                    || (this.timer.is_some()
+                        && this.deadline.is_some_and(|at| Instant::now() >= at));
                 return Poll::Ready(match result {
                     Ok(_) if late => Err(HandlerError::transient(ReturnedLate)),
                     result => result,
                 });
             }
-            ready!(this.timer.as_mut().poll(cx));
+            let Some(deadline) = *this.deadline else {
+                return Poll::Pending;
+            };
+            let timer = this
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            ready!(timer.as_mut().poll(cx));
             let Some(grace) = this.grace.take() else {
                 return Poll::Ready(Err(HandlerError::transient(Elapsed(*this.timeout))));
             };
-            this.deadline.cancel();
-            this.timer.as_mut().reset(Instant::now() + grace);
-            // The attempt is polled again: it may return at once.
+            // The context's deadline passed with the timer: the handler
+            // sees cancellation, and has the grace to return.
+            match deadline.checked_add(grace) {
+                Some(end) => timer.as_mut().reset(end),
+                None => *this.deadline = None,
+            }
         }
     }
 }

@@ -24,6 +24,7 @@ pub use layer::TimeoutLayer;
 use crate::error::HandlerError;
 use crate::handler::EventRequest;
 use std::task::{Context as TaskContext, Poll};
+use tokio::time::Instant;
 use tower::Service;
 
 /// The timeout service; see the module documentation.
@@ -52,15 +53,12 @@ where
     }
 
     fn call(&mut self, mut request: EventRequest<P>) -> Self::Future {
-        let (context, deadline) = request.context.with_deadline();
-        request.context = context;
-        let config = self.config;
-        ResponseFuture::new(
-            self.inner.call(request),
-            config.timeout,
-            config.grace(),
-            deadline,
-        )
+        let timeout = self.config.timeout;
+        let at = Instant::now().checked_add(timeout);
+        if let Some(at) = at {
+            request.context = request.context.with_deadline(at);
+        }
+        ResponseFuture::new(self.inner.call(request), at, timeout, self.config.grace())
     }
 }
 

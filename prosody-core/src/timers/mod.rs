@@ -10,6 +10,7 @@ pub(crate) use access::{Notice, PartitionStores};
 pub(crate) use due::DueQueue;
 
 use crate::clock::Timestamp;
+use crate::context::WaitMeter;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, round_to_second};
 use crate::store::{
@@ -19,7 +20,7 @@ use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A timer operation that failed.
@@ -177,9 +178,12 @@ pub(crate) trait StoreAccess: Send + Sync {
     fn close(&self) {}
 }
 
-/// What every attempt of one event shares about its timers.
+/// What every attempt of one event shares about its timers, and the
+/// time its attempts waited for a scheduler permit.
 #[derive(Debug, Default)]
-struct EventState {
+pub(crate) struct EventState {
+    /// Nanoseconds the event's attempts waited for scheduler permits.
+    pub(crate) waited: AtomicU64,
     /// Set once an attempt began writing its changes: from then on the
     /// event's timers may already have changed in the store.
     commit_started: AtomicBool,
@@ -244,6 +248,11 @@ impl Timers {
             event: Arc::clone(&self.event),
             deferrals: self.deferrals,
         }
+    }
+
+    /// The meter of the event's permit waits.
+    pub(crate) fn wait_meter(&self) -> WaitMeter {
+        WaitMeter::of_event(Arc::clone(&self.event))
     }
 
     /// The same timers for another event of the key: nothing staged, not

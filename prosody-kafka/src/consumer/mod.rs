@@ -12,11 +12,12 @@ use bytes::Bytes;
 use prosody_core::Timestamp;
 use prosody_core::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use prosody_core::event::{Headers, Topic};
+use prosody_core::hash::{FastMap, FastSet};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers as _, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as sync;
@@ -69,11 +70,11 @@ pub struct KafkaConsumer {
     pending_ack: Option<sync::Sender<()>>,
     /// Revoked partitions, still this member's until the next poll.
     revoking: Vec<TopicPartition>,
-    assigned: HashSet<TopicPartition>,
-    paused: HashSet<TopicPartition>,
+    assigned: FastSet<TopicPartition>,
+    paused: FastSet<TopicPartition>,
     /// Paused partitions rdkafka stopped fetching too.
-    halted: HashSet<TopicPartition>,
-    held: HashMap<TopicPartition, VecDeque<Record>>,
+    halted: FastSet<TopicPartition>,
+    held: FastMap<TopicPartition, VecDeque<Record>>,
     /// Resumed partitions with held records, to deliver first.
     ready: VecDeque<TopicPartition>,
     /// The rest of the batch last received from the thread.
@@ -102,10 +103,10 @@ impl KafkaConsumer {
             events,
             pending_ack: None,
             revoking: Vec::new(),
-            assigned: HashSet::new(),
-            paused: HashSet::new(),
-            halted: HashSet::new(),
-            held: HashMap::new(),
+            assigned: FastSet::default(),
+            paused: FastSet::default(),
+            halted: FastSet::default(),
+            held: FastMap::default(),
             ready: VecDeque::new(),
             batch: VecDeque::new(),
             stop,
@@ -227,15 +228,30 @@ fn record_of(message: &BorrowedMessage<'_>, topic: Topic) -> Record {
                 .collect::<Headers>()
         })
         .unwrap_or_default();
+    let (key, payload) = key_and_payload(message.key(), message.payload());
     Record {
         topic,
         partition: message.partition(),
         offset: message.offset(),
         timestamp: Timestamp::from_millis(message.timestamp().to_millis().unwrap_or_default()),
-        key: message.key().map(Bytes::copy_from_slice),
-        payload: message.payload().map(Bytes::copy_from_slice),
+        key,
+        payload,
         headers,
     }
+}
+
+/// Copies of a message's key and payload, in one shared buffer: one copy
+/// and one count for both, and clones that cost a count.
+fn key_and_payload(key: Option<&[u8]>, payload: Option<&[u8]>) -> (Option<Bytes>, Option<Bytes>) {
+    let split = key.map_or(0, <[u8]>::len);
+    let mut buffer = Vec::with_capacity(split + payload.map_or(0, <[u8]>::len));
+    buffer.extend_from_slice(key.unwrap_or_default());
+    buffer.extend_from_slice(payload.unwrap_or_default());
+    let buffer = Bytes::from(buffer);
+    (
+        key.map(|_| buffer.slice(..split)),
+        payload.map(|_| buffer.slice(split..)),
+    )
 }
 
 /// Polls rdkafka and hands records over in batches: a batch goes when it
@@ -422,3 +438,19 @@ impl Drop for KafkaConsumer {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod split {
+    use super::key_and_payload;
+
+    #[test]
+    fn key_and_payload_come_back_as_they_were() {
+        let parts: [Option<&[u8]>; 3] = [None, Some(b""), Some(b"bytes")];
+        for key in parts {
+            for payload in parts {
+                let (k, p) = key_and_payload(key, payload);
+                assert_eq!((k.as_deref(), p.as_deref()), (key, payload));
+            }
+        }
+    }
+}
