@@ -67,6 +67,7 @@ trait DynStores: Send + Sync {
     fn failed<'a>(&'a self, partition: &'a TopicPartition, key: &'a Key) -> Call<'a, u32>;
     fn keys<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, Vec<Key>>;
     fn contains(&self, key: DedupKey) -> Call<'_, bool>;
+    fn contains_now(&self, key: DedupKey) -> Option<bool>;
     fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()>;
     fn identify<'a>(&'a self, name: &'a str, identity: &'a str) -> Call<'a, String>;
     fn cell<'a>(
@@ -175,6 +176,10 @@ impl<S: Stores> DynStores for S {
 
     fn contains(&self, key: DedupKey) -> Call<'_, bool> {
         Box::pin(DedupStore::contains(self, key))
+    }
+
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        DedupStore::contains_now(self, key)
     }
 
     fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()> {
@@ -360,6 +365,10 @@ impl DeferStore for ClientStores {
 impl DedupStore for ClientStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
         self.stores.contains(key).await
+    }
+
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        self.stores.contains_now(key)
     }
 
     async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {

@@ -191,6 +191,11 @@ impl<S: Stores> DedupStore for Counting<S> {
         self.inner.contains(key).await
     }
 
+    /// Not counted: it answers only without reaching the backend.
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        self.inner.contains_now(key)
+    }
+
     async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
         self.count();
         self.inner.insert(key, ttl).await

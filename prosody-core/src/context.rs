@@ -71,6 +71,10 @@ impl WaitMeter {
     }
 }
 
+/// The riders of a context: one allocation for all of them, and clones
+/// that cost a count.
+pub(crate) type Riders = Arc<[Rider]>;
+
 /// What every call of one partition shares: where its events come from,
 /// and the partition's two shutdown signals. One per partition, so a
 /// context clone costs a count, not a clone of each part.
@@ -103,7 +107,7 @@ pub struct Context {
     timers: Option<Timers>,
     /// What stages add to the attempt's batch, written only with the
     /// handler's changes when the attempt succeeds.
-    riders: Option<Arc<Vec<Rider>>>,
+    riders: Option<Riders>,
     /// The key's keyed state, if the client registered collections.
     state: Option<Arc<AttemptState>>,
 }
@@ -219,13 +223,14 @@ impl Context {
     /// attempt succeeds.
     #[must_use]
     pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
-        Arc::make_mut(self.riders.get_or_insert_with(Arc::default)).push(rider);
+        let riders = self.riders.as_deref().unwrap_or_default().iter().cloned();
+        self.riders = Some(riders.chain(std::iter::once(rider)).collect());
         self
     }
 
     /// What the stages added to the attempt's batch.
-    pub(crate) fn riders(&self) -> &[Rider] {
-        self.riders.as_deref().map_or(&[], Vec::as_slice)
+    pub(crate) fn riders(&self) -> Option<Riders> {
+        self.riders.clone()
     }
 
     fn timers_or_err(&self) -> Result<&Timers, TimerError> {

@@ -207,7 +207,7 @@ where
             let timers = context.timers().cloned();
             let key = context.key().clone();
             let deadline = context.deadline();
-            let riders = context.riders().to_vec();
+            let riders = context.riders();
             let state = StateGuard(context.attempt_state().cloned());
             if let (Some(attempt), Some(offset)) = (&state.0, offset)
                 && applied(attempt, Marker::Record(offset)).await?
@@ -266,7 +266,7 @@ where
                     writes.extend(markers);
                 }
                 timers
-                    .commit(&key, &riders, writes)
+                    .commit(&key, riders.as_deref().unwrap_or_default(), writes)
                     .await
                     .map_err(StoreError::into_handler)?;
             }

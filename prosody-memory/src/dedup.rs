@@ -184,6 +184,10 @@ impl DedupStore for MemoryDedupStore {
         ready(Ok(self.lock().contains(key, Instant::now())))
     }
 
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        Some(self.lock().contains(key, Instant::now()))
+    }
+
     fn insert(
         &self,
         key: DedupKey,

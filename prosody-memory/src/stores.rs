@@ -176,6 +176,10 @@ impl DedupStore for MemoryStores {
         self.dedup.contains(key)
     }
 
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        self.dedup.contains_now(key)
+    }
+
     fn insert(
         &self,
         key: DedupKey,

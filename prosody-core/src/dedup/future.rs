@@ -72,22 +72,30 @@ where
         }
     }
 
+    /// A message the store says it has not seen: `service` handles it.
+    pub(super) fn unseen(
+        shared: Arc<Shared<D>>,
+        key: DedupKey,
+        service: &mut S,
+        request: EventRequest<P>,
+    ) -> Self {
+        let request = with_record(&shared, key, request);
+        Self {
+            state: State::Calling(service.call(request)),
+            record: Some((shared, key)),
+        }
+    }
+
     /// A message the cache does not know: ask the store, then maybe call
     /// `service` (which is ready) with `request`.
     pub(super) fn lookup(
         shared: Arc<Shared<D>>,
         key: DedupKey,
         service: S,
-        mut request: EventRequest<P>,
+        request: EventRequest<P>,
     ) -> Self {
         let store = Arc::clone(&shared);
-        // The record goes in the attempt's own batch: written only if the
-        // handler succeeds, with its other changes.
-        let write = DedupWrite {
-            key,
-            ttl: shared.ttl,
-        };
-        request.context = request.context.with_rider(Rider::Dedup(write));
+        let request = with_record(&shared, key, request);
         Self {
             state: State::Lookup {
                 lookup: Box::pin(async move { store.store.contains(key).await }),
@@ -96,6 +104,21 @@ where
             record: Some((shared, key)),
         }
     }
+}
+
+/// The request with its dedup record as a rider: it goes in the attempt's
+/// own batch, written only if the handler succeeds, with its other changes.
+fn with_record<D, P>(
+    shared: &Shared<D>,
+    key: DedupKey,
+    mut request: EventRequest<P>,
+) -> EventRequest<P> {
+    let write = DedupWrite {
+        key,
+        ttl: shared.ttl,
+    };
+    request.context = request.context.with_rider(Rider::Dedup(write));
+    request
 }
 
 fn polled_after_completion() -> HandlerError {

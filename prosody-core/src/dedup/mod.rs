@@ -150,6 +150,18 @@ where
             debug!(%key, "duplicate message skipped (cache)");
             return ResponseFuture::duplicate();
         }
+        match self.shared.store.contains_now(key) {
+            Some(true) => {
+                debug!(%key, "duplicate message skipped (store)");
+                self.shared.remember(key);
+                return ResponseFuture::duplicate();
+            }
+            Some(false) => {
+                let shared = Arc::clone(&self.shared);
+                return ResponseFuture::unseen(shared, key, &mut self.inner, request);
+            }
+            None => {}
+        }
         // The ready service goes with the lookup and is called after it; a
         // fresh clone serves the next request.
         let fresh = self.inner.clone();

@@ -88,6 +88,16 @@ pub trait DedupStore: Send + Sync + 'static {
     /// Whether `key` is present and not expired.
     fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// What [`contains`](Self::contains) would answer now, when the store
+    /// can tell at once, without I/O (a store in memory). `None` means "ask
+    /// `contains`"; the default never knows. The dedup stage asks it for
+    /// every message with an `id` its cache does not hold, so a store that
+    /// can answer spares the hot path an allocation and a wait.
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        let _ = key;
+        None
+    }
+
     /// Records `key` for `ttl` from now, replacing any earlier expiry.
     fn insert(
         &self,

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A timer operation that failed.
@@ -184,6 +184,11 @@ pub(crate) trait StoreAccess: Send + Sync {
 pub(crate) struct EventState {
     /// Nanoseconds the event's attempts waited for scheduler permits.
     pub(crate) waited: AtomicU64,
+    /// The timer changes the event's attempts staged, each under its
+    /// attempt's number; a new attempt drops those of the earlier ones.
+    staged: Mutex<Vec<(u32, TimerOp)>>,
+    /// The number of the event's latest attempt.
+    attempts: AtomicU32,
     /// Set once an attempt began writing its changes: from then on the
     /// event's timers may already have changed in the store.
     commit_started: AtomicBool,
@@ -197,21 +202,24 @@ pub(crate) struct EventState {
 
 /// The timers of one handler attempt, and its unit of work.
 ///
-/// Invariant: a handler's changes (application timers) are staged in the
-/// attempt's own list and reach the store only through `Timers::commit`,
-/// which the handler service calls after the handler succeeded, in one
-/// batch with the riders of the stages around it (a dedup record, a
-/// deferred head's completion); a failed attempt's list is dropped, so it
-/// leaves no trace unless its commit had started (a store failure partway),
-/// which `commit_started` records. The defer stage writes its own batches
+/// Invariant: a handler's changes (application timers) are staged under
+/// the attempt's own number and reach the store only through
+/// `Timers::commit`, which the handler service calls after the handler
+/// succeeded, in one batch with the riders of the stages around it (a
+/// dedup record, a deferred head's completion); a failed attempt's changes
+/// are dropped when the next attempt starts, and never committed by it, so
+/// they leave no trace unless its commit had started (a store failure
+/// partway), which `commit_started` records. The event's state is one
+/// allocation for all its attempts. The defer stage writes its own batches
 /// (its [`TimerKind::Defer`] timers and offsets) directly, with
 /// `Timers::write`.
 #[derive(Clone)]
 pub struct Timers {
     access: Arc<dyn StoreAccess>,
-    staged: Arc<Mutex<Vec<TimerOp>>>,
     /// Shared by the fresh copies of every attempt of the event.
     event: Arc<EventState>,
+    /// The number of the attempt these timers stage for.
+    attempt: u32,
     /// For a firing timer: how many times it was deferred already.
     deferrals: u32,
 }
@@ -226,8 +234,8 @@ impl Timers {
     pub(crate) fn new(access: Arc<dyn StoreAccess>) -> Self {
         Self {
             access,
-            staged: Arc::default(),
             event: Arc::default(),
+            attempt: 0,
             deferrals: 0,
         }
     }
@@ -239,13 +247,22 @@ impl Timers {
         self
     }
 
-    /// The same timers with an empty staging list, for a new attempt.
+    /// The same timers for a new attempt: nothing staged, and what earlier
+    /// attempts staged dropped.
     #[must_use]
     pub(crate) fn fresh(&self) -> Self {
+        let attempt = self
+            .event
+            .attempts
+            .fetch_add(1, Ordering::AcqRel)
+            .wrapping_add(1);
+        self.event
+            .staged()
+            .retain(|(staged_by, _)| *staged_by == attempt);
         Self {
             access: Arc::clone(&self.access),
-            staged: Arc::default(),
             event: Arc::clone(&self.event),
+            attempt,
             deferrals: self.deferrals,
         }
     }
@@ -303,17 +320,17 @@ impl Timers {
     }
 
     pub(crate) fn stage(&self, op: TimerOp) {
-        self.staged
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(op);
+        self.event.staged().push((self.attempt, op));
     }
 
+    /// What this attempt staged, in order.
     fn staged(&self) -> Vec<TimerOp> {
-        self.staged
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.event
+            .staged()
+            .iter()
+            .filter(|(staged_by, _)| *staged_by == self.attempt)
+            .map(|(_, op)| op.clone())
+            .collect()
     }
 
     /// The key's times as the attempt sees them: stored, then staged.
@@ -346,7 +363,12 @@ impl Timers {
         riders: &[Rider],
         state: Vec<StateWrite>,
     ) -> Result<(), StoreError> {
-        let ops = std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner));
+        let ops: Vec<TimerOp> = self
+            .event
+            .staged()
+            .extract_if(.., |(staged_by, _)| *staged_by == self.attempt)
+            .map(|(_, op)| op)
+            .collect();
         let mut batch = timer_batch(key, TimerKind::Application, ops);
         batch.state = state;
         for rider in riders {
@@ -364,7 +386,70 @@ impl Timers {
     }
 }
 
+impl EventState {
+    /// The staged changes. Nothing panics while holding the lock, so a
+    /// poisoned list is consistent.
+    fn staged(&self) -> std::sync::MutexGuard<'_, Vec<(u32, TimerOp)>> {
+        self.staged.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Rounds a requested time to the second, as timers are stored.
 pub(crate) fn rounded(time: Timestamp) -> Timestamp {
     round_to_second(time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Due, StoreAccess, StoreFuture, TimerOp, Timers};
+    use crate::clock::Timestamp;
+    use crate::key::Key;
+    use crate::store::timer::TimerKind;
+    use crate::store::{Batch, StoreError};
+    use std::sync::{Arc, Mutex};
+
+    /// Keeps every batch committed.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<Batch>>);
+
+    impl StoreAccess for Recorded {
+        fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
+            Box::pin(std::future::ready(Ok(Vec::new())))
+        }
+
+        fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
+            self.0.lock().map(|mut batches| batches.push(batch)).ok();
+            Box::pin(std::future::ready(Ok::<(), StoreError>(())))
+        }
+
+        fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
+            Box::pin(std::future::ready(Ok(Vec::new())))
+        }
+    }
+
+    /// What a failed attempt staged is not written by the next one, not
+    /// even what a clone of its timers stages after the next one began; the
+    /// attempt that succeeds writes exactly its own changes.
+    #[tokio::test]
+    async fn only_the_committing_attempt_writes_its_changes() {
+        let store = Arc::new(Recorded::default());
+        let event = Timers::new(Arc::clone(&store) as Arc<dyn StoreAccess>);
+        let key = Key::from("k");
+        let at = |s: i64| Timestamp::from_millis(s * 1000);
+        let failed = event.fresh();
+        failed.stage(TimerOp::Schedule(at(1), None));
+        let next = event.fresh();
+        failed.stage(TimerOp::Schedule(at(2), None));
+        next.stage(TimerOp::Schedule(at(3), None));
+        assert_eq!(next.scheduled(&key).await.ok(), Some(vec![at(3)]));
+        next.commit(&key, &[], Vec::new()).await.ok();
+        let batches = store.0.lock().map(|b| b.clone()).unwrap_or_default();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0].timers.len(), 1, "{:?}", batches[0].timers);
+        assert!(next.committed());
+        // A later attempt starts with nothing staged.
+        let last = event.fresh();
+        last.commit(&key, &[], Vec::new()).await.ok();
+        assert_eq!(store.0.lock().map(|b| b.len()).unwrap_or_default(), 1);
+    }
 }

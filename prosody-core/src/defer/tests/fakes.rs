@@ -278,7 +278,7 @@ impl Service<EventRequest<Encoded>> for Handler {
         });
         if error.is_none() {
             let store = self.store.lock().unwrap().clone();
-            for rider in request.context.riders() {
+            for rider in request.context.riders().as_deref().unwrap_or_default() {
                 if let (Some(store), Rider::Defer(DeferWrite::Complete { key, offset })) =
                     (&store, rider)
                 {

@@ -1,7 +1,8 @@
 //! The [`DedupStore`] conformance suite.
 //!
 //! Run each check against a backend, one test per check, or all with
-//! [`run_all`]. Checks use keys no other check or run uses, so they can
+//! [`run_all`]. Every lookup asks [`DedupStore::contains_now`] too, which must
+//! agree with [`DedupStore::contains`] whenever it answers. Checks use keys no other check or run uses, so they can
 //! share one store (and one Cassandra table). Every store call has a
 //! deadline ([`DEADLINE`]).
 //!
@@ -52,8 +53,20 @@ impl Keys {
     }
 }
 
+/// Whether the store holds `key`; a store that can tell at once ([`contains_now`]) must tell the
+/// same at the same moment, in every check.
+///
+/// [`contains_now`]: DedupStore::contains_now
 async fn contains(store: &impl DedupStore, key: DedupKey) -> Result<bool, Failure> {
-    call(&format!("contains({key})"), store.contains(key)).await
+    let held = call(&format!("contains({key})"), store.contains(key)).await?;
+    if let Some(peeked) = store.contains_now(key) {
+        ensure_eq(
+            &format!("contains_now({key}) beside contains"),
+            &held,
+            &peeked,
+        )?;
+    }
+    Ok(held)
 }
 
 async fn insert(store: &impl DedupStore, key: DedupKey, ttl: Duration) -> Checked {
