@@ -16,11 +16,14 @@ use proptest::prelude::*;
 use prosody::broker::{Broker, ConsumerConfig, OutgoingRecord, Producer, TopicPartition};
 use prosody::{MemoryBroker, MemoryStores};
 use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
-use prosody_core::{HandlerService, Runtime, RuntimeConfig};
+use prosody_core::{Event, EventRequest, HandlerService, Runtime, RuntimeConfig};
+use std::collections::HashSet;
 use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 use support::{Probe, ProbedConsumer, Script, TestHandler};
-use tower::Layer;
+use tower::{Layer, Service};
 
 const TOPIC: &str = "events";
 const GROUP: &str = "group";
@@ -37,6 +40,20 @@ struct Workload {
     /// A second member joins once this many records were handled; the
     /// first then leaves if the flag is set.
     rebalance: Option<(usize, bool)>,
+    /// What sits around the scheduler.
+    outer: Outer,
+}
+
+/// A stage around the scheduler, to try the runtime with stacks that are
+/// not always ready, or that panic in `call`.
+#[derive(Clone, Copy, Debug)]
+enum Outer {
+    None,
+    /// `tower`'s concurrency limit, at the scheduler's bound: its readiness
+    /// waits whenever that many calls run.
+    Limit,
+    /// Panics in `call` the first time it sees every third record.
+    Panics,
 }
 
 fn workload() -> impl Strategy<Value = Workload> {
@@ -52,16 +69,18 @@ fn workload() -> impl Strategy<Value = Workload> {
             proptest::collection::vec(script, 1..400).prop_flat_map(move |records| {
                 let n = records.len();
                 let rebalance = proptest::option::of((0..n, any::<bool>()));
-                (Just(records), 0..=n, rebalance).prop_map(move |(records, late, rebalance)| {
-                    Workload {
+                let outer = prop_oneof![Just(Outer::None), Just(Outer::Limit), Just(Outer::Panics)];
+                (Just(records), 0..=n, rebalance, outer).prop_map(
+                    move |(records, late, rebalance, outer)| Workload {
                         partitions,
                         max_concurrency: conc,
                         max_uncommitted: unc,
                         records,
                         late,
                         rebalance,
-                    }
-                })
+                        outer,
+                    },
+                )
             })
         },
     )
@@ -162,7 +181,57 @@ async fn member(broker: &MemoryBroker, probe: &Probe, workload: &Workload, id: u
         ..SchedulerConfig::default()
     });
     let stack = scheduler.layer(HandlerService::new(handler));
-    Runtime::spawn(consumer, stack, MemoryStores::new(), config)
+    match workload.outer {
+        Outer::None => Runtime::spawn(consumer, stack, MemoryStores::new(), config),
+        Outer::Limit => {
+            let limit = tower::limit::ConcurrencyLimitLayer::new(workload.max_concurrency);
+            Runtime::spawn(consumer, limit.layer(stack), MemoryStores::new(), config)
+        }
+        Outer::Panics => {
+            let stack = PanicOnce {
+                inner: stack,
+                seen: Arc::default(),
+            };
+            Runtime::spawn(consumer, stack, MemoryStores::new(), config)
+        }
+    }
+}
+
+/// Panics in `call` the first time it (and its clones: one member) sees
+/// every third offset of a partition; the runtime retries such a record
+/// like a transient failure.
+#[derive(Clone)]
+struct PanicOnce<S> {
+    inner: S,
+    seen: Arc<Mutex<HashSet<(i32, i64)>>>,
+}
+
+impl<S, P> Service<EventRequest<P>> for PanicOnce<S>
+where
+    S: Service<EventRequest<P>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: EventRequest<P>) -> S::Future {
+        if let Event::Message(message) = &request.event
+            && message.offset % 3 == 0
+            && self
+                .seen
+                .lock()
+                .expect("seen")
+                .insert((message.partition, message.offset))
+        {
+            // Unwinds without the panic hook: no message per panic.
+            std::panic::resume_unwind(Box::new("a stage panicked in call"));
+        }
+        self.inner.call(request)
+    }
 }
 
 proptest! {
@@ -200,6 +269,7 @@ async fn tight_backpressure_across_threads_never_stalls() {
             records,
             late: 0,
             rebalance: None,
+            outer: Outer::None,
         };
         let running = member(&broker, &probe, &workload, 0).await;
         let handled =

@@ -51,8 +51,8 @@ impl Expiry {
 /// Removal path (what keeps memory bounded by live entries): an entry is
 /// removed when [`Entries::contains`] finds it expired, when it is inserted
 /// again (its old expiry is replaced), and by the sweep every call makes,
-/// which pops up to [`SWEEP_LIMIT`] pairs off the front of the queue that
-/// are stale or expired. A call therefore adds at most one entry and removes
+/// which pops up to [`SWEEP_LIMIT`] expired pairs off the front of the
+/// queue. A call therefore adds at most one entry and removes
 /// up to [`SWEEP_LIMIT`] expired ones, so after an insert the store holds
 /// either only live entries or fewer entries than before it: the count
 /// never exceeds the largest number of live entries the store has had
@@ -77,14 +77,17 @@ impl Entries {
             .is_some_and(|&(_, made)| made == insert)
     }
 
-    /// Pops up to [`SWEEP_LIMIT`] stale or expired pairs off the front,
-    /// removing the expired entries.
+    /// Pops up to [`SWEEP_LIMIT`] expired pairs off the front, removing
+    /// the entries that are still theirs. A pair not expired ends the sweep
+    /// without a lookup: a stale one waits for its expiry, an eviction or a
+    /// compaction.
     fn sweep(&mut self, now: Instant) {
         for _ in 0..SWEEP_LIMIT {
             match self.queue.front() {
-                Some(&(_, key, insert)) if !self.current(key, insert) => {}
-                Some(&(expiry, key, _)) if expiry.is_past(now) => {
-                    self.expiry_of.remove(&key);
+                Some(&(expiry, key, insert)) if expiry.is_past(now) => {
+                    if self.current(key, insert) {
+                        self.expiry_of.remove(&key);
+                    }
                 }
                 _ => break,
             }

@@ -72,17 +72,19 @@ where
         }
     }
 
-    /// A message the store says it has not seen: `service` handles it.
+    /// A message a store that tells at once says it has not seen:
+    /// `service` handles it, and the store alone remembers it (from the
+    /// attempt's batch); the cache is not used.
     pub(super) fn unseen(
-        shared: Arc<Shared<D>>,
+        shared: &Shared<D>,
         key: DedupKey,
         service: &mut S,
         request: EventRequest<P>,
     ) -> Self {
-        let request = with_record(&shared, key, request);
+        let request = with_record(shared, key, request);
         Self {
             state: State::Calling(service.call(request)),
-            record: Some((shared, key)),
+            record: None,
         }
     }
 

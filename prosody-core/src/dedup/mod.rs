@@ -4,7 +4,9 @@
 //! Two tiers: a bounded in-memory cache of [`DedupKey`]s shared by every
 //! partition of the process (it lives in the layer, so it survives
 //! reassignment within the process), in front of a [`DedupStore`] that
-//! persists keys for `ttl` across restarts and members.
+//! persists keys for `ttl` across restarts and members. A store that can
+//! tell at once ([`DedupStore::contains_now`], one in memory) is asked
+//! first and alone: a cache in front of it would only repeat it.
 //!
 //! Invariants:
 //! - a message with an `id` whose key is in the cache, or that the store
@@ -146,21 +148,20 @@ where
         let Some(key) = self.shared.key_of(&request.event) else {
             return ResponseFuture::pass(self.inner.call(request));
         };
-        if self.shared.cached(key) {
-            debug!(%key, "duplicate message skipped (cache)");
-            return ResponseFuture::duplicate();
-        }
+        // A store that can tell at once needs no cache in front of it.
         match self.shared.store.contains_now(key) {
             Some(true) => {
                 debug!(%key, "duplicate message skipped (store)");
-                self.shared.remember(key);
                 return ResponseFuture::duplicate();
             }
             Some(false) => {
-                let shared = Arc::clone(&self.shared);
-                return ResponseFuture::unseen(shared, key, &mut self.inner, request);
+                return ResponseFuture::unseen(&self.shared, key, &mut self.inner, request);
             }
             None => {}
+        }
+        if self.shared.cached(key) {
+            debug!(%key, "duplicate message skipped (cache)");
+            return ResponseFuture::duplicate();
         }
         // The ready service goes with the lookup and is called after it; a
         // fresh clone serves the next request.

@@ -1,8 +1,8 @@
 //! The failure-rate gate: deferral pauses while nearly everything fails.
 
-use crate::clock;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Buckets the window is cut into; the window slides one bucket at a time.
 const BUCKETS: usize = 30;
@@ -63,27 +63,35 @@ pub(crate) struct Gate {
     threshold: f64,
     /// Milliseconds per bucket, at least one.
     width: i64,
+    /// Where bucket numbers count from.
+    epoch: Instant,
     window: Mutex<Window>,
 }
 
 impl Gate {
     pub(crate) fn new(window: Duration, threshold: f64) -> Self {
         let width = i64::try_from(window.as_millis() / BUCKETS as u128).unwrap_or(i64::MAX);
-        let width = width.max(1);
-        let latest = clock::now().as_millis().div_euclid(width);
         Self {
             threshold,
-            width,
-            window: Mutex::new(Window {
-                latest,
-                ..Window::default()
-            }),
+            width: width.max(1),
+            epoch: Instant::now(),
+            window: Mutex::new(Window::default()),
         }
+    }
+
+    /// The number of the bucket of now.
+    fn bucket(&self) -> i64 {
+        let millis = Instant::now()
+            .saturating_duration_since(self.epoch)
+            .as_millis();
+        i64::try_from(millis)
+            .unwrap_or(i64::MAX)
+            .div_euclid(self.width)
     }
 
     /// Counts one event; returns whether the gate is open afterwards.
     pub(crate) fn record(&self, failed: bool) -> bool {
-        let now = clock::now().as_millis().div_euclid(self.width);
+        let now = self.bucket();
         let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
         window.advance(now);
         let slot = usize::try_from(window.latest.rem_euclid(SPAN)).unwrap_or(0);
@@ -135,11 +143,11 @@ mod tests {
                 let gate = Gate::new(WINDOW, threshold);
                 let width = WINDOW.as_millis() as u64 / super::BUCKETS as u64;
                 let mut seen: Vec<(u64, bool)> = Vec::new();
+                // Buckets count from the gate's creation.
                 let start = tokio::time::Instant::now();
-                let base = crate::clock::now().as_millis() as u64;
                 for (advance, failed) in steps {
                     tokio::time::advance(Duration::from_millis(advance)).await;
-                    let now = base + (tokio::time::Instant::now() - start).as_millis() as u64;
+                    let now = (tokio::time::Instant::now() - start).as_millis() as u64;
                     seen.push((now / width, failed));
                     let current = now / width;
                     let live: Vec<bool> = seen.iter()

@@ -6,7 +6,7 @@ use super::lease::Lease;
 use crate::broker::Record;
 use crate::codec;
 use crate::context::{Context, Demand, Scope};
-use crate::error::{Category, HandlerError};
+use crate::error::{BoxError, Category, HandlerError};
 use crate::event::{Encoded, Event, Timer};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
@@ -16,10 +16,11 @@ use crate::store::{Batch, TimerChange};
 use crate::timers::{StoreAccess, Timers};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tower::ServiceExt;
-use tracing::{Instrument, debug, debug_span, error, warn};
+use tracing::{Instrument, Span, debug, debug_span, error, warn};
 
 /// How an event left the runtime's hands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,8 +64,8 @@ impl Backoff {
 }
 
 /// What one partition shares with each of its attempts, behind one `Arc`:
-/// an attempt costs its stack's clone and one count, not a clone of each.
-pub(crate) struct Shared {
+/// an attempt costs one count, not a clone of each part, nor of the stack.
+pub(crate) struct Shared<S> {
     /// The partition's topic and number, and its shutdown signals.
     pub(crate) scope: Arc<Scope>,
     pub(crate) backoff: Backoff,
@@ -75,92 +76,102 @@ pub(crate) struct Shared {
     /// Held by every attempt, so a crashed member's consumer outlives them.
     #[expect(dead_code, reason = "held for its drop, never read")]
     pub(crate) lease: Arc<Lease>,
+    /// The stack, cloned for the calls the partition's own stack cannot
+    /// make: an attempt that must wait for the stack to be ready, and the
+    /// runtime's last-resort retries (rare: the modes retry in the stack).
+    /// Behind a lock only so the parts can be shared: a stack need not be
+    /// `Sync`.
+    pub(crate) stack: Mutex<S>,
 }
 
-/// Runs one record or timer through the stack until it settles, the
-/// partition is cancelled, or a terminal error stops it.
-///
-/// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
-/// failed permanently (logged), so the caller may commit past the record;
-/// a settled timer has been removed from the store (or its removal logged).
-pub(crate) async fn run<S>(service: S, shared: Arc<Shared>, key: Key, work: &Work) -> Outcome
-where
-    S: EventService<Encoded>,
-{
-    match work {
-        Work::Record(record) => {
-            let span = debug_span!(
-                "handle",
-                topic = %record.topic,
-                partition = record.partition,
-                offset = record.offset,
-                key = %key,
-            );
-            let timers = Timers::new(Arc::clone(&shared.timers));
-            attempt_loop(service, &shared, &key, &timers, || {
-                codec::encoded(&key, record)
-            })
-            .instrument(span)
-            .await
-        }
-        Work::Timer(fire) => {
-            let (time, kind) = (from_seconds(fire.due.second), fire.due.kind);
-            let span = debug_span!("timer", key = %key, time = time.as_millis(), ?kind);
-            let timer = Timer {
-                key: key.clone(),
-                time,
-                kind,
-                trace: fire.due.trace.clone(),
-            };
-            let access = Arc::clone(&shared.timers);
-            let timers = Timers::new(Arc::clone(&access)).with_deferrals(fire.deferrals);
-            let outcome = attempt_loop(service, &shared, &key, &timers, || {
-                Event::Timer(timer.clone())
-            })
-            .instrument(span)
-            .await;
-            if outcome != Outcome::Settled {
-                return outcome;
-            }
-            if let Some(at) = timers.retry_requested() {
-                // Put off by the defer stage: it stays stored.
-                return Outcome::Delayed(to_seconds(at));
-            }
-            // A handler that succeeded removed its timer in its commit; a
-            // timer settled otherwise (dropped, routed) is removed here. A
-            // defer timer is the defer stage's to remove: a stack without
-            // that stage leaves it, and its key's backlog, in the store.
-            if !timers.committed()
-                && kind == TimerKind::Application
-                && let Err(error) = access
-                    .commit(Batch::default().timer(&key, kind, TimerChange::Unschedule { time }))
-                    .await
-            {
-                warn!(%error, %key, "removing a fired timer failed; it may fire again");
-            }
-            Outcome::Settled
-        }
+impl<S: Clone> Shared<S> {
+    /// A clone of the stack.
+    pub(crate) fn stack(&self) -> S {
+        // Cloning panics in no stack of ours; a poisoned lock still holds
+        // the stack as it was.
+        self.stack
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
-async fn attempt_loop<S>(
-    mut service: S,
-    shared: &Shared,
-    key: &Key,
-    timers: &Timers,
-    event_of: impl Fn() -> Event<Encoded>,
-) -> Outcome
-where
-    S: EventService<Encoded>,
-{
-    let mut demand = Demand::Normal;
-    let mut attempt = 0u32;
-    loop {
-        let event = event_of();
+/// How an attempt's first call was made where the attempt started.
+pub(crate) enum First<S, F> {
+    /// The partition's stack was ready, and made it. Boxed where it is
+    /// made: the attempt moves it into its own state, and a stack's future
+    /// is large.
+    Called(Pin<Box<F>>),
+    /// The partition's stack was not ready: here it is, still waiting, for
+    /// the attempt to call once it is (the partition took a fresh clone).
+    Waiting(S),
+    /// The stack's readiness failed, or it panicked in `call`.
+    Failed(BoxError),
+}
+
+/// What every attempt at one event is made of: its key, its timers (the
+/// unit of work the attempts share) and its span.
+pub(crate) struct Attempts {
+    key: Key,
+    timers: Timers,
+    span: Span,
+}
+
+impl Attempts {
+    /// The attempts at `work` of `key`.
+    pub(crate) fn new<S>(shared: &Shared<S>, key: Key, work: &Work) -> Self {
+        let access = Arc::clone(&shared.timers);
+        let (timers, span) = match work {
+            Work::Record(record) => (
+                Timers::new(access),
+                debug_span!(
+                    "handle",
+                    topic = %record.topic,
+                    partition = record.partition,
+                    offset = record.offset,
+                    key = %key,
+                ),
+            ),
+            Work::Timer(fire) => (
+                Timers::new(access).with_deferrals(fire.deferrals),
+                debug_span!(
+                    "timer",
+                    key = %key,
+                    time = from_seconds(fire.due.second).as_millis(),
+                    kind = ?fire.due.kind,
+                ),
+            ),
+        };
+        Self { key, timers, span }
+    }
+
+    /// The span the attempts run in.
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// The request of attempt number `attempt` (from 0) at `work`.
+    pub(crate) fn request<S>(
+        &self,
+        shared: &Shared<S>,
+        work: &Work,
+        demand: Demand,
+        attempt: u32,
+    ) -> EventRequest<Encoded> {
+        let key = &self.key;
+        let event = match work {
+            Work::Record(record) => codec::encoded(key, record),
+            Work::Timer(fire) => Event::Timer(Timer {
+                key: key.clone(),
+                time: from_seconds(fire.due.second),
+                kind: fire.due.kind,
+                trace: fire.due.trace.clone(),
+            }),
+        };
         let context = Context::scoped(key.clone(), Arc::clone(&shared.scope))
             .with_demand(demand)
             .with_attempt(attempt.saturating_add(1))
-            .with_timers(timers.clone());
+            .with_timers(self.timers.clone());
         let context = match &shared.state {
             Some(registry) => context.with_state(AttemptState::new(
                 Arc::clone(&shared.timers),
@@ -169,16 +180,93 @@ where
             )),
             None => context,
         };
-        // The task's own clone of the stack serves every attempt of it.
-        let service = &mut service;
-        let call = async move {
-            let ready = service.ready().await?;
-            ready.call(EventRequest { event, context }).await
+        EventRequest { event, context }
+    }
+}
+
+/// Runs one record or timer through the stack until it settles, the
+/// partition is cancelled, or a terminal error stops it. `first` is how
+/// its first call was made where it started.
+///
+/// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
+/// failed permanently (logged), so the caller may commit past the record;
+/// a settled timer has been removed from the store (or its removal logged).
+pub(crate) async fn run<S>(
+    shared: Arc<Shared<S>>,
+    attempts: Attempts,
+    work: &Work,
+    first: First<S, S::Future>,
+) -> Outcome
+where
+    S: EventService<Encoded>,
+{
+    let span = attempts.span.clone();
+    let outcome = attempt_loop(&shared, &attempts, work, first)
+        .instrument(span)
+        .await;
+    let Work::Timer(fire) = work else {
+        return outcome;
+    };
+    if outcome != Outcome::Settled {
+        return outcome;
+    }
+    let timers = &attempts.timers;
+    if let Some(at) = timers.retry_requested() {
+        // Put off by the defer stage: it stays stored.
+        return Outcome::Delayed(to_seconds(at));
+    }
+    // A handler that succeeded removed its timer in its commit; a timer
+    // settled otherwise (dropped, routed) is removed here. A defer timer is
+    // the defer stage's to remove: a stack without that stage leaves it,
+    // and its key's backlog, in the store.
+    let (kind, time) = (fire.due.kind, from_seconds(fire.due.second));
+    let key = &attempts.key;
+    if !timers.committed()
+        && kind == TimerKind::Application
+        && let Err(error) = shared
+            .timers
+            .commit(Batch::default().timer(key, kind, TimerChange::Unschedule { time }))
+            .await
+    {
+        warn!(%error, %key, "removing a fired timer failed; it may fire again");
+    }
+    Outcome::Settled
+}
+
+async fn attempt_loop<S>(
+    shared: &Shared<S>,
+    attempts: &Attempts,
+    work: &Work,
+    first: First<S, S::Future>,
+) -> Outcome
+where
+    S: EventService<Encoded>,
+{
+    let mut demand = Demand::Normal;
+    let mut attempt = 0u32;
+    // The stack for the calls the partition's could not make.
+    let (mut first, mut service) = match first {
+        First::Called(call) => (Some(Ok(call)), None),
+        First::Failed(error) => (Some(Err(error)), None),
+        First::Waiting(service) => (None, Some(service)),
+    };
+    loop {
+        let call = async {
+            match first.take() {
+                Some(Ok(call)) => call.await.map(drop).map_err(Into::into),
+                Some(Err(error)) => Err(error),
+                None => {
+                    let request = attempts.request(shared, work, demand, attempt);
+                    let service = service.get_or_insert_with(|| shared.stack());
+                    let ready = service.ready().await.map_err(Into::into)?;
+                    ready.call(request).await.map(drop).map_err(Into::into)
+                }
+            }
         };
         let result = AssertUnwindSafe(call).catch_unwind().await;
         let error = match result {
-            Ok(Ok(_)) => return Outcome::Settled,
-            Ok(Err(error)) => HandlerError::from_boxed(error.into()),
+            Ok(Ok(())) => return Outcome::Settled,
+            Ok(Err(error)) => HandlerError::from_boxed(error),
             Err(_) => HandlerError::transient("the handler panicked"),
         };
         match error.category() {

@@ -2,13 +2,14 @@
 //! tracker, and the handler calls in flight.
 
 use super::alarm::{Alarm, Fire};
-use super::attempt::{self, Outcome, Shared, Work};
+use super::attempt::{self, Attempts, First, Outcome, Shared, Work};
 use super::filter::Filters;
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
 use crate::broker::{Record, TopicPartition};
 use crate::clock;
 use crate::codec;
+use crate::context::Demand;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
@@ -147,7 +148,7 @@ pub(crate) struct PartitionTask<S> {
     pub(crate) filters: Filters,
     /// The stack; each record's task gets a clone.
     pub(crate) service: S,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared<S>>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Work>,
     pub(crate) running: JoinSet<(Key, Work, Outcome)>,
@@ -312,9 +313,11 @@ where
             // An idle partition starts a busy period: stalls count from now.
             self.busy = true;
         }
-        let (service, shared) = (self.service.clone(), Arc::clone(&self.shared));
+        let attempts = Attempts::new(&self.shared, key.clone(), &work);
+        let first = self.first_call(&attempts, &work);
+        let shared = Arc::clone(&self.shared);
         let mut attempt = Box::pin(async move {
-            let outcome = attempt::run(service, shared, key.clone(), &work).await;
+            let outcome = attempt::run(shared, attempts, &work, first).await;
             (key, work, outcome)
         });
         // A waker that goes nowhere: an attempt still pending is spawned,
@@ -333,6 +336,39 @@ where
                 error!(partition = %self.tp, "a handler attempt panicked outside its stack; the partition stops");
                 self.halt("a handler attempt panicked outside its stack".into());
                 None
+            }
+        }
+    }
+
+    /// The first attempt's call, made on the partition's own stack when it
+    /// is ready: no clone of the stack per record. A stack that is not
+    /// ready goes with the attempt, to be called once it is (it may have
+    /// reserved its turn, as a fair semaphore does), and the partition
+    /// takes a fresh clone. A stack whose readiness fails, or that panics
+    /// in `call`, fails the attempt transiently, and is replaced too.
+    fn first_call(&mut self, attempts: &Attempts, work: &Work) -> First<S, S::Future> {
+        let _entered = attempts.span().enter();
+        let mut cx = TaskContext::from_waker(Waker::noop());
+        let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            match self.service.poll_ready(&mut cx) {
+                Poll::Ready(Ok(())) => {
+                    let request = attempts.request(&self.shared, work, Demand::Normal, 0);
+                    Some(First::Called(Box::pin(self.service.call(request))))
+                }
+                Poll::Ready(Err(error)) => Some(First::Failed(error.into())),
+                Poll::Pending => None,
+            }
+        }));
+        match called {
+            Ok(Some(First::Called(call))) => First::Called(call),
+            Ok(None) => First::Waiting(std::mem::replace(&mut self.service, self.shared.stack())),
+            Ok(Some(failed)) => {
+                self.service = self.shared.stack();
+                failed
+            }
+            Err(_) => {
+                self.service = self.shared.stack();
+                First::Failed("the stack panicked".into())
             }
         }
     }

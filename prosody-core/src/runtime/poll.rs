@@ -224,6 +224,7 @@ where
                     timers: Arc::clone(&timers),
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     lease: Arc::clone(&self.lease),
+                    stack: std::sync::Mutex::new(self.service.clone()),
                 }),
                 alarm: Alarm::new(timers, notices_rx, self.config.slab_size),
                 tracker: OffsetTracker::default(),

@@ -16,10 +16,10 @@ pub struct ResponseFuture<F, T: TelemetrySink> {
     #[pin]
     attempt: F,
     sink: T,
-    /// The dispatched event, reused for the outcome; `None` when the sink
-    /// takes nothing.
-    event: Option<TelemetryEvent>,
-    started: Instant,
+    /// The dispatched event, reused for the outcome, and when the call
+    /// began; `None` when the sink takes nothing (and the clock is not
+    /// read).
+    event: Option<(TelemetryEvent, Instant)>,
 }
 
 impl<F, T: TelemetrySink> ResponseFuture<F, T> {
@@ -27,8 +27,7 @@ impl<F, T: TelemetrySink> ResponseFuture<F, T> {
         Self {
             attempt,
             sink,
-            event,
-            started: Instant::now(),
+            event: event.map(|event| (event, Instant::now())),
         }
     }
 }
@@ -43,8 +42,8 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.attempt.poll(cx));
-        if let Some(mut event) = this.event.take() {
-            let elapsed = this.started.elapsed();
+        if let Some((mut event, started)) = this.event.take() {
+            let elapsed = started.elapsed();
             event.lifecycle = match &result {
                 Ok(_) => Lifecycle::Succeeded { elapsed },
                 Err(error) => Lifecycle::Failed {
@@ -63,9 +62,9 @@ where
 impl<F, T: TelemetrySink> PinnedDrop for ResponseFuture<F, T> {
     fn drop(self: Pin<&mut Self>) {
         let this = self.project();
-        if let Some(mut event) = this.event.take() {
+        if let Some((mut event, started)) = this.event.take() {
             event.lifecycle = Lifecycle::Abandoned {
-                elapsed: this.started.elapsed(),
+                elapsed: started.elapsed(),
             };
             event.at = clock::now();
             this.sink.emit(event);

@@ -103,10 +103,13 @@ impl<S: Stores> PartitionStores<S> {
             cache: &self.cells,
             writes: batch.state.clone(),
         };
-        let sent = tokio::time::Instant::now();
+        // When the cells' ttls count from; no clock read without cells.
+        let sent = (!cells.writes.is_empty()).then(tokio::time::Instant::now);
         self.stores.commit(&self.partition, batch).await?;
         unsure.armed = false;
-        self.cells.landed(&std::mem::take(&mut cells.writes), sent);
+        if let Some(sent) = sent {
+            self.cells.landed(&std::mem::take(&mut cells.writes), sent);
+        }
         for notice in notices {
             // The partition task is gone after a revocation: its next owner
             // loads the store.
