@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 const BATCH: u64 = 1_000;
 
@@ -72,7 +72,9 @@ fn request(n: u64, with_id: bool, token: &CancellationToken) -> EventRequest<Enc
     }
 }
 
-async fn run<S>(service: S, iterations: u64, with_id: bool) -> Duration
+/// Calls one instance of the stack, as a partition does: readiness, then
+/// the call, with no clone of the stack per event.
+async fn run<S>(mut service: S, iterations: u64, with_id: bool) -> Duration
 where
     S: EventService<Encoded>,
 {
@@ -86,8 +88,11 @@ where
             .collect();
         let start = Instant::now();
         for request in requests {
-            let handled: Result<_, BoxError> =
-                service.clone().oneshot(request).await.map_err(Into::into);
+            let ready = service.ready().await.map_err(Into::into);
+            let handled: Result<_, BoxError> = match ready {
+                Ok(ready) => ready.call(request).await.map_err(Into::into),
+                Err(error) => Err(error),
+            };
             handled.expect("handled");
         }
         total += start.elapsed();
