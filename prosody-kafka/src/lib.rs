@@ -114,6 +114,10 @@ impl Broker for KafkaBroker {
             // A full prefetch queue stops the fetcher until it drains; look
             // again soon, or a fast consumer idles for the default second.
             ("fetch.queue.backoff.ms", "10"),
+            // Prefetch about 50 ms of a busy member's work, not 100,000
+            // records: the fetcher still runs ahead, and the queue (a
+            // librdkafka op per record) stays a few MiB.
+            ("queued.min.messages", "10000"),
         ];
         match self.config.protocol() {
             GroupProtocol::Classic => {
