@@ -37,11 +37,16 @@ pub(crate) const CHANNEL: usize = 8;
 /// wait between the thread and the owner, besides the batch in hand.
 const BATCH: usize = 128;
 
-/// Records held for a paused partition before rdkafka itself pauses it.
-/// Most pauses are short (backpressure until the partition's work halves),
-/// and a real pause costs a fetch round trip on resume, so a pause first
-/// only holds what arrives; past this many records it stops the fetching.
+/// Records held for a paused partition before rdkafka itself pauses it,
+/// at most. Most pauses are short (backpressure until the partition's work
+/// halves), and a real pause costs a fetch round trip on resume, so a pause
+/// first only holds what arrives; past its share of [`HELD`] (between 256
+/// and this many) it stops the fetching.
 const HOLD_LIMIT: usize = 4096;
+
+/// The records held for every paused partition together, about: each
+/// assigned partition may hold its share.
+const HELD: usize = 65_536;
 
 /// How long a commit may take. A member that lost its assignment (evicted
 /// for missing heartbeats) can have its commit wait on the rebalance that
@@ -132,7 +137,8 @@ impl KafkaConsumer {
     fn hold(&mut self, partition: TopicPartition, record: Record) -> Result<(), BrokerError> {
         let held = self.held.entry(partition.clone()).or_default();
         held.push_back(record);
-        if held.len() >= HOLD_LIMIT && !self.halted.contains(&partition) {
+        let limit = (HELD / self.assigned.len().max(1)).clamp(256, HOLD_LIMIT);
+        if held.len() >= limit && !self.halted.contains(&partition) {
             let list = list(&partition, Offset::Invalid)?;
             self.rd()?.pause(&list).map_err(backend)?;
             self.halted.insert(partition);
