@@ -342,6 +342,20 @@ async fn library(
     rate
 }
 
+/// The bare loop's rate (printed with its peak) and the correct loop's.
+async fn raw_loops(target: &Target, records: usize) -> (f64, f64) {
+    memory::reset_peak();
+    let raw = raw::raw(&target.servers, &target.topic, records, false).await;
+    let raw_peak = memory::status_mib("VmHWM");
+    println!(
+        "{:<34} {raw:>9.0} records/s  peak RSS {raw_peak:.0} MiB",
+        "raw rdkafka StreamConsumer"
+    );
+    memory::reset_peak();
+    let correct = raw::raw(&target.servers, &target.topic, records, true).await;
+    (raw, correct)
+}
+
 fn main() {
     let records = setting("E2E_RECORDS", 200_000);
     let keys = setting("E2E_KEYS", 10_000);
@@ -375,17 +389,8 @@ fn main() {
         // kept). `E2E_RAW=false` skips the raw loops, so a case alone in its
         // process can be compared with the raw loop alone in another.
         let raws = std::env::var("E2E_RAW").map_or(true, |raw| raw != "false");
-        memory::reset_peak();
         let (raw, correct) = if raws {
-            let raw = raw::raw(&target.servers, &target.topic, records, false).await;
-            let raw_peak = memory::status_mib("VmHWM");
-            println!(
-                "{:<34} {raw:>9.0} records/s  peak RSS {raw_peak:.0} MiB",
-                "raw rdkafka StreamConsumer"
-            );
-            memory::reset_peak();
-            let correct = raw::raw(&target.servers, &target.topic, records, true).await;
-            (raw, correct)
+            raw_loops(&target, records).await
         } else {
             (f64::NAN, f64::NAN)
         };

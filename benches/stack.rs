@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 const BATCH: u64 = 1_000;
 
