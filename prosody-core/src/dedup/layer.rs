@@ -10,6 +10,9 @@ use tower::Layer;
 ///
 /// Every service this layer makes shares one cache and one store, so build
 /// one layer per process (or per client) and reuse it across partitions.
+/// The store must be the one the client's runtime commits its batches to
+/// (its stores' dedup store): the layer records a handled key as a rider
+/// of the attempt's batch, so a store of its own would never learn of it.
 pub struct DedupLayer<D> {
     pub(super) shared: Arc<Shared<D>>,
 }

@@ -15,8 +15,9 @@
 //! - a key is recorded only when the inner service succeeded: in the store
 //!   as a rider of the attempt's batch (written with the handler's own
 //!   changes, by the handler service, or not at all), in the cache once the
-//!   success comes back. A failed attempt leaves no record, so its retry is
-//!   handled;
+//!   success comes back (unless the store tells at once: then the store
+//!   alone answers, and the cache stays empty). A failed attempt leaves no
+//!   record, so its retry is handled;
 //! - messages without an `id`, timers and excises always pass;
 //! - a store error never loses a message: a failed lookup counts as "not a
 //!   duplicate" (at-least-once over at-most-once) and logs at `warn`; a
@@ -26,8 +27,9 @@
 //!   (`quick_cache`, see `hash::recent`), and an evicted key is still
 //!   found in the store.
 //!
-//! Allocation: the cache check is synchronous and a cache hit or a message
-//! without `id` allocates nothing. Only when the store must be consulted is
+//! Allocation: the cache check (or a store's `contains_now`) is synchronous,
+//! and a cache hit, a store that tells at once, or a message without `id`
+//! allocates nothing. Only when the store must be consulted is
 //! its future boxed (the store trait's futures are `impl Future`, which a
 //! named future cannot hold, and may borrow the store, so the box holds an
 //! `async move` block owning the shared state around the one store call),

@@ -97,6 +97,9 @@ impl<S: Clone> Shared<S> {
 }
 
 /// How an attempt's first call was made where the attempt started.
+///
+/// Invariant: `Called` holds a call made right after the stack said it
+/// was ready; a `Waiting` stack is polled ready again before its call.
 pub(crate) enum First<S, F> {
     /// The partition's stack was ready, and made it. Boxed where it is
     /// made: the attempt moves it into its own state, and a stack's future
@@ -111,6 +114,10 @@ pub(crate) enum First<S, F> {
 
 /// What every attempt at one event is made of: its key, its timers (the
 /// unit of work the attempts share) and its span.
+///
+/// Invariant: one per event, shared by all its attempts; each attempt
+/// stages its timer changes under its own number, and only the one that
+/// commits writes them.
 pub(crate) struct Attempts {
     key: Key,
     timers: Timers,

@@ -57,7 +57,8 @@ pub(crate) const NO_OFFSET: i64 = -1;
 /// settled; `watermark` is the task's committable offset (or [`NO_OFFSET`]);
 /// `paused` is set by the poll loop before it pauses the partition and
 /// cleared by exactly one side, which then resumes it (see `Runtime`).
-/// `running` counts the handler calls in flight, and `progress` is when
+/// `running` counts the attempts that had to wait (each in a task of its
+/// own; one that finished on its first poll never counts), and `progress` is when
 /// (milliseconds of [`clock::now`]) the task last made progress: a record
 /// or timer settled, or work arrived at an idle partition. Failed attempts
 /// are not progress: a key retried forever stalls its partition.
@@ -139,6 +140,10 @@ pub(crate) enum Command {
 }
 
 /// The partition task.
+///
+/// Invariant: at most one attempt per key exists at a time, whether it
+/// finished on its first poll or runs in `running`; a key's next event
+/// starts only when its queue completes the one before (`finish`).
 pub(crate) struct PartitionTask<S> {
     pub(crate) tp: TopicPartition,
     pub(crate) commands: mpsc::UnboundedReceiver<Command>,
@@ -146,7 +151,9 @@ pub(crate) struct PartitionTask<S> {
     pub(crate) resume: mpsc::UnboundedSender<TopicPartition>,
     pub(crate) resume_at: usize,
     pub(crate) filters: Filters,
-    /// The stack; each record's task gets a clone.
+    /// The stack the first attempt of each event is called on; replaced
+    /// by a fresh clone when it is not ready (it goes with its attempt),
+    /// fails its readiness or panics.
     pub(crate) service: S,
     pub(crate) shared: Arc<Shared<S>>,
     pub(crate) tracker: OffsetTracker,
@@ -344,8 +351,10 @@ where
     /// is ready: no clone of the stack per record. A stack that is not
     /// ready goes with the attempt, to be called once it is (it may have
     /// reserved its turn, as a fair semaphore does), and the partition
-    /// takes a fresh clone. A stack whose readiness fails, or that panics
-    /// in `call`, fails the attempt transiently, and is replaced too.
+    /// takes a fresh clone. A stack whose readiness fails fails the
+    /// attempt with that error (transient unless its category says
+    /// otherwise); one that panics in `call` fails it transiently; either
+    /// is replaced too.
     fn first_call(&mut self, attempts: &Attempts, work: &Work) -> First<S, S::Future> {
         let _entered = attempts.span().enter();
         let mut cx = TaskContext::from_waker(Waker::noop());

@@ -78,8 +78,8 @@ impl VirtualTimes {
         }
     }
 
-    /// Drops the lowest eighth of the keys (at least one).
-    /// Drops the lower half of the keys by level (at least the excess).
+    /// Drops the keys of the lower half by level (keys level with the
+    /// median go too), and at least the excess over capacity.
     fn evict(&mut self) {
         let len = self.levels.len();
         let drop = (len / 2)

@@ -90,9 +90,10 @@ pub trait DedupStore: Send + Sync + 'static {
 
     /// What [`contains`](Self::contains) would answer now, when the store
     /// can tell at once, without I/O (a store in memory). `None` means "ask
-    /// `contains`"; the default never knows. The dedup stage asks it for
-    /// every message with an `id` its cache does not hold, so a store that
-    /// can answer spares the hot path an allocation and a wait.
+    /// `contains`"; the default never knows. The dedup stage asks it first
+    /// for every message with an `id`, and a store that answers is asked
+    /// nothing else and has no cache in front of it: it spares the hot
+    /// path an allocation and a wait.
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         let _ = key;
         None

@@ -2,6 +2,7 @@
 
 use super::ReturnedLate;
 use crate::error::HandlerError;
+use crate::timers::Timers;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -24,6 +25,10 @@ pub struct ResponseFuture<F> {
     timeout: Duration,
     /// `None` once the deadline passed and the grace runs.
     grace: Option<Duration>,
+    /// The event's timers: a success whose changes the handler service
+    /// committed (within the deadline, as it checks) stands, however late
+    /// it comes back, so it is not run again.
+    event: Option<Timers>,
 }
 
 impl<F> ResponseFuture<F> {
@@ -32,6 +37,7 @@ impl<F> ResponseFuture<F> {
         deadline: Option<Instant>,
         timeout: Duration,
         grace: Duration,
+        event: Option<Timers>,
     ) -> Self {
         Self {
             attempt,
@@ -39,6 +45,7 @@ impl<F> ResponseFuture<F> {
             deadline,
             timeout,
             grace: Some(grace),
+            event,
         }
     }
 }
@@ -61,9 +68,10 @@ where
                 // An attempt that waited may return as its deadline passes,
                 // before this future sees its timer fire. (One that never
                 // waited had no timer to miss.)
-                let late = this.grace.is_none()
+                let late = (this.grace.is_none()
                     || (this.timer.is_some()
-                        && this.deadline.is_some_and(|at| Instant::now() >= at));
+                        && this.deadline.is_some_and(|at| Instant::now() >= at)))
+                    && !this.event.as_ref().is_some_and(Timers::committed);
                 return Poll::Ready(match result {
                     Ok(_) if late => Err(HandlerError::transient(ReturnedLate)),
                     result => result,

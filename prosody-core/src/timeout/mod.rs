@@ -6,7 +6,10 @@
 //! true) and has a grace ([`TimeoutConfig::grace`]: a tenth of `timeout`,
 //! at most ten seconds) to return. What it returns then counts as a
 //! failure: a success becomes a transient [`ReturnedLate`] (and the handler
-//! service writes nothing it staged); an error keeps its category. An attempt still running at the end of the grace is
+//! service writes nothing it staged); an error keeps its category. A
+//! success whose changes the handler service committed stands, even if
+//! the commit ended past the deadline: its changes landed, so it must not
+//! run again. An attempt still running at the end of the grace is
 //! dropped (telemetry reports it abandoned) and ends with a transient
 //! [`Elapsed`]. Either way the mode tries the event again. Cancellation of
 //! the partition still reaches the attempt.
@@ -58,7 +61,9 @@ where
         if let Some(at) = at {
             request.context = request.context.with_deadline(at);
         }
-        ResponseFuture::new(self.inner.call(request), at, timeout, self.config.grace())
+        let event = request.context.timers().cloned();
+        let call = self.inner.call(request);
+        ResponseFuture::new(call, at, timeout, self.config.grace(), event)
     }
 }
 

@@ -151,3 +151,35 @@ async fn a_success_in_the_grace_is_a_transient_failure() {
     );
     assert!(error.is_some_and(|e| e.to_string().contains("after its deadline")));
 }
+
+/// A success whose changes were committed stands, even when the commit
+/// ended past the deadline: what landed must not run again. Without a
+/// commit the same late success fails (the test above).
+#[tokio::test(start_paused = true)]
+async fn a_committed_success_stands_past_the_deadline() {
+    let handler = service_fn(|request: EventRequest<u8>| async move {
+        let timers = request.context.timers().cloned();
+        // Returns in time, commits, and the commit ends in the grace.
+        tokio::time::sleep(Duration::from_millis(2_900)).await;
+        if let Some(timers) = timers {
+            timers
+                .commit(request.context.key(), &[], Vec::new())
+                .await?;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Ok::<(), HandlerError>(())
+    });
+    let config = TimeoutConfig {
+        timeout: Duration::from_secs(3),
+    };
+    let (request, _shutdown, _cancel) = testkit::message("k", 0u8, None);
+    let request = EventRequest {
+        context: testkit::as_in_runtime(request.context),
+        ..request
+    };
+    let outcome = TimeoutLayer::new(config)
+        .layer(handler)
+        .oneshot(request)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+}

@@ -64,9 +64,10 @@ type Rd = BaseConsumer<Member>;
 /// Invariant: records of a partition reach the owner in offset order and
 /// only while the partition is assigned and not paused. Records fetched
 /// for a partition that is paused are held, and delivered first once it
-/// resumes, so pausing loses and repeats nothing. Holding is bounded: at
-/// 4,096 held records rdkafka stops fetching the partition
-/// (`halted`) until it resumes.
+/// resumes, so pausing loses and repeats nothing. Holding is bounded: past
+/// the partition's share of [`HELD`] (256 to 4,096 records) rdkafka stops
+/// fetching it (`halted`) until it resumes, and what rdkafka had queued
+/// for it is fetched again then.
 pub struct KafkaConsumer {
     /// `None` once shut: the close thread took it, to be the last owner.
     consumer: Option<Arc<Rd>>,
