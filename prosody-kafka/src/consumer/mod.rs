@@ -65,7 +65,7 @@ type Rd = BaseConsumer<Member>;
 /// only while the partition is assigned and not paused. Records fetched
 /// for a partition that is paused are held, and delivered first once it
 /// resumes, so pausing loses and repeats nothing. Holding is bounded: past
-/// the partition's share of [`HELD`] (256 to 4,096 records) rdkafka stops
+/// the partition's share of 65,536 records (256 to 4,096) rdkafka stops
 /// fetching it (`halted`) until it resumes, and what rdkafka had queued
 /// for it is fetched again then.
 pub struct KafkaConsumer {
