@@ -14,6 +14,7 @@ mod offsets;
 mod partition;
 mod poll;
 mod queues;
+mod status;
 
 use crate::broker::Consumer;
 use crate::broker::TopicPartition;
@@ -22,7 +23,7 @@ use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::state::{Registry, StateCache};
 use crate::store::Stores;
-use partition::PartitionState;
+use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};

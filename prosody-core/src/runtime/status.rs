@@ -1,0 +1,116 @@
+//! What the poll loop and a partition task both see of the partition:
+//! its backlog, committable offset, pause, progress and halt.
+
+use crate::clock;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// No committable offset yet.
+pub(crate) const NO_OFFSET: i64 = -1;
+
+/// What the poll loop and a partition task both see.
+///
+/// Invariant: `unsettled` counts records handed to the task and not yet
+/// settled; `watermark` is the task's committable offset (or [`NO_OFFSET`]);
+/// `paused` is set by the poll loop before it pauses the partition and
+/// cleared by exactly one side, which then resumes it (see `Runtime`).
+/// `running` counts the attempts that had to wait (each in a task of its
+/// own; one that finished on its first poll never counts), and `progress` is when
+/// (milliseconds of [`clock::now`]) the task last made progress: a record
+/// or timer settled, or work arrived at an idle partition. Failed attempts
+/// are not progress: a key retried forever stalls its partition.
+#[derive(Debug)]
+pub(crate) struct PartitionState {
+    pub(crate) unsettled: AtomicUsize,
+    pub(crate) watermark: AtomicI64,
+    pub(crate) paused: AtomicBool,
+    pub(crate) running: AtomicUsize,
+    pub(crate) progress: AtomicI64,
+    /// A terminal error stopped the partition.
+    pub(crate) halted: AtomicBool,
+    /// What stopped it, once halted.
+    pub(crate) halt_reason: Mutex<Option<Arc<str>>>,
+}
+
+impl Default for PartitionState {
+    fn default() -> Self {
+        Self {
+            unsettled: AtomicUsize::new(0),
+            watermark: AtomicI64::new(NO_OFFSET),
+            paused: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            progress: AtomicI64::new(clock::now().as_millis()),
+            halted: AtomicBool::new(false),
+            halt_reason: Mutex::new(None),
+        }
+    }
+}
+
+impl PartitionState {
+    /// Whether a terminal error stopped the partition.
+    pub(crate) fn halted(&self) -> bool {
+        self.halted.load(Ordering::Acquire)
+    }
+
+    /// What halted the partition; `None` while it runs.
+    pub(crate) fn halt_reason(&self) -> Option<Arc<str>> {
+        if !self.halted() {
+            return None;
+        }
+        self.halt_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether work is pending and nothing progressed for `threshold` (a
+    /// halted partition is [halted](Self::halted), not stalled).
+    pub(crate) fn stalled(&self, threshold: Duration) -> bool {
+        if self.halted() {
+            return false;
+        }
+        let pending =
+            self.running.load(Ordering::Acquire) > 0 || self.unsettled.load(Ordering::Acquire) > 0;
+        let idle = clock::now().as_millis() - self.progress.load(Ordering::Acquire);
+        let threshold = i64::try_from(threshold.as_millis()).unwrap_or(i64::MAX);
+        pending && idle >= threshold
+    }
+
+    pub(crate) fn stamp(&self) {
+        self.progress
+            .store(clock::now().as_millis(), Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PartitionState;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    const THRESHOLD: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn only_pending_work_without_progress_is_a_stall() {
+        let state = PartitionState::default();
+        tokio::time::advance(THRESHOLD * 2).await;
+        assert!(!state.stalled(THRESHOLD), "idle is not stalled");
+        state.unsettled.store(1, Ordering::Release);
+        assert!(state.stalled(THRESHOLD), "pending, no progress");
+        state.stamp();
+        assert!(!state.stalled(THRESHOLD), "progress just now");
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(!state.stalled(THRESHOLD), "within the threshold");
+        state.unsettled.store(0, Ordering::Release);
+        state.running.store(1, Ordering::Release);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(
+            state.stalled(THRESHOLD),
+            "a running call past the threshold"
+        );
+        state.halted.store(true, Ordering::Release);
+        assert!(state.halted());
+        assert!(!state.stalled(THRESHOLD), "halted is told apart");
+    }
+}
