@@ -104,6 +104,7 @@ impl Broker for KafkaBroker {
         let (sender, events) = mpsc::channel(CHANNEL);
         let member = Member::new(sender.clone());
         let statistics = self.config.statistics_millis();
+        let fetch_max_bytes = self.config.fetch_max_bytes().to_string();
         let mut settings = vec![
             ("group.id", config.group_id.as_str()),
             ("enable.auto.commit", "false"),
@@ -115,9 +116,13 @@ impl Broker for KafkaBroker {
             // again soon, or a fast consumer idles for the default second.
             ("fetch.queue.backoff.ms", "10"),
             // Prefetch about 50 ms of a busy member's work, not 100,000
-            // records: the fetcher still runs ahead, and the queue (a
-            // librdkafka op per record) stays a few MiB.
+            // records a partition: the fetcher still runs ahead.
             ("queued.min.messages", "10000"),
+            // The prefetch in bytes: 16 MiB, not 64, and one fetch response
+            // at most 8 MiB (not 50): records pin the response they came
+            // in, so these two bound what the fetcher holds.
+            ("queued.max.messages.kbytes", "16384"),
+            ("fetch.max.bytes", fetch_max_bytes.as_str()),
         ];
         match self.config.protocol() {
             GroupProtocol::Classic => {

@@ -111,3 +111,35 @@ async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
     }
     first.close().await;
 }
+
+/// The consumer's fetch is smaller than librdkafka's default, yet a client
+/// configured for larger records (`message.max.bytes` above it) still gets
+/// a consumer, and reads a record larger than that default fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_for_records_larger_than_its_default_fetch_reads_them() {
+    const LARGE: usize = 9 << 20;
+    let cluster = MockKafka::start(1).unwrap();
+    cluster.create_topic("t", 1).unwrap();
+    let settings = cluster
+        .config()
+        .unwrap()
+        .with("message.max.bytes", "12000000");
+    let broker = KafkaBroker::new(settings);
+    let producer = broker.producer().unwrap();
+    let record = OutgoingRecord::new("t", "k", "x".repeat(LARGE));
+    producer.send(record, DEADLINE).await.unwrap();
+
+    let mut consumer = broker.consumer(&config()).await.unwrap();
+    loop {
+        match next(&mut consumer).await {
+            ConsumerEvent::Record(record) => {
+                let payload = record.payload.expect("a payload");
+                assert_eq!(payload.len(), LARGE);
+                break;
+            }
+            ConsumerEvent::Assigned(_) => {}
+            ConsumerEvent::Revoked(partitions) => panic!("revoked {partitions:?}"),
+        }
+    }
+    consumer.close().await;
+}
