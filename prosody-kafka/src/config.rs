@@ -6,10 +6,6 @@ use rdkafka::ClientConfig;
 /// The default of [`KafkaConfig::discard_threshold`].
 pub const DEFAULT_DISCARD_THRESHOLD: usize = 100;
 
-/// The consumer's `fetch.max.bytes` unless a larger `message.max.bytes` is
-/// set: 8 MiB (librdkafka's default is 50 MiB).
-const FETCH_MAX_BYTES: u64 = 8 << 20;
-
 /// How a group member joins its consumer group.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum GroupProtocol {
@@ -161,16 +157,9 @@ impl KafkaConfig {
             })
     }
 
-    /// The consumer's `fetch.max.bytes`: [`FETCH_MAX_BYTES`], or the
-    /// `message.max.bytes` set with [`KafkaConfig::with`] if that is larger
-    /// (librdkafka refuses a consumer whose fetch is smaller than a message).
-    pub(crate) fn fetch_max_bytes(&self) -> u64 {
-        self.overrides
-            .iter()
-            .rev()
-            .find(|(key, _)| key == "message.max.bytes")
-            .and_then(|(_, value)| value.trim().parse::<u64>().ok())
-            .map_or(FETCH_MAX_BYTES, |message| message.max(FETCH_MAX_BYTES))
+    /// Whether the client sets librdkafka property `key` itself.
+    pub(crate) fn sets(&self, key: &str) -> bool {
+        self.overrides.iter().any(|(set, _)| set == key)
     }
 
     /// The servers, comma-separated.

@@ -30,6 +30,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// The consumer's `fetch.max.bytes` when the client does not set
+/// `message.max.bytes`: 8 MiB (librdkafka's default is 50 MiB).
+const FETCH_MAX_BYTES: &str = "8388608";
+
 /// A Kafka cluster: makes group members and producers, and reads records
 /// back by offset. Clones share one producer and one reader.
 #[derive(Clone)]
@@ -104,7 +108,6 @@ impl Broker for KafkaBroker {
         let (sender, events) = mpsc::channel(CHANNEL);
         let member = Member::new(sender.clone());
         let statistics = self.config.statistics_millis();
-        let fetch_max_bytes = self.config.fetch_max_bytes().to_string();
         let mut settings = vec![
             ("group.id", config.group_id.as_str()),
             ("enable.auto.commit", "false"),
@@ -116,14 +119,17 @@ impl Broker for KafkaBroker {
             // again soon, or a fast consumer idles for the default second.
             ("fetch.queue.backoff.ms", "10"),
             // Prefetch about 50 ms of a busy member's work, not 100,000
-            // records a partition: the fetcher still runs ahead.
+            // records: the fetcher still runs ahead.
             ("queued.min.messages", "10000"),
-            // The prefetch in bytes: 16 MiB, not 64, and one fetch response
-            // at most 8 MiB (not 50): records pin the response they came
-            // in, so these two bound what the fetcher holds.
+            // And large records at most 16 MiB of payload, not 64.
             ("queued.max.messages.kbytes", "16384"),
-            ("fetch.max.bytes", fetch_max_bytes.as_str()),
         ];
+        // A prefetched record pins the fetch response it came in until it
+        // is polled: one response at most 8 MiB, not 50. A client that sets
+        // `message.max.bytes` gets librdkafka's own choice, which fits it.
+        if !self.config.sets("message.max.bytes") {
+            settings.push(("fetch.max.bytes", FETCH_MAX_BYTES));
+        }
         match self.config.protocol() {
             GroupProtocol::Classic => {
                 settings.push(("partition.assignment.strategy", "cooperative-sticky"));

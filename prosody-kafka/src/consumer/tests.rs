@@ -1,5 +1,5 @@
-//! The consumer's pause bookkeeping across a rebalance, on librdkafka's
-//! mock cluster.
+//! The consumer's pause bookkeeping across a rebalance, and its fetch
+//! settings, on librdkafka's mock cluster.
 
 #![allow(
     clippy::expect_used,
@@ -113,33 +113,39 @@ async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
 }
 
 /// The consumer's fetch is smaller than librdkafka's default, yet a client
-/// configured for larger records (`message.max.bytes` above it) still gets
-/// a consumer, and reads a record larger than that default fetch.
+/// configured for larger records (`message.max.bytes` above it, in any form
+/// librdkafka reads) still gets a consumer, and reads a record larger than
+/// that default fetch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_for_records_larger_than_its_default_fetch_reads_them() {
     const LARGE: usize = 9 << 20;
     let cluster = MockKafka::start(1).unwrap();
-    cluster.create_topic("t", 1).unwrap();
-    let settings = cluster
-        .config()
-        .unwrap()
-        .with("message.max.bytes", "12000000");
-    let broker = KafkaBroker::new(settings);
-    let producer = broker.producer().unwrap();
-    let record = OutgoingRecord::new("t", "k", "x".repeat(LARGE));
-    producer.send(record, DEADLINE).await.unwrap();
+    // 12,000,000 bytes, in decimal and in hexadecimal.
+    for (topic, limit) in [("decimal", "12000000"), ("hex", "0xB71B00")] {
+        cluster.create_topic(topic, 1).unwrap();
+        let settings = cluster.config().unwrap().with("message.max.bytes", limit);
+        let broker = KafkaBroker::new(settings);
+        let producer = broker.producer().unwrap();
+        let record = OutgoingRecord::new(topic, "k", "x".repeat(LARGE));
+        producer.send(record, DEADLINE).await.unwrap();
 
-    let mut consumer = broker.consumer(&config()).await.unwrap();
-    loop {
-        match next(&mut consumer).await {
-            ConsumerEvent::Record(record) => {
-                let payload = record.payload.expect("a payload");
-                assert_eq!(payload.len(), LARGE);
-                break;
+        // A group and a topic of its own.
+        let group = ConsumerConfig {
+            group_id: topic.to_owned(),
+            topics: vec![topic.into()],
+        };
+        let mut consumer = broker.consumer(&group).await.unwrap();
+        loop {
+            match next(&mut consumer).await {
+                ConsumerEvent::Record(record) => {
+                    let payload = record.payload.expect("a payload");
+                    assert_eq!(payload.len(), LARGE, "with {limit}");
+                    break;
+                }
+                ConsumerEvent::Assigned(_) => {}
+                ConsumerEvent::Revoked(partitions) => panic!("revoked {partitions:?}"),
             }
-            ConsumerEvent::Assigned(_) => {}
-            ConsumerEvent::Revoked(partitions) => panic!("revoked {partitions:?}"),
         }
+        consumer.close().await;
     }
-    consumer.close().await;
 }
