@@ -316,8 +316,13 @@ impl Context {
     /// The same context, reporting permit waits to `meter`.
     #[must_use]
     pub fn with_wait_meter(mut self, meter: WaitMeter) -> Self {
-        self.wait = Some(meter);
+        self.set_wait_meter(meter);
         self
+    }
+
+    /// Reports permit waits to `meter` from now on.
+    pub(crate) fn set_wait_meter(&mut self, meter: WaitMeter) {
+        self.wait = Some(meter);
     }
 
     /// Which attempt at the event this is, from 1.

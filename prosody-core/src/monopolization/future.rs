@@ -1,10 +1,8 @@
 //! The response future of the monopolization service.
 
-use super::Shared;
+use super::Tracker;
 use crate::context::WaitMeter;
 use crate::error::HandlerError;
-use crate::event::Topic;
-use crate::key::Key;
 use pin_project::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -16,11 +14,8 @@ use tokio::time::Instant;
 
 /// A measured call: whose time it is and when it began.
 struct Measure {
-    shared: Arc<Shared>,
-    topic: Topic,
-    key: Key,
-    /// Whether the cache knew the key when the call began.
-    known: bool,
+    tracker: Arc<Tracker>,
+    window: Duration,
     begin: Instant,
     /// The time the call spent waiting for a scheduler permit, which is
     /// not the key's execution time: what the meter gained since `waited`.
@@ -66,8 +61,8 @@ impl<F> ResponseFuture<F> {
 
     pub(super) fn measured(
         inner: F,
-        shared: Arc<Shared>,
-        (topic, key, known): (Topic, Key, bool),
+        tracker: Arc<Tracker>,
+        window: Duration,
         begin: Instant,
         (wait, waited): (WaitMeter, Duration),
     ) -> Self {
@@ -75,10 +70,8 @@ impl<F> ResponseFuture<F> {
             state: State::Running {
                 inner,
                 measure: Some(Measure {
-                    shared,
-                    topic,
-                    key,
-                    known,
+                    tracker,
+                    window,
                     begin,
                     wait,
                     waited,
@@ -105,16 +98,17 @@ where
                 let output = ready!(inner.poll(cx));
                 if let Some(measure) = measure.take() {
                     let Measure {
-                        shared,
-                        topic,
-                        key,
-                        known,
+                        tracker,
+                        window,
                         begin,
                         wait,
                         waited,
                     } = measure;
                     let waited = wait.waited().saturating_sub(waited);
-                    shared.record((topic, key), (begin, Instant::now()), waited, known);
+                    let ran = Instant::now()
+                        .saturating_duration_since(begin)
+                        .saturating_sub(waited);
+                    tracker.add(begin, ran, window);
                 }
                 Poll::Ready(output)
             }

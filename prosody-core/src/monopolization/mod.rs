@@ -16,10 +16,14 @@
 //!   passes;
 //! - a rejection needs a budget overrun: only a key whose calls that began
 //!   within the last `window` took longer than the budget can be rejected;
+//! - calls of one key add up, whatever partitions they run in and whether
+//!   or not they overlap: from its first call on, a key's calls share one
+//!   tracker, which its first call puts in the cache;
 //! - about `cache_size` keys are tracked (each shard of the cache at most
 //!   its share, rounded up); removal path: `quick_cache` evicts by recency
 //!   and frequency, and an evicted key's used time goes with it, so it
-//!   starts afresh;
+//!   starts afresh (a call of it still running then counts in the entry
+//!   it began with, which is gone);
 //! - disabled, the service is a pass-through.
 //!
 //! A call dropped before it completes is not counted.
@@ -41,9 +45,8 @@ use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
 use quick_cache::Equivalent;
-use quick_cache::sync::{EntryAction, EntryResult};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -70,16 +73,6 @@ pub struct Monopolized {
     pub window: Duration,
 }
 
-/// What the cache knew of a key when its call began.
-enum Seen {
-    /// Not tracked (new, or forgotten).
-    Unknown,
-    /// Within its budget.
-    Within,
-    /// Over its budget, having used this much.
-    Over(Duration),
-}
-
 /// Handler time a key used in its current window.
 #[derive(Copy, Clone, Debug)]
 struct Usage {
@@ -94,6 +87,37 @@ impl Usage {
             self.start = at;
             self.used = Duration::ZERO;
         }
+    }
+}
+
+/// The handler time of one tracked key: what its calls add to when they
+/// end, without looking the key up again. Calls of the key in other
+/// partitions (a custom partitioner) share it, so their times add up.
+#[derive(Debug)]
+struct Tracker(Mutex<Usage>);
+
+impl Tracker {
+    /// The lock never guards a half-done change (nothing under it panics),
+    /// so a poisoned lock is still consistent.
+    fn with<R>(&self, f: impl FnOnce(&mut Usage) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Counts a call that began at `begin` and ran for `ran`, in the
+    /// window current at `begin`.
+    fn add(&self, begin: Instant, ran: Duration, window: Duration) {
+        self.with(|usage| {
+            usage.roll(begin, window);
+            usage.used = usage.used.saturating_add(ran);
+        });
+    }
+
+    /// The time used in the window current at `now`.
+    fn used(&self, now: Instant, window: Duration) -> Duration {
+        self.with(|usage| {
+            usage.roll(now, window);
+            usage.used
+        })
     }
 }
 
@@ -117,7 +141,7 @@ impl Equivalent<(Topic, Key)> for Tracked<'_> {
 pub(crate) struct Shared {
     window: Duration,
     budget: Duration,
-    keys: BoundedCache<(Topic, Key), Usage>,
+    keys: BoundedCache<(Topic, Key), Arc<Tracker>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -138,62 +162,25 @@ impl Shared {
         }
     }
 
-    /// What the cache knows of `topic`/`key` at `now`.
-    fn seen(&self, topic: &Topic, key: &Key, now: Instant) -> Seen {
-        let Some(mut usage) = self.keys.get(&Tracked(topic, key)) else {
-            return Seen::Unknown;
-        };
-        usage.roll(now, self.window);
-        if usage.used > self.budget {
-            Seen::Over(usage.used)
-        } else {
-            Seen::Within
-        }
-    }
-
-    /// Counts a call of `topic`/`key` that ran from `begin` to `end`, less
-    /// the time it `waited` for a scheduler permit: in place, under the
-    /// cache shard's lock, so calls of the key in other partitions (a
-    /// custom partitioner) add up too. A key another call is just adding
-    /// is not waited for: that call's time counts, this one's does not. A
-    /// key the cache did not know when the call began (`known` false) is
-    /// put in as this call's time alone, without taking the shard's slot
-    /// for a new key: should a call of it in another partition end at the
-    /// same moment, one of the two counts.
-    fn record(
-        &self,
-        (topic, key): (Topic, Key),
-        (begin, end): (Instant, Instant),
-        waited: Duration,
-        known: bool,
-    ) {
-        let ran = end.saturating_duration_since(begin).saturating_sub(waited);
-        let add = |usage: &mut Usage| {
-            usage.roll(begin, self.window);
-            usage.used = usage.used.saturating_add(ran);
-        };
-        let tracked = (topic, key);
-        if !known {
-            let mut usage = Usage {
-                start: begin,
-                used: Duration::ZERO,
+    /// The tracker of `topic`/`key`, put in fresh (its window opening at
+    /// `now`) if the cache does not know the key; or the time the key used
+    /// in its current window, if that is over the budget.
+    fn track(&self, topic: &Topic, key: &Key, now: Instant) -> Result<Arc<Tracker>, Duration> {
+        if let Some(tracker) = self.keys.get(&Tracked(topic, key)) {
+            let used = tracker.used(now, self.window);
+            return if used > self.budget {
+                Err(used)
+            } else {
+                Ok(tracker)
             };
-            add(&mut usage);
-            self.keys.insert(tracked, usage);
-            return;
         }
-        let entry = self.keys.entry(&tracked, Some(Duration::ZERO), |_, usage| {
-            add(usage);
-            EntryAction::Retain(())
-        });
-        if let EntryResult::Vacant(guard) = entry {
-            let mut usage = Usage {
-                start: begin,
-                used: Duration::ZERO,
-            };
-            add(&mut usage);
-            let _ = guard.insert(usage);
-        }
+        let tracker = Arc::new(Tracker(Mutex::new(Usage {
+            start: now,
+            used: Duration::ZERO,
+        })));
+        self.keys
+            .insert((Arc::clone(topic), key.clone()), Arc::clone(&tracker));
+        Ok(tracker)
     }
 
     #[cfg(test)]
@@ -228,43 +215,35 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: EventRequest<P>) -> Self::Future {
+    fn call(&mut self, mut request: EventRequest<P>) -> Self::Future {
         let Some(shared) = &self.shared else {
             return ResponseFuture::passing(self.inner.call(request));
         };
         let now = Instant::now();
-        let topic = request.context.topic().clone();
-        let key = request.context.key().clone();
-        let seen = shared.seen(&topic, &key, now);
-        if let Seen::Over(used) = seen {
-            let error = Monopolized {
-                topic,
-                key,
-                used,
-                budget: shared.budget,
-                window: shared.window,
-            };
-            debug!(%error, "rejecting a hot key");
-            return ResponseFuture::rejected(HandlerError::transient(error));
-        }
+        let context = &request.context;
+        let tracker = match shared.track(context.topic(), context.key(), now) {
+            Ok(tracker) => tracker,
+            Err(used) => {
+                let error = Monopolized {
+                    topic: Arc::clone(context.topic()),
+                    key: context.key().clone(),
+                    used,
+                    budget: shared.budget,
+                    window: shared.window,
+                };
+                debug!(%error, "rejecting a hot key");
+                return ResponseFuture::rejected(HandlerError::transient(error));
+            }
+        };
         // The runtime's contexts meter their event already; another gets a
         // meter of its own.
-        let EventRequest { event, context } = request;
-        let (context, wait) = if let Some(wait) = context.wait_meter() {
-            (context, wait)
-        } else {
+        let wait = request.context.wait_meter().unwrap_or_else(|| {
             let wait = WaitMeter::default();
-            (context.with_wait_meter(wait.clone()), wait)
-        };
+            request.context.set_wait_meter(wait.clone());
+            wait
+        });
         let waited = wait.waited();
-        let inner = self.inner.call(EventRequest { event, context });
-        let known = matches!(seen, Seen::Within);
-        ResponseFuture::measured(
-            inner,
-            Arc::clone(shared),
-            (topic, key, known),
-            now,
-            (wait, waited),
-        )
+        let inner = self.inner.call(request);
+        ResponseFuture::measured(inner, tracker, shared.window, now, (wait, waited))
     }
 }

@@ -161,6 +161,25 @@ async fn the_tracked_keys_are_bounded() {
     }
 }
 
+/// Calls of one key that run at the same time (the key in two partitions,
+/// under a custom partitioner) add up, even when the key is new: the first
+/// call puts its tracker in, and the second finds it.
+#[tokio::test(start_paused = true)]
+async fn concurrent_calls_of_a_new_key_add_up() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Budget: 5 s of every 10 s; two calls of 3 s each overrun it.
+    let service = MonopolizationLayer::new(&config(0.5, 64)).layer(handler(&calls));
+    let first = tokio::spawn(service.clone().oneshot(request("topic", "new", secs(3.0))));
+    let second = tokio::spawn(service.clone().oneshot(request("topic", "new", secs(3.0))));
+    assert!(first.await.is_ok_and(|r| r.is_ok()));
+    assert!(second.await.is_ok_and(|r| r.is_ok()));
+    let error = service
+        .oneshot(request("topic", "new", secs(1.0)))
+        .await
+        .unwrap_err();
+    assert!(is_monopolized(&error), "{error}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn disabled_detection_passes_everything() {
     let calls = Arc::new(AtomicUsize::new(0));
