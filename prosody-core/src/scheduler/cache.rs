@@ -1,10 +1,9 @@
 //! Per-key virtual time in a bounded cache.
 
-use super::decay::{Decay, seconds};
+use super::decay::{Decay, Moment};
 use crate::hash::FastMap;
 use crate::key::Key;
 use std::num::NonZeroUsize;
-use tokio::time::Instant;
 
 /// The virtual time of each key: the seconds its handler calls ran,
 /// decaying with [`Decay`]. A key not in the cache has virtual time zero.
@@ -26,7 +25,6 @@ use tokio::time::Instant;
 pub(super) struct VirtualTimes {
     capacity: NonZeroUsize,
     decay: Decay,
-    epoch: Instant,
     levels: FastMap<Key, f64>,
     /// The levels of an eviction, kept to spare an allocation each time.
     scratch: Vec<f64>,
@@ -34,23 +32,22 @@ pub(super) struct VirtualTimes {
 
 impl VirtualTimes {
     /// An empty cache of at most `capacity` keys.
-    pub(super) fn new(capacity: NonZeroUsize, decay: Decay, epoch: Instant) -> Self {
+    pub(super) fn new(capacity: NonZeroUsize, decay: Decay) -> Self {
         Self {
             capacity,
             decay,
-            epoch,
             levels: FastMap::default(),
             scratch: Vec::new(),
         }
     }
 
     /// The level that all values share at `now`.
-    fn offset(&self, now: Instant) -> f64 {
-        self.decay.rate() * seconds(self.epoch, now)
+    fn offset(&self, now: Moment) -> f64 {
+        self.decay.rate() * now.seconds()
     }
 
     /// The virtual time of `key` at `now`, in seconds.
-    pub(super) fn get(&self, key: &Key, now: Instant) -> f64 {
+    pub(super) fn get(&self, key: &Key, now: Moment) -> f64 {
         self.levels
             .get(key)
             .map_or(0.0, |level| (level - self.offset(now)).exp())
@@ -58,7 +55,7 @@ impl VirtualTimes {
 
     /// Adds `ran` seconds of execution to `key` at `now`, evicting the keys
     /// of lowest virtual time if the cache is over capacity.
-    pub(super) fn charge(&mut self, key: &Key, ran: f64, now: Instant) {
+    pub(super) fn charge(&mut self, key: &Key, ran: f64, now: Moment) {
         let offset = self.offset(now);
         let ran = ran.max(0.0);
         let Some(level) = self.levels.get_mut(key) else {
@@ -105,7 +102,7 @@ impl VirtualTimes {
 mod tests {
     use super::VirtualTimes;
     use crate::key::Key;
-    use crate::scheduler::decay::Decay;
+    use crate::scheduler::decay::{Decay, Moment};
     use std::num::NonZeroUsize;
     use std::time::Duration;
     use tokio::time::{Instant, advance};
@@ -114,8 +111,13 @@ mod tests {
         VirtualTimes::new(
             NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN),
             Decay::with_half_life(Duration::from_secs(60)),
-            Instant::now(),
         )
+    }
+
+    /// The time on tokio's clock, from an epoch at the first call.
+    fn clock() -> impl Fn() -> Moment {
+        let epoch = Instant::now();
+        move || Moment::new(epoch, Instant::now())
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -124,56 +126,54 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn accumulates_and_halves_every_half_life() {
+        let now = clock();
         let mut times = cache(4);
         let key = Key::from("k");
-        times.charge(&key, 3.0, Instant::now());
-        times.charge(&key, 5.0, Instant::now());
-        assert!(close(times.get(&key, Instant::now()), 8.0));
+        times.charge(&key, 3.0, now());
+        times.charge(&key, 5.0, now());
+        assert!(close(times.get(&key, now()), 8.0));
         advance(Duration::from_secs(60)).await;
-        assert!(close(times.get(&key, Instant::now()), 4.0));
-        times.charge(&key, 1.0, Instant::now());
+        assert!(close(times.get(&key, now()), 4.0));
+        times.charge(&key, 1.0, now());
         advance(Duration::from_secs(120)).await;
-        assert!(close(times.get(&key, Instant::now()), 1.25));
-        assert!(close(times.get(&Key::from("never"), Instant::now()), 0.0));
+        assert!(close(times.get(&key, now()), 1.25));
+        assert!(close(times.get(&Key::from("never"), now()), 0.0));
     }
 
     #[tokio::test(start_paused = true)]
     async fn stays_within_capacity_by_evicting_the_lowest_virtual_time() {
+        let now = clock();
         let mut times = cache(8);
         // Keys 1..=8 with virtual time equal to their number.
         for i in 1..=8_u32 {
-            times.charge(&Key::from(i.to_string()), f64::from(i), Instant::now());
+            times.charge(&Key::from(i.to_string()), f64::from(i), now());
         }
         advance(Duration::from_secs(30)).await;
         // Over capacity: the lower half goes, and with nine keys that is
         // four (decay does not change the order): keys 1 to 4.
-        times.charge(&Key::from("big"), 100.0, Instant::now());
+        times.charge(&Key::from("big"), 100.0, now());
         assert_eq!(times.len(), 5);
         for gone in ["1", "2", "3", "4"] {
-            assert!(close(times.get(&Key::from(gone), Instant::now()), 0.0));
+            assert!(close(times.get(&Key::from(gone), now()), 0.0));
         }
-        assert!(times.get(&Key::from("5"), Instant::now()) > 0.0);
-        assert!(times.get(&Key::from("big"), Instant::now()) > 50.0);
+        assert!(times.get(&Key::from("5"), now()) > 0.0);
+        assert!(times.get(&Key::from("big"), now()) > 50.0);
         // Room again: a new key is kept until the cache fills.
         for i in 1..=3_u32 {
-            times.charge(&Key::from(format!("new{i}")), 0.001, Instant::now());
+            times.charge(&Key::from(format!("new{i}")), 0.001, now());
         }
         assert_eq!(times.len(), 8);
         // A new key lower than everything is among those evicted.
-        times.charge(&Key::from("tiny"), 0.0001, Instant::now());
+        times.charge(&Key::from("tiny"), 0.0001, now());
         assert_eq!(times.len(), 5);
-        assert!(close(times.get(&Key::from("tiny"), Instant::now()), 0.0));
-        assert!(times.get(&Key::from("big"), Instant::now()) > 50.0);
+        assert!(close(times.get(&Key::from("tiny"), now()), 0.0));
+        assert!(times.get(&Key::from("big"), now()) > 50.0);
         // Many keys: never above capacity.
         for i in 0..1_000_u32 {
-            times.charge(
-                &Key::from(format!("x{i}")),
-                f64::from(i % 17),
-                Instant::now(),
-            );
+            times.charge(&Key::from(format!("x{i}")), f64::from(i % 17), now());
             assert!(times.len() <= 8);
         }
-        assert!(times.get(&Key::from("big"), Instant::now()) > 50.0);
+        assert!(times.get(&Key::from("big"), now()) > 50.0);
     }
 
     proptest::proptest! {
@@ -185,11 +185,11 @@ mod tests {
         fn evicts_only_the_lowest_and_stays_bounded(
             charges in proptest::collection::vec((0..64u8, 1..1000u32), 1..400)
         ) {
-            let now = Instant::now();
+            let epoch = Instant::now();
+            let now = Moment::new(epoch, epoch);
             let mut times = VirtualTimes::new(
                 NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
                 Decay::with_half_life(Duration::from_secs(60)),
-                now,
             );
             let mut totals = std::collections::HashMap::<u8, f64>::new();
             for (key, amount) in charges {

@@ -1,9 +1,8 @@
 //! The execution time each class (normal, failure) received, which decides
 //! the split between them.
 
-use super::decay::{Decay, nanos, nanos_to_seconds, seconds};
+use super::decay::{Decay, Moment, nanos_to_seconds};
 use crate::context::Demand;
-use tokio::time::Instant;
 
 /// A value per scheduling class.
 #[derive(Debug)]
@@ -49,9 +48,10 @@ pub(super) fn other(class: Demand) -> Demand {
 pub(super) struct ClassClock {
     /// The class's weight (its target share of execution time).
     weight: f64,
-    /// Decayed seconds of completed calls, as of `updated`.
+    /// Decayed seconds of completed calls, as of `updated` (nanoseconds
+    /// since the epoch).
     completed: f64,
-    updated: Instant,
+    updated: u128,
     /// Permits of this class that are out.
     running: usize,
     /// The sum of their start instants, in nanoseconds since the epoch.
@@ -59,12 +59,12 @@ pub(super) struct ClassClock {
 }
 
 impl ClassClock {
-    /// A class with `weight` that has received nothing.
-    pub(super) fn new(weight: f64, now: Instant) -> Self {
+    /// A class with `weight` that has received nothing, at the epoch.
+    pub(super) fn new(weight: f64) -> Self {
         Self {
             weight,
             completed: 0.0,
-            updated: now,
+            updated: 0,
             running: 0,
             started: 0,
         }
@@ -75,59 +75,57 @@ impl ClassClock {
         self.running == 0
     }
 
-    fn received(&self, decay: Decay, epoch: Instant, now: Instant) -> f64 {
-        let completed = self.completed * decay.factor(seconds(self.updated, now));
+    fn received(&self, decay: Decay, now: Moment) -> f64 {
+        let completed = self.completed * decay.factor(now.since(self.updated));
         let count = u128::try_from(self.running).unwrap_or(u128::MAX);
-        let in_flight = nanos(epoch, now)
-            .saturating_mul(count)
-            .saturating_sub(self.started);
+        let in_flight = now.nanos.saturating_mul(count).saturating_sub(self.started);
         completed + nanos_to_seconds(in_flight)
     }
 
     /// The execution time received per unit of weight; a class of weight 0
     /// is always behind the other (it runs only when the other has nobody
     /// waiting).
-    pub(super) fn share(&self, decay: Decay, epoch: Instant, now: Instant) -> f64 {
+    pub(super) fn share(&self, decay: Decay, now: Moment) -> f64 {
         if self.weight > 0.0 {
-            self.received(decay, epoch, now) / self.weight
+            self.received(decay, now) / self.weight
         } else {
             f64::INFINITY
         }
     }
 
-    /// A permit of this class went out at `at`.
-    pub(super) fn start(&mut self, epoch: Instant, at: Instant) {
+    /// A permit of this class went out at `at` (nanoseconds since the
+    /// epoch).
+    pub(super) fn start(&mut self, at: u128) {
         self.running = self.running.saturating_add(1);
-        self.started = self.started.saturating_add(nanos(epoch, at));
+        self.started = self.started.saturating_add(at);
     }
 
     /// The permit that went out at `at` was never used (its call was gone):
     /// undo [`ClassClock::start`] without charging.
-    pub(super) fn cancel(&mut self, epoch: Instant, at: Instant) {
+    pub(super) fn cancel(&mut self, at: u128) {
         self.running = self.running.saturating_sub(1);
-        self.started = self.started.saturating_sub(nanos(epoch, at));
+        self.started = self.started.saturating_sub(at);
     }
 
     /// The permit that went out at `at` came back at `now`: its time moves
     /// from running to completed.
-    pub(super) fn finish(&mut self, decay: Decay, epoch: Instant, at: Instant, now: Instant) {
-        self.cancel(epoch, at);
-        self.completed =
-            self.completed * decay.factor(seconds(self.updated, now)) + seconds(at, now);
-        self.updated = now;
+    pub(super) fn finish(&mut self, decay: Decay, at: u128, now: Moment) {
+        self.cancel(at);
+        self.completed = self.completed * decay.factor(now.since(self.updated)) + now.since(at);
+        self.updated = now.nanos;
     }
 
     /// Raises an idle class to `share` per unit of weight, so a class that
     /// had nothing to run banks no credit: when it comes back it starts level
     /// with the other class, not ahead of it by its whole absence.
-    pub(super) fn catch_up(&mut self, share: f64, decay: Decay, epoch: Instant, now: Instant) {
+    pub(super) fn catch_up(&mut self, share: f64, decay: Decay, now: Moment) {
         if !self.is_idle() || !share.is_finite() || self.weight <= 0.0 {
             return;
         }
         let floor = share * self.weight;
-        if self.received(decay, epoch, now) < floor {
+        if self.received(decay, now) < floor {
             self.completed = floor;
-            self.updated = now;
+            self.updated = now.nanos;
         }
     }
 }
@@ -135,7 +133,7 @@ impl ClassClock {
 #[cfg(test)]
 mod tests {
     use super::ClassClock;
-    use crate::scheduler::decay::Decay;
+    use crate::scheduler::decay::{Decay, Moment};
     use std::time::Duration;
     use tokio::time::{Instant, advance};
 
@@ -143,26 +141,23 @@ mod tests {
     async fn counts_running_and_completed_time() {
         let decay = Decay::with_half_life(Duration::from_secs(60));
         let epoch = Instant::now();
-        let mut clock = ClassClock::new(0.5, epoch);
+        let now = || Moment::new(epoch, Instant::now());
+        let mut clock = ClassClock::new(0.5);
         advance(Duration::from_secs(10)).await;
-        let first = Instant::now();
-        clock.start(epoch, first);
-        clock.start(epoch, first);
+        let first = now().nanos;
+        clock.start(first);
+        clock.start(first);
         advance(Duration::from_secs(3)).await;
         // Two calls running for 3 s: 6 s received, 12 per unit of weight.
-        assert!((clock.share(decay, epoch, Instant::now()) - 12.0).abs() < 1e-9);
-        clock.finish(decay, epoch, first, Instant::now());
-        clock.cancel(epoch, first);
+        assert!((clock.share(decay, now()) - 12.0).abs() < 1e-9);
+        clock.finish(decay, first, now());
+        clock.cancel(first);
         assert!(clock.is_idle());
         advance(Duration::from_secs(60)).await;
-        assert!((clock.share(decay, epoch, Instant::now()) - 3.0).abs() < 1e-9);
-        clock.catch_up(100.0, decay, epoch, Instant::now());
-        assert!((clock.share(decay, epoch, Instant::now()) - 100.0).abs() < 1e-9);
-        let idle_weightless = ClassClock::new(0.0, epoch);
-        assert!(
-            idle_weightless
-                .share(decay, epoch, Instant::now())
-                .is_infinite()
-        );
+        assert!((clock.share(decay, now()) - 3.0).abs() < 1e-9);
+        clock.catch_up(100.0, decay, now());
+        assert!((clock.share(decay, now()) - 100.0).abs() < 1e-9);
+        let idle_weightless = ClassClock::new(0.0);
+        assert!(idle_weightless.share(decay, now()).is_infinite());
     }
 }

@@ -42,6 +42,39 @@ impl Decay {
     }
 }
 
+/// An instant read once, with its distance from the scheduler's epoch
+/// worked out once: the class clocks and virtual times compute in
+/// nanoseconds since the epoch, so a permit's return reads the clock once
+/// and subtracts instants once.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Moment {
+    /// The instant.
+    pub(super) at: Instant,
+    /// Nanoseconds from the epoch to it (zero if it is not later).
+    pub(super) nanos: u128,
+}
+
+impl Moment {
+    /// `at`, measured from `epoch`.
+    pub(super) fn new(epoch: Instant, at: Instant) -> Self {
+        Self {
+            at,
+            nanos: nanos(epoch, at),
+        }
+    }
+
+    /// Seconds from the epoch.
+    pub(super) fn seconds(self) -> f64 {
+        nanos_to_seconds(self.nanos)
+    }
+
+    /// Seconds from `earlier` (nanoseconds since the epoch), zero if this
+    /// moment is not later.
+    pub(super) fn since(self, earlier: u128) -> f64 {
+        nanos_to_seconds(self.nanos.saturating_sub(earlier))
+    }
+}
+
 /// Seconds from `earlier` to `later`, zero if `later` is not later.
 pub(super) fn seconds(earlier: Instant, later: Instant) -> f64 {
     later.saturating_duration_since(earlier).as_secs_f64()

@@ -4,7 +4,7 @@
 use super::cache::VirtualTimes;
 use super::class::{ClassClock, PerClass, other};
 use super::config::SchedulerConfig;
-use super::decay::{Decay, seconds};
+use super::decay::{Decay, Moment};
 use super::queue::{Boost, Queue};
 use crate::context::Demand;
 use crate::key::Key;
@@ -24,8 +24,9 @@ pub(super) struct Permit {
     shared: Option<Arc<Shared>>,
     key: Key,
     class: Demand,
-    /// When the permit went out; the call is charged from here.
-    started: Instant,
+    /// When the permit went out, in nanoseconds since the scheduler's
+    /// epoch; the call is charged from here.
+    started: u128,
 }
 
 impl Permit {
@@ -103,10 +104,10 @@ impl Shared {
                     failure: Queue::new(now),
                 },
                 classes: PerClass {
-                    normal: ClassClock::new(1.0 - config.failure_weight, now),
-                    failure: ClassClock::new(config.failure_weight, now),
+                    normal: ClassClock::new(1.0 - config.failure_weight),
+                    failure: ClassClock::new(config.failure_weight),
                 },
-                keys: VirtualTimes::new(config.cache_size, decay, now),
+                keys: VirtualTimes::new(config.cache_size, decay),
             }),
         }
     }
@@ -122,15 +123,15 @@ impl Shared {
     pub(super) fn admit(self: &Arc<Self>, key: &Key, class: Demand, may_wait: bool) -> Admission {
         let now = Instant::now();
         let mut state = self.lock();
+        let now = Moment::new(state.epoch, now);
         if let Some(left) = state.available.checked_sub(1) {
             state.available = left;
-            let epoch = state.epoch;
-            state.classes.get_mut(class).start(epoch, now);
+            state.classes.get_mut(class).start(now.nanos);
             return Admission::Run(Permit {
                 shared: Some(Arc::clone(self)),
                 key: key.clone(),
                 class,
-                started: now,
+                started: now.nanos,
             });
         }
         if !may_wait {
@@ -143,16 +144,16 @@ impl Shared {
 
     /// A permit of `key` in `class`, out since `started`, came back: charge
     /// the key and the class, and pass the permit on.
-    fn release(self: &Arc<Self>, key: &Key, class: Demand, started: Instant) {
+    fn release(self: &Arc<Self>, key: &Key, class: Demand, started: u128) {
         let now = Instant::now();
         let settings = self.settings;
         let mut state = self.lock();
-        state.keys.charge(key, seconds(started, now), now);
-        let epoch = state.epoch;
+        let now = Moment::new(state.epoch, now);
+        state.keys.charge(key, now.since(started), now);
         state
             .classes
             .get_mut(class)
-            .finish(settings.decay, epoch, started, now);
+            .finish(settings.decay, started, now);
         state.hand_over(self, settings, now);
     }
 
@@ -165,7 +166,10 @@ impl Shared {
     /// The virtual time of `key` now.
     #[cfg(test)]
     pub(super) fn virtual_time(&self, key: &Key) -> f64 {
-        self.lock().keys.get(key, Instant::now())
+        let state = self.lock();
+        state
+            .keys
+            .get(key, Moment::new(state.epoch, Instant::now()))
     }
 }
 
@@ -174,30 +178,26 @@ impl State {
         &mut self,
         key: &Key,
         class: Demand,
-        now: Instant,
+        now: Moment,
         settings: Settings,
         sender: oneshot::Sender<Permit>,
     ) {
-        let epoch = self.epoch;
         if self.queues.get(class).is_empty() && self.classes.get(class).is_idle() {
-            let level = self
-                .classes
-                .get(other(class))
-                .share(settings.decay, epoch, now);
+            let level = self.classes.get(other(class)).share(settings.decay, now);
             self.classes
                 .get_mut(class)
-                .catch_up(level, settings.decay, epoch, now);
+                .catch_up(level, settings.decay, now);
         }
         let virtual_time = self.keys.get(key, now);
         self.queues
             .get_mut(class)
-            .push(key.clone(), virtual_time, now, settings.decay, sender);
+            .push(key.clone(), virtual_time, now.at, settings.decay, sender);
     }
 
     /// The class to serve next: the only one with waiters, or of two, the
     /// one that received less execution time per unit of weight (normal on
     /// a tie).
-    fn next_class(&self, settings: Settings, now: Instant) -> Option<Demand> {
+    fn next_class(&self, settings: Settings, now: Moment) -> Option<Demand> {
         match (
             self.queues.normal.is_empty(),
             self.queues.failure.is_empty(),
@@ -206,8 +206,8 @@ impl State {
             (false, true) => Some(Demand::Normal),
             (true, false) => Some(Demand::Failure),
             (false, false) => {
-                let normal = self.classes.normal.share(settings.decay, self.epoch, now);
-                let failure = self.classes.failure.share(settings.decay, self.epoch, now);
+                let normal = self.classes.normal.share(settings.decay, now);
+                let failure = self.classes.failure.share(settings.decay, now);
                 Some(if failure < normal {
                     Demand::Failure
                 } else {
@@ -218,28 +218,27 @@ impl State {
     }
 
     /// Gives a free permit to the best live waiter, or back to `available`.
-    fn hand_over(&mut self, shared: &Arc<Shared>, settings: Settings, now: Instant) {
-        let epoch = self.epoch;
+    fn hand_over(&mut self, shared: &Arc<Shared>, settings: Settings, now: Moment) {
         while let Some(class) = self.next_class(settings, now) {
             let Some(waiter) =
                 self.queues
                     .get_mut(class)
-                    .pop_best(now, settings.decay, settings.boost)
+                    .pop_best(now.at, settings.decay, settings.boost)
             else {
                 break;
             };
-            self.classes.get_mut(class).start(epoch, now);
+            self.classes.get_mut(class).start(now.nanos);
             let permit = Permit {
                 shared: Some(Arc::clone(shared)),
                 key: waiter.key,
                 class,
-                started: now,
+                started: now.nanos,
             };
             match waiter.sender.send(permit) {
                 Ok(()) => return,
                 Err(permit) => {
                     // The call was dropped while it waited: skip it.
-                    self.classes.get_mut(class).cancel(epoch, now);
+                    self.classes.get_mut(class).cancel(now.nanos);
                     permit.defuse();
                 }
             }
