@@ -1,6 +1,6 @@
 //! The response future of the monopolization service.
 
-use super::Tracker;
+use super::{Shared, Tracker};
 use crate::context::WaitMeter;
 use crate::error::HandlerError;
 use pin_project::pin_project;
@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 /// A measured call: whose time it is and when it began.
 struct Measure {
+    shared: Arc<Shared>,
     tracker: Arc<Tracker>,
-    window: Duration,
     begin: Instant,
     /// The time the call spent waiting for a scheduler permit, which is
     /// not the key's execution time: what the meter gained since `waited`.
@@ -61,8 +61,8 @@ impl<F> ResponseFuture<F> {
 
     pub(super) fn measured(
         inner: F,
+        shared: Arc<Shared>,
         tracker: Arc<Tracker>,
-        window: Duration,
         begin: Instant,
         (wait, waited): (WaitMeter, Duration),
     ) -> Self {
@@ -70,8 +70,8 @@ impl<F> ResponseFuture<F> {
             state: State::Running {
                 inner,
                 measure: Some(Measure {
+                    shared,
                     tracker,
-                    window,
                     begin,
                     wait,
                     waited,
@@ -98,8 +98,8 @@ where
                 let output = ready!(inner.poll(cx));
                 if let Some(measure) = measure.take() {
                     let Measure {
+                        shared,
                         tracker,
-                        window,
                         begin,
                         wait,
                         waited,
@@ -108,7 +108,7 @@ where
                     let ran = Instant::now()
                         .saturating_duration_since(begin)
                         .saturating_sub(waited);
-                    tracker.add(begin, ran, window);
+                    shared.record(&tracker, begin, ran);
                 }
                 Poll::Ready(output)
             }

@@ -22,8 +22,9 @@
 //! - about `cache_size` keys are tracked (each shard of the cache at most
 //!   its share, rounded up); removal path: `quick_cache` evicts by recency
 //!   and frequency, and an evicted key's used time goes with it, so it
-//!   starts afresh (a call of it still running then counts in the entry
-//!   it began with, which is gone);
+//!   starts afresh; a call of it that was running then puts its tracker
+//!   back when it ends (or adds to the one a later call put in), so the
+//!   time of a call that ends is never lost;
 //! - disabled, the service is a pass-through.
 //!
 //! A call dropped before it completes is not counted.
@@ -45,6 +46,7 @@ use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
 use quick_cache::Equivalent;
+use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context as TaskContext, Poll};
@@ -94,21 +96,29 @@ impl Usage {
 /// end, without looking the key up again. Calls of the key in other
 /// partitions (a custom partitioner) share it, so their times add up.
 #[derive(Debug)]
-struct Tracker(Mutex<Usage>);
+struct Tracker {
+    /// The key it tracks, to put it back should the cache forget it while
+    /// a call of it runs.
+    tracked: (Topic, Key),
+    usage: Mutex<Usage>,
+}
 
 impl Tracker {
     /// The lock never guards a half-done change (nothing under it panics),
     /// so a poisoned lock is still consistent.
     fn with<R>(&self, f: impl FnOnce(&mut Usage) -> R) -> R {
-        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        f(&mut self.usage.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Counts a call that began at `begin` and ran for `ran`, in the
-    /// window current at `begin`.
+    /// Counts a call that began at `begin` and ran for `ran` in the window
+    /// current at `begin`: not at all if a later call has opened a newer
+    /// window since.
     fn add(&self, begin: Instant, ran: Duration, window: Duration) {
         self.with(|usage| {
             usage.roll(begin, window);
-            usage.used = usage.used.saturating_add(ran);
+            if begin >= usage.start {
+                usage.used = usage.used.saturating_add(ran);
+            }
         });
     }
 
@@ -118,6 +128,11 @@ impl Tracker {
             usage.roll(now, window);
             usage.used
         })
+    }
+
+    /// What it holds, as one call that began when its window opened.
+    fn usage(&self) -> Usage {
+        self.with(|usage| *usage)
     }
 }
 
@@ -174,18 +189,55 @@ impl Shared {
                 Ok(tracker)
             };
         }
-        let tracker = Arc::new(Tracker(Mutex::new(Usage {
-            start: now,
-            used: Duration::ZERO,
-        })));
-        self.keys
-            .insert((Arc::clone(topic), key.clone()), Arc::clone(&tracker));
-        Ok(tracker)
+        Ok(self.put(&Arc::new(Tracker {
+            tracked: (Arc::clone(topic), key.clone()),
+            usage: Mutex::new(Usage {
+                start: now,
+                used: Duration::ZERO,
+            }),
+        })))
+    }
+
+    /// Puts `tracker` in for its key, unless another is there already
+    /// (calls of the key on two threads at once put in one between them):
+    /// the tracker now in the cache.
+    fn put(&self, tracker: &Arc<Tracker>) -> Arc<Tracker> {
+        let put = self.keys.get_or_insert_with(&tracker.tracked, || {
+            Ok::<_, Infallible>(Arc::clone(tracker))
+        });
+        match put {
+            Ok(current) => current,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Counts a call of `tracker`'s key that began at `begin` and ran for
+    /// `ran`. Should the cache have forgotten the key while the call ran
+    /// (no one else holds the tracker), the tracker goes back in, or, if a
+    /// later call put in another, what it holds is added to that one.
+    fn record(&self, tracker: &Arc<Tracker>, begin: Instant, ran: Duration) {
+        tracker.add(begin, ran, self.window);
+        if Arc::strong_count(tracker) > 1 {
+            return;
+        }
+        let current = self.put(tracker);
+        if !Arc::ptr_eq(&current, tracker) {
+            let held = tracker.usage();
+            current.add(held.start, held.used, self.window);
+        }
     }
 
     #[cfg(test)]
     fn tracked(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Forgets a key, as an eviction does; whether it was tracked.
+    #[cfg(test)]
+    fn forget(&self, topic: &str, key: &str) -> bool {
+        self.keys
+            .remove(&Tracked(&Topic::from(topic), &Key::from(key)))
+            .is_some()
     }
 }
 
@@ -244,6 +296,6 @@ where
         });
         let waited = wait.waited();
         let inner = self.inner.call(request);
-        ResponseFuture::measured(inner, tracker, shared.window, now, (wait, waited))
+        ResponseFuture::measured(inner, Arc::clone(shared), tracker, now, (wait, waited))
     }
 }

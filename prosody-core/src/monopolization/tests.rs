@@ -180,6 +180,54 @@ async fn concurrent_calls_of_a_new_key_add_up() {
     assert!(is_monopolized(&error), "{error}");
 }
 
+/// A key the cache forgets while a call of it runs (evicted when new keys
+/// crowd the cache) still gets that call's time: the call puts its tracker
+/// back; and if a later call put in another, the time goes to that one.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_key_was_forgotten_while_it_ran_still_counts() {
+    for later_call in [false, true] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let layer = MonopolizationLayer::new(&config(0.5, 64));
+        let service = layer.layer(handler(&calls));
+        let hot = tokio::spawn(service.clone().oneshot(request("topic", "hot", secs(6.0))));
+        tokio::task::yield_now().await;
+        let shared = layer.shared.as_ref().unwrap();
+        assert!(
+            shared.forget("topic", "hot"),
+            "the hot call put its tracker in"
+        );
+        if later_call {
+            // Puts a tracker of its own in, and adds its 1 s to it.
+            run(&mut service.clone(), "hot", secs(1.0)).await.unwrap();
+        }
+        assert!(hot.await.is_ok_and(|r| r.is_ok()));
+        let error = service
+            .oneshot(request("topic", "hot", secs(1.0)))
+            .await
+            .unwrap_err();
+        assert!(is_monopolized(&error), "later call {later_call}: {error}");
+    }
+}
+
+/// A call that began in a window a later call has closed counts in
+/// neither: the time of the window current when a call began is what
+/// counts.
+#[tokio::test(start_paused = true)]
+async fn a_call_from_an_ended_window_does_not_count_in_the_next() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Budget: 5 s of every 10 s.
+    let service = MonopolizationLayer::new(&config(0.5, 64)).layer(handler(&calls));
+    let long = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(20.0))));
+    tokio::task::yield_now().await;
+    advance(secs(12.0)).await;
+    // Opens a new window at 12 s and uses 1 s of it.
+    run(&mut service.clone(), "k", secs(1.0)).await.unwrap();
+    // The long call began at 0 and ends at 20 s, in the window of 12 s.
+    assert!(long.await.is_ok_and(|r| r.is_ok()));
+    let result = service.oneshot(request("topic", "k", secs(1.0))).await;
+    assert!(result.is_ok(), "{result:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn disabled_detection_passes_everything() {
     let calls = Arc::new(AtomicUsize::new(0));
