@@ -10,9 +10,10 @@ use std::num::NonZeroUsize;
 ///
 /// A key's value is kept as a level whose order never changes as time
 /// passes: `level = ln(virtual_time) + rate * (t - epoch)` for the value at
-/// any `t`. Every value decays by the same factor, so comparing levels
-/// compares the current values without touching them, and a charge updates
-/// its key in place.
+/// any `t`, where `epoch` is the scheduler's: every [`Moment`] passed in is
+/// measured from it. Every value decays by the same factor, so comparing
+/// levels compares the current values without touching them, and a charge
+/// updates its key in place.
 ///
 /// Invariant (bounded memory): holds at most `capacity` keys. When a new
 /// key would exceed it, the half of the keys with the LOWEST current

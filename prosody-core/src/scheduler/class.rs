@@ -48,9 +48,10 @@ pub(super) fn other(class: Demand) -> Demand {
 pub(super) struct ClassClock {
     /// The class's weight (its target share of execution time).
     weight: f64,
-    /// Decayed seconds of completed calls, as of `updated` (nanoseconds
-    /// since the epoch).
+    /// Decayed seconds of completed calls, as of `updated`.
     completed: f64,
+    /// When `completed` was last brought up to date, in nanoseconds since
+    /// the epoch.
     updated: u128,
     /// Permits of this class that are out.
     running: usize,

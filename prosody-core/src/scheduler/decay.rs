@@ -81,7 +81,7 @@ pub(super) fn seconds(earlier: Instant, later: Instant) -> f64 {
 }
 
 /// Nanoseconds from `epoch` to `at`, zero if `at` is not later.
-pub(super) fn nanos(epoch: Instant, at: Instant) -> u128 {
+fn nanos(epoch: Instant, at: Instant) -> u128 {
     at.saturating_duration_since(epoch).as_nanos()
 }
 
