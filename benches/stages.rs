@@ -29,6 +29,7 @@ use prosody::{
     Context, Encoded, Event, EventHandler, EventRequest, Excise, HandlerError, Headers,
     MemoryBroker, Message, ProsodyClient, Timer, Timestamp,
 };
+use prosody_core::WaitMeter;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
@@ -60,13 +61,16 @@ fn setting(name: &str, default: u64) -> u64 {
 fn request(n: u64, keys: u64, token: &CancellationToken) -> EventRequest<Encoded> {
     let key = format!("key-{}", n % keys);
     EventRequest {
+        // The runtime's contexts carry a wait meter; these do too, so the
+        // monopolization stage does not make one per event.
         context: Context::new(
             key.as_str().into(),
             "bench".into(),
             0,
             token.child_token(),
             token.clone(),
-        ),
+        )
+        .with_wait_meter(WaitMeter::default()),
         event: Event::Message(Message {
             topic: "bench".into(),
             partition: 0,
