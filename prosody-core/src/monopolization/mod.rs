@@ -18,7 +18,10 @@
 //!   within the last `window` took longer than the budget can be rejected;
 //! - calls of one key add up, whatever partitions they run in and whether
 //!   or not they overlap: from its first call on, a key's calls share one
-//!   tracker, which its first call puts in the cache;
+//!   tracker, which its first call puts in the cache. Only if two threads
+//!   put one in for the same new key at the same moment can one replace
+//!   the other, and the time of a call already ended with the replaced one
+//!   be lost (a call still running adds it to the survivor when it ends);
 //! - about `cache_size` keys are tracked (each shard of the cache at most
 //!   its share, rounded up); removal path: `quick_cache` evicts by recency
 //!   and frequency, and an evicted key's used time goes with it, so it
@@ -46,7 +49,6 @@ use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
 use quick_cache::Equivalent;
-use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context as TaskContext, Poll};
@@ -189,41 +191,35 @@ impl Shared {
                 Ok(tracker)
             };
         }
-        Ok(self.put(&Arc::new(Tracker {
+        let tracker = Arc::new(Tracker {
             tracked: (Arc::clone(topic), key.clone()),
             usage: Mutex::new(Usage {
                 start: now,
                 used: Duration::ZERO,
             }),
-        })))
-    }
-
-    /// Puts `tracker` in for its key, unless another is there already
-    /// (calls of the key on two threads at once put in one between them):
-    /// the tracker now in the cache.
-    fn put(&self, tracker: &Arc<Tracker>) -> Arc<Tracker> {
-        let put = self.keys.get_or_insert_with(&tracker.tracked, || {
-            Ok::<_, Infallible>(Arc::clone(tracker))
         });
-        match put {
-            Ok(current) => current,
-            Err(never) => match never {},
-        }
+        self.keys
+            .insert(tracker.tracked.clone(), Arc::clone(&tracker));
+        Ok(tracker)
     }
 
     /// Counts a call of `tracker`'s key that began at `begin` and ran for
-    /// `ran`. Should the cache have forgotten the key while the call ran
-    /// (no one else holds the tracker), the tracker goes back in, or, if a
-    /// later call put in another, what it holds is added to that one.
+    /// `ran`. Should the cache have let go of the tracker while the call
+    /// ran (evicted, or replaced by another thread's for the same new key),
+    /// no one else holds it: it goes back in, or, if the cache holds
+    /// another for the key, what it holds is added to that one.
     fn record(&self, tracker: &Arc<Tracker>, begin: Instant, ran: Duration) {
         tracker.add(begin, ran, self.window);
         if Arc::strong_count(tracker) > 1 {
             return;
         }
-        let current = self.put(tracker);
-        if !Arc::ptr_eq(&current, tracker) {
+        let (topic, key) = &tracker.tracked;
+        if let Some(current) = self.keys.get(&Tracked(topic, key)) {
             let held = tracker.usage();
             current.add(held.start, held.used, self.window);
+        } else {
+            self.keys
+                .insert(tracker.tracked.clone(), Arc::clone(tracker));
         }
     }
 
