@@ -3,7 +3,7 @@
 use super::{Shared, Tracker};
 use crate::context::WaitMeter;
 use crate::error::HandlerError;
-use pin_project::pin_project;
+use pin_project::{pin_project, pinned_drop};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,10 +37,28 @@ enum State<F> {
 }
 
 /// One request through the monopolization service.
-#[pin_project]
+#[pin_project(PinnedDrop)]
 pub struct ResponseFuture<F> {
     #[pin]
     state: State<F>,
+}
+
+#[pinned_drop]
+impl<F> PinnedDrop for ResponseFuture<F> {
+    /// A call dropped before it ended adds no time, but it may be the last
+    /// holder of a tracker the cache let go of: then it puts it back.
+    fn drop(self: Pin<&mut Self>) {
+        if let StateProjection::Running { measure, .. } = self.project().state.project()
+            && let Some(Measure {
+                shared,
+                tracker,
+                begin,
+                ..
+            }) = measure.take()
+        {
+            shared.record(tracker, begin, Duration::ZERO);
+        }
+    }
 }
 
 impl<F> ResponseFuture<F> {
@@ -108,7 +126,7 @@ where
                     let ran = Instant::now()
                         .saturating_duration_since(begin)
                         .saturating_sub(waited);
-                    shared.record(&tracker, begin, ran);
+                    shared.record(tracker, begin, ran);
                 }
                 Poll::Ready(output)
             }

@@ -19,15 +19,17 @@
 //! - calls of one key add up, whatever partitions they run in and whether
 //!   or not they overlap: from its first call on, a key's calls share one
 //!   tracker, which its first call puts in the cache. Only if two threads
-//!   put one in for the same new key at the same moment can one replace
-//!   the other, and the time of a call already ended with the replaced one
-//!   be lost (a call still running adds it to the survivor when it ends);
+//!   put a tracker in for the same key at the same moment (two first
+//!   calls, or a call putting back a tracker the cache let go of) can one
+//!   replace the other, and then the time of calls already ended with the
+//!   replaced one is lost; a call still running with it adds it to the
+//!   survivor when it ends;
 //! - about `cache_size` keys are tracked (each shard of the cache at most
 //!   its share, rounded up); removal path: `quick_cache` evicts by recency
 //!   and frequency, and an evicted key's used time goes with it, so it
-//!   starts afresh; a call of it that was running then puts its tracker
-//!   back when it ends (or adds to the one a later call put in), so the
-//!   time of a call that ends is never lost;
+//!   starts afresh; the last call of it that was running then puts its
+//!   tracker back when it ends or is dropped (or merges it into the one a
+//!   later call put in), so eviction loses no time of a call that ran;
 //! - disabled, the service is a pass-through.
 //!
 //! A call dropped before it completes is not counted.
@@ -92,6 +94,31 @@ impl Usage {
             self.used = Duration::ZERO;
         }
     }
+
+    /// Takes in `other`, the usage of a tracker of the same key that the
+    /// cache let go of: if either window was still open when the other
+    /// opened, they are one window, from the earlier start, and their times
+    /// add up; otherwise the earlier window had ended, and the later one
+    /// stands alone.
+    fn merge(&mut self, other: Usage, window: Duration) {
+        let (earlier, later) = if other.start < self.start {
+            (other, *self)
+        } else {
+            (*self, other)
+        };
+        *self = if earlier
+            .start
+            .checked_add(window)
+            .is_none_or(|end| later.start < end)
+        {
+            Usage {
+                start: earlier.start,
+                used: earlier.used.saturating_add(later.used),
+            }
+        } else {
+            later
+        };
+    }
 }
 
 /// The handler time of one tracked key: what its calls add to when they
@@ -124,17 +151,18 @@ impl Tracker {
         });
     }
 
+    /// Takes in the usage of a tracker of the same key that the cache let
+    /// go of.
+    fn merge(&self, other: Usage, window: Duration) {
+        self.with(|usage| usage.merge(other, window));
+    }
+
     /// The time used in the window current at `now`.
     fn used(&self, now: Instant, window: Duration) -> Duration {
         self.with(|usage| {
             usage.roll(now, window);
             usage.used
         })
-    }
-
-    /// What it holds, as one call that began when its window opened.
-    fn usage(&self) -> Usage {
-        self.with(|usage| *usage)
     }
 }
 
@@ -204,23 +232,24 @@ impl Shared {
     }
 
     /// Counts a call of `tracker`'s key that began at `begin` and ran for
-    /// `ran`. Should the cache have let go of the tracker while the call
+    /// `ran` (zero for a call dropped before it ended). Should the cache have let go of the tracker while the call
     /// ran (evicted, or replaced by another thread's for the same new key),
-    /// no one else holds it: it goes back in, or, if the cache holds
-    /// another for the key, what it holds is added to that one.
-    fn record(&self, tracker: &Arc<Tracker>, begin: Instant, ran: Duration) {
+    /// the last call to let go of it too puts it back, or, if the cache
+    /// holds another for the key, adds what it holds to that one. Exactly
+    /// one call is the last, even when two end at once on two threads.
+    fn record(&self, tracker: Arc<Tracker>, begin: Instant, ran: Duration) {
         tracker.add(begin, ran, self.window);
-        if Arc::strong_count(tracker) > 1 {
+        let Some(Tracker { tracked, usage }) = Arc::into_inner(tracker) else {
+            return;
+        };
+        let usage = usage.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if let Some(current) = self.keys.get(&Tracked(&tracked.0, &tracked.1)) {
+            current.merge(usage, self.window);
             return;
         }
-        let (topic, key) = &tracker.tracked;
-        if let Some(current) = self.keys.get(&Tracked(topic, key)) {
-            let held = tracker.usage();
-            current.add(held.start, held.used, self.window);
-        } else {
-            self.keys
-                .insert(tracker.tracked.clone(), Arc::clone(tracker));
-        }
+        let usage = Mutex::new(usage);
+        self.keys
+            .insert(tracked.clone(), Arc::new(Tracker { tracked, usage }));
     }
 
     #[cfg(test)]

@@ -197,7 +197,9 @@ async fn a_call_whose_key_was_forgotten_while_it_ran_still_counts() {
             "the hot call put its tracker in"
         );
         if later_call {
-            // Puts a tracker of its own in, and adds its 1 s to it.
+            // A second later, puts a tracker of its own in, and adds its
+            // 1 s to it.
+            advance(secs(1.0)).await;
             run(&mut service.clone(), "hot", secs(1.0)).await.unwrap();
         }
         assert!(hot.await.is_ok_and(|r| r.is_ok()));
@@ -207,6 +209,50 @@ async fn a_call_whose_key_was_forgotten_while_it_ran_still_counts() {
             .unwrap_err();
         assert!(is_monopolized(&error), "later call {later_call}: {error}");
     }
+}
+
+/// Two calls of one key share a tracker the cache forgets while both
+/// run: the second to end puts it back, holding both calls' time.
+#[tokio::test(start_paused = true)]
+async fn overlapping_calls_of_a_forgotten_key_count_once_each() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Budget: 5 s of every 10 s; 3 s and 4 s together overrun it.
+    let layer = MonopolizationLayer::new(&config(0.5, 64));
+    let service = layer.layer(handler(&calls));
+    let first = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(3.0))));
+    let second = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(4.0))));
+    tokio::task::yield_now().await;
+    assert!(layer.shared.as_ref().unwrap().forget("topic", "k"));
+    assert!(first.await.is_ok_and(|r| r.is_ok()));
+    assert!(second.await.is_ok_and(|r| r.is_ok()));
+    let error = service
+        .oneshot(request("topic", "k", secs(1.0)))
+        .await
+        .unwrap_err();
+    assert!(is_monopolized(&error), "{error}");
+}
+
+/// A call dropped before it ends, the last holder of a tracker the cache
+/// forgot, still puts it back: the time of the calls that ended with it
+/// counts.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_call_puts_back_a_forgotten_tracker() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Budget: 5 s of every 10 s.
+    let layer = MonopolizationLayer::new(&config(0.5, 64));
+    let service = layer.layer(handler(&calls));
+    let ends = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(6.0))));
+    let dropped = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(9.0))));
+    tokio::task::yield_now().await;
+    assert!(layer.shared.as_ref().unwrap().forget("topic", "k"));
+    assert!(ends.await.is_ok_and(|r| r.is_ok()));
+    dropped.abort();
+    assert!(dropped.await.is_err_and(|e| e.is_cancelled()));
+    let error = service
+        .oneshot(request("topic", "k", secs(1.0)))
+        .await
+        .unwrap_err();
+    assert!(is_monopolized(&error), "{error}");
 }
 
 /// A call that began in a window a later call has closed counts in
