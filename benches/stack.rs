@@ -11,66 +11,22 @@
     reason = "bench code fails loudly"
 )]
 
-use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use prosody::{
-    BoxError, Context, Encoded, Event, EventHandler, EventRequest, EventService, Excise,
-    HandlerError, HandlerService, Headers, MemoryBroker, Message, ProsodyClient, Timer, Timestamp,
-};
-use serde_json::{Value, json};
-use std::sync::Arc;
+use prosody::{BoxError, Encoded, EventService, HandlerService, MemoryBroker, ProsodyClient};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+#[path = "support/noop.rs"]
+mod noop;
+
+use noop::{Noop, message};
+
 const BATCH: u64 = 1_000;
 
-struct Noop;
-
-impl EventHandler for Noop {
-    type Payload = Value;
-    type Output = ();
-
-    async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
-        Ok(())
-    }
-}
-
-/// A message on one of 10,000 keys; with a fresh id (so dedup looks it up
-/// in its store and records it) or without one (dedup passes it).
-fn request(n: u64, with_id: bool, token: &CancellationToken) -> EventRequest<Encoded> {
-    let key = format!("key-{}", n % 10_000);
-    let id: Arc<str> = Arc::from(n.to_string());
-    EventRequest {
-        context: Context::new(
-            key.as_str().into(),
-            "bench".into(),
-            0,
-            token.child_token(),
-            token.clone(),
-        ),
-        event: Event::Message(Message {
-            topic: "bench".into(),
-            partition: 0,
-            offset: i64::try_from(n).unwrap_or(i64::MAX),
-            timestamp: Timestamp::default(),
-            raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
-            key: key.into(),
-            payload: Encoded,
-            raw: Bytes::from(json!({"id": n, "type": "bench.event"}).to_string()),
-            id: with_id.then_some(id),
-            headers: Headers::new(),
-        }),
-    }
-}
+/// Messages go to 10,000 keys: more than the per-key caches hold by
+/// default.
+const KEYS: u64 = 10_000;
 
 /// Calls one instance of the stack, as a partition does: readiness, then
 /// the call, with no clone of the stack per event.
@@ -84,7 +40,7 @@ where
     while done < iterations {
         let chunk = BATCH.min(iterations - done);
         let requests: Vec<_> = (0..chunk)
-            .map(|n| request(done + n, with_id, &token))
+            .map(|n| message(done + n, KEYS, with_id, &token))
             .collect();
         let start = Instant::now();
         for request in requests {

@@ -24,66 +24,18 @@
     reason = "bench code fails loudly"
 )]
 
-use bytes::Bytes;
-use prosody::{
-    Context, Encoded, Event, EventHandler, EventRequest, Excise, HandlerError, Headers,
-    MemoryBroker, Message, ProsodyClient, Timer, Timestamp,
-};
+use prosody::{Encoded, EventRequest, HandlerError, MemoryBroker, ProsodyClient};
 use prosody_core::WaitMeter;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
 
-struct Noop;
+#[path = "support/noop.rs"]
+mod noop;
 
-impl EventHandler for Noop {
-    type Payload = Value;
-    type Output = ();
-
-    async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
-        Ok(())
-    }
-}
+use noop::{Noop, message};
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name).map_or(default, |v| v.parse().expect(name))
-}
-
-/// Message `n`, on one of `keys` keys, without an id.
-fn request(n: u64, keys: u64, token: &CancellationToken) -> EventRequest<Encoded> {
-    let key = format!("key-{}", n % keys);
-    EventRequest {
-        // The runtime's contexts carry a wait meter; these do too, so the
-        // monopolization stage does not make one per event.
-        context: Context::new(
-            key.as_str().into(),
-            "bench".into(),
-            0,
-            token.child_token(),
-            token.clone(),
-        )
-        .with_wait_meter(WaitMeter::default()),
-        event: Event::Message(Message {
-            topic: "bench".into(),
-            partition: 0,
-            offset: i64::try_from(n).unwrap_or(i64::MAX),
-            timestamp: Timestamp::default(),
-            raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
-            key: key.into(),
-            payload: Encoded,
-            raw: Bytes::from(json!({"id": n, "type": "bench.event"}).to_string()),
-            id: None,
-            headers: Headers::new(),
-        }),
-    }
 }
 
 /// Calls `service` once per event, as a partition does: readiness, then
@@ -94,7 +46,10 @@ where
 {
     let token = CancellationToken::new();
     for n in 0..events {
-        let request = request(n, keys, &token);
+        // The runtime's contexts carry a wait meter; these do too, so the
+        // monopolization stage does not make one per event.
+        let mut request = message(n, keys, false, &token);
+        request.context = request.context.with_wait_meter(WaitMeter::default());
         service
             .ready()
             .await

@@ -10,6 +10,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, advance};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
@@ -91,6 +92,37 @@ fn is_monopolized(error: &HandlerError) -> bool {
         && error.source().downcast_ref::<Monopolized>().is_some()
 }
 
+/// A call of `key` on topic "topic" that works for `work`, on a task of its
+/// own, so calls overlap.
+fn spawn_call<S>(service: &S, key: &str, work: Duration) -> JoinHandle<Result<(), HandlerError>>
+where
+    S: Service<EventRequest<Duration>, Response = (), Error = HandlerError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    tokio::spawn(service.clone().oneshot(request("topic", key, work)))
+}
+
+/// Waits for a spawned call and checks that it succeeded.
+async fn succeeds(call: JoinHandle<Result<(), HandlerError>>) {
+    let ended = call.await;
+    assert!(ended.as_ref().is_ok_and(Result::is_ok), "{ended:?}");
+}
+
+/// The next call of `key` (1 s of work) is rejected as monopolizing.
+async fn is_rejected<S>(service: S, key: &str, case: &str)
+where
+    S: Service<EventRequest<Duration>, Response = (), Error = HandlerError>,
+{
+    let error = service
+        .oneshot(request("topic", key, secs(1.0)))
+        .await
+        .unwrap_err();
+    assert!(is_monopolized(&error), "{case}: {error}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_key_over_its_budget_is_rejected_and_a_light_key_is_not() {
     let calls = Arc::new(AtomicUsize::new(0));
@@ -169,15 +201,11 @@ async fn concurrent_calls_of_a_new_key_add_up() {
     let calls = Arc::new(AtomicUsize::new(0));
     // Budget: 5 s of every 10 s; two calls of 3 s each overrun it.
     let service = MonopolizationLayer::new(&config(0.5, 64)).layer(handler(&calls));
-    let first = tokio::spawn(service.clone().oneshot(request("topic", "new", secs(3.0))));
-    let second = tokio::spawn(service.clone().oneshot(request("topic", "new", secs(3.0))));
-    assert!(first.await.is_ok_and(|r| r.is_ok()));
-    assert!(second.await.is_ok_and(|r| r.is_ok()));
-    let error = service
-        .oneshot(request("topic", "new", secs(1.0)))
-        .await
-        .unwrap_err();
-    assert!(is_monopolized(&error), "{error}");
+    let first = spawn_call(&service, "new", secs(3.0));
+    let second = spawn_call(&service, "new", secs(3.0));
+    succeeds(first).await;
+    succeeds(second).await;
+    is_rejected(service, "new", "two calls of 3 s").await;
 }
 
 /// A key the cache forgets while a call of it runs (evicted when new keys
@@ -189,7 +217,7 @@ async fn a_call_whose_key_was_forgotten_while_it_ran_still_counts() {
         let calls = Arc::new(AtomicUsize::new(0));
         let layer = MonopolizationLayer::new(&config(0.5, 64));
         let service = layer.layer(handler(&calls));
-        let hot = tokio::spawn(service.clone().oneshot(request("topic", "hot", secs(6.0))));
+        let hot = spawn_call(&service, "hot", secs(6.0));
         tokio::task::yield_now().await;
         let shared = layer.shared.as_ref().unwrap();
         assert!(
@@ -202,12 +230,8 @@ async fn a_call_whose_key_was_forgotten_while_it_ran_still_counts() {
             advance(secs(1.0)).await;
             run(&mut service.clone(), "hot", secs(1.0)).await.unwrap();
         }
-        assert!(hot.await.is_ok_and(|r| r.is_ok()));
-        let error = service
-            .oneshot(request("topic", "hot", secs(1.0)))
-            .await
-            .unwrap_err();
-        assert!(is_monopolized(&error), "later call {later_call}: {error}");
+        succeeds(hot).await;
+        is_rejected(service, "hot", &format!("later call {later_call}")).await;
     }
 }
 
@@ -219,17 +243,13 @@ async fn overlapping_calls_of_a_forgotten_key_count_once_each() {
     // Budget: 5 s of every 10 s; 3 s and 4 s together overrun it.
     let layer = MonopolizationLayer::new(&config(0.5, 64));
     let service = layer.layer(handler(&calls));
-    let first = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(3.0))));
-    let second = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(4.0))));
+    let first = spawn_call(&service, "k", secs(3.0));
+    let second = spawn_call(&service, "k", secs(4.0));
     tokio::task::yield_now().await;
     assert!(layer.shared.as_ref().unwrap().forget("topic", "k"));
-    assert!(first.await.is_ok_and(|r| r.is_ok()));
-    assert!(second.await.is_ok_and(|r| r.is_ok()));
-    let error = service
-        .oneshot(request("topic", "k", secs(1.0)))
-        .await
-        .unwrap_err();
-    assert!(is_monopolized(&error), "{error}");
+    succeeds(first).await;
+    succeeds(second).await;
+    is_rejected(service, "k", "3 s and 4 s, forgotten while running").await;
 }
 
 /// A call dropped before it ends, the last holder of a tracker the cache
@@ -241,18 +261,14 @@ async fn a_dropped_call_puts_back_a_forgotten_tracker() {
     // Budget: 5 s of every 10 s.
     let layer = MonopolizationLayer::new(&config(0.5, 64));
     let service = layer.layer(handler(&calls));
-    let ends = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(6.0))));
-    let dropped = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(9.0))));
+    let ends = spawn_call(&service, "k", secs(6.0));
+    let dropped = spawn_call(&service, "k", secs(9.0));
     tokio::task::yield_now().await;
     assert!(layer.shared.as_ref().unwrap().forget("topic", "k"));
-    assert!(ends.await.is_ok_and(|r| r.is_ok()));
+    succeeds(ends).await;
     dropped.abort();
     assert!(dropped.await.is_err_and(|e| e.is_cancelled()));
-    let error = service
-        .oneshot(request("topic", "k", secs(1.0)))
-        .await
-        .unwrap_err();
-    assert!(is_monopolized(&error), "{error}");
+    is_rejected(service, "k", "6 s, then a call dropped").await;
 }
 
 /// A call that began in a window a later call has closed counts in
@@ -263,13 +279,13 @@ async fn a_call_from_an_ended_window_does_not_count_in_the_next() {
     let calls = Arc::new(AtomicUsize::new(0));
     // Budget: 5 s of every 10 s.
     let service = MonopolizationLayer::new(&config(0.5, 64)).layer(handler(&calls));
-    let long = tokio::spawn(service.clone().oneshot(request("topic", "k", secs(20.0))));
+    let long = spawn_call(&service, "k", secs(20.0));
     tokio::task::yield_now().await;
     advance(secs(12.0)).await;
     // Opens a new window at 12 s and uses 1 s of it.
     run(&mut service.clone(), "k", secs(1.0)).await.unwrap();
     // The long call began at 0 and ends at 20 s, in the window of 12 s.
-    assert!(long.await.is_ok_and(|r| r.is_ok()));
+    succeeds(long).await;
     let result = service.oneshot(request("topic", "k", secs(1.0))).await;
     assert!(result.is_ok(), "{result:?}");
 }
