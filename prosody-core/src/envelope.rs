@@ -8,7 +8,9 @@ use std::sync::Arc;
 /// The payload's `id`: a string as it is, a number as its JSON text. `None`
 /// when the payload is not a JSON object, has no `id`, or its `id` is of
 /// another type. Of several `id` fields the last counts, as in a decoded
-/// payload. Nothing but the `id` is kept while reading.
+/// payload. Nothing but the `id` is kept while reading, and no text but the
+/// `id` is checked for UTF-8: a payload with other text that is not UTF-8
+/// may have an `id` here, and fails to decode in the handler service.
 pub(crate) fn id(payload: &[u8]) -> Option<Arc<str>> {
     let mut reader = serde_json::Deserializer::from_slice(payload);
     let id = reader.deserialize_map(Fields).ok()?;
@@ -39,14 +41,16 @@ impl<'de> Visitor<'de> for Fields {
     }
 }
 
-/// Whether a field's name is `id`, without copying it.
+/// Whether a field's name is `id`, without copying it. The name is read
+/// as bytes (escapes resolved): only `id` itself must be text, so the
+/// other names are not checked for UTF-8, as the values skipped are not.
 struct IsId;
 
 impl<'de> DeserializeSeed<'de> for IsId {
     type Value = bool;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
-        deserializer.deserialize_str(self)
+        deserializer.deserialize_bytes(self)
     }
 }
 
@@ -55,6 +59,10 @@ impl Visitor<'_> for IsId {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a field name")
+    }
+
+    fn visit_bytes<E: de::Error>(self, name: &[u8]) -> Result<bool, E> {
+        Ok(name == b"id")
     }
 
     fn visit_str<E: de::Error>(self, name: &str) -> Result<bool, E> {
@@ -146,6 +154,8 @@ mod tests {
             id(br#"{"id":"first","id":"last"}"#).as_deref(),
             Some("last")
         );
+        assert_eq!(id(b"{\"\xff\":1,\"id\":\"x\"}").as_deref(), Some("x"));
+        assert_eq!(id(b"{\"id\":\"\xff\"}"), None);
         assert_eq!(id(b"[1,2]"), None);
         assert_eq!(id(b"not json"), None);
         assert_eq!(id(br#"{"id":"a"} trailing"#), None);

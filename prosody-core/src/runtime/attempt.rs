@@ -262,11 +262,13 @@ where
             match first.take() {
                 Some(Ok(call)) => call.await.map(drop).map_err(Into::into),
                 Some(Err(error)) => Err(error),
+                // Boxed: a call after the first is rare, and its future
+                // inline would make every attempt's future (moved into its
+                // box once per record) as large again.
                 None => {
                     let request = attempts.request(shared, work, demand, attempt);
                     let service = service.get_or_insert_with(|| shared.stack());
-                    let ready = service.ready().await.map_err(Into::into)?;
-                    ready.call(request).await.map(drop).map_err(Into::into)
+                    Box::pin(call_when_ready(service, request)).await
                 }
             }
         };
@@ -302,6 +304,15 @@ where
             () = shared.scope.shutdown.cancelled() => return Outcome::Unsettled,
         }
     }
+}
+
+/// Calls `service` with `request` once it is ready.
+async fn call_when_ready<S>(service: &mut S, request: EventRequest<Encoded>) -> Result<(), BoxError>
+where
+    S: EventService<Encoded>,
+{
+    let ready = service.ready().await.map_err(Into::into)?;
+    ready.call(request).await.map(drop).map_err(Into::into)
 }
 
 #[cfg(test)]
