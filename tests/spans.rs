@@ -151,3 +151,86 @@ async fn a_timer_span_links_to_the_span_that_scheduled_it() {
         .collect();
     assert_eq!(linked, [(scheduling.trace_id(), scheduling.span_id())]);
 }
+
+/// Fails at once, without waiting, so its call completes on its first
+/// poll, where the partition starts it.
+#[derive(Clone)]
+struct Fails(mpsc::UnboundedSender<()>);
+
+impl EventHandler for Fails {
+    type Payload = Json;
+    type Output = ();
+
+    async fn on_message(&self, _: Context, _: Message<Json>) -> Result<(), HandlerError> {
+        let _ = self.0.send(());
+        Err(HandlerError::permanent("rejected"))
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+/// What the subscriber wrote, shared with the test.
+#[derive(Clone, Default)]
+struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Written {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What the stages log while a call is polled (here the best-effort log
+/// stage's line for the failure) carries the record's span: its topic,
+/// partition, offset and key. Also for a call that completes on its
+/// first poll, made where the partition starts it.
+#[tokio::test(start_paused = true)]
+async fn a_failure_logged_at_once_carries_its_records_span() {
+    let written = Written::default();
+    let writer = written.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).unwrap();
+    let client = ProsodyClient::builder()
+        .memory_broker(broker)
+        .group_id("svc")
+        // Not the group: a client skips what its own system produced.
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+        .mode(prosody::Mode::BestEffort)
+        .build()
+        .await
+        .unwrap();
+    let (calls, mut seen) = mpsc::unbounded_channel();
+    client.subscribe(Fails(calls)).await.unwrap();
+    client.send("t", "k-1", &json!({"n": 1})).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), seen.recv())
+        .await
+        .expect("the call before the deadline");
+    client.shutdown().await;
+
+    let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.contains("the event is dropped"))
+        .unwrap_or_else(|| panic!("no line of the log stage in {text}"));
+    for field in ["handle{", "topic=t", "partition=0", "offset=0", "key=k-1"] {
+        assert!(line.contains(field), "{field} missing from {line:?}");
+    }
+}

@@ -15,9 +15,11 @@ use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::store::{Batch, TimerChange};
 use crate::timers::{StoreAccess, Timers};
 use futures_util::FutureExt;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
 use tower::ServiceExt;
 use tracing::{Instrument, Span, debug, debug_span, error, warn};
@@ -110,6 +112,33 @@ pub(crate) enum First<S, F> {
     Waiting(S),
     /// The stack's readiness failed, or it panicked in `call`.
     Failed(BoxError),
+}
+
+/// Polls the call an attempt started with once, where it was made and in
+/// the attempt's span: `Ok` when it succeeded at once (the attempt is
+/// over: a record is settled), else what the attempt goes on from (the
+/// call still pending, or how it failed, handled as the attempt loop
+/// handles a failed call).
+pub(crate) fn succeeded_at_once<S>(
+    attempts: &Attempts,
+    first: First<S, S::Future>,
+) -> Result<(), First<S, S::Future>>
+where
+    S: EventService<Encoded>,
+{
+    let First::Called(mut call) = first else {
+        return Err(first);
+    };
+    let _entered = attempts.span.enter();
+    let mut cx = TaskContext::from_waker(Waker::noop());
+    match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
+        Ok(Poll::Ready(Ok(_))) => Ok(()),
+        Ok(Poll::Ready(Err(error))) => Err(First::Failed(error.into())),
+        Ok(Poll::Pending) => Err(First::Called(call)),
+        Err(_) => Err(First::Failed(
+            HandlerError::transient("the handler panicked").into(),
+        )),
+    }
 }
 
 /// What every attempt at one event is made of: its key, its timers (the

@@ -224,7 +224,9 @@ where
         }
     }
 
-    /// Polls one attempt once where it starts; one that waits goes on in a
+    /// Starts one attempt where it is: a record whose first call succeeds
+    /// on its first poll is settled at once, with no attempt future; any
+    /// other attempt is polled once here, and one that waits goes on in a
     /// task of its own. Returns the key's next event when this one is done
     /// with at once.
     fn launch(&mut self, key: Key, work: Work) -> Option<(Key, Work)> {
@@ -244,22 +246,35 @@ where
             self.busy = true;
         }
         let attempts = Attempts::new(&self.shared, key.clone(), &work);
-        let first = self.first_call(&attempts, &work);
+        let mut first = self.first_call(&attempts, &work);
+        let mut pending = false;
+        if let Work::Record(_) = work {
+            // A record done on its first poll needs no attempt future.
+            match attempt::succeeded_at_once(&attempts, first) {
+                Ok(()) => return self.finish(key, work, Outcome::Settled, true),
+                Err(rest) => {
+                    pending = matches!(rest, First::Called(_));
+                    first = rest;
+                }
+            }
+        }
         let shared = Arc::clone(&self.shared);
         let mut attempt = Box::pin(async move {
             let outcome = attempt::run(shared, attempts, &work, first).await;
             (key, work, outcome)
         });
+        if pending {
+            // Its call was polled once already: its task polls it next.
+            self.spawn(attempt);
+            return None;
+        }
         // A waker that goes nowhere: an attempt still pending is spawned,
         // and a spawned task is polled at once, with its own waker.
         let mut cx = TaskContext::from_waker(Waker::noop());
         match std::panic::catch_unwind(AssertUnwindSafe(|| attempt.as_mut().poll(&mut cx))) {
             Ok(Poll::Ready((key, work, outcome))) => self.finish(key, work, outcome, true),
             Ok(Poll::Pending) => {
-                self.running.spawn(attempt);
-                self.state
-                    .running
-                    .store(self.running.len(), Ordering::Release);
+                self.spawn(attempt);
                 None
             }
             Err(_) => {
@@ -268,6 +283,14 @@ where
                 None
             }
         }
+    }
+
+    /// Goes on with an attempt in a task of its own.
+    fn spawn(&mut self, attempt: impl Future<Output = (Key, Work, Outcome)> + Send + 'static) {
+        self.running.spawn(attempt);
+        self.state
+            .running
+            .store(self.running.len(), Ordering::Release);
     }
 
     /// The first attempt's call, made on the partition's own stack when it
