@@ -3,6 +3,7 @@
 use crate::hash::FastMap;
 use crate::key::Key;
 use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
 
 /// The keys of one partition that have work.
 ///
@@ -29,12 +30,16 @@ impl<T> KeyQueues<T> {
     /// now, and queued otherwise.
     #[must_use]
     pub(crate) fn arrive(&mut self, key: Key, item: T) -> Option<T> {
-        if let Some(waiting) = self.keys.get_mut(&key) {
-            waiting.push_back(item);
-            return None;
+        match self.keys.entry(key) {
+            Entry::Occupied(mut waiting) => {
+                waiting.get_mut().push_back(item);
+                None
+            }
+            Entry::Vacant(idle) => {
+                idle.insert(VecDeque::new());
+                Some(item)
+            }
         }
-        self.keys.insert(key, VecDeque::new());
-        Some(item)
     }
 
     /// The running event of `key` completed: returns the next one to run, or
