@@ -8,9 +8,11 @@ use std::sync::Arc;
 /// The payload's `id`: a string as it is, a number as its JSON text. `None`
 /// when the payload is not a JSON object, has no `id`, or its `id` is of
 /// another type. Of several `id` fields the last counts, as in a decoded
-/// payload. Nothing but the `id` is kept while reading, and no text but the
-/// `id` is checked for UTF-8: a payload with other text that is not UTF-8
-/// may have an `id` here, and fails to decode in the handler service.
+/// payload. Nothing but the `id` is kept while reading. Field names are
+/// compared as bytes and not checked further: a payload whose other names
+/// are not valid JSON text (not UTF-8, raw control characters, unpaired
+/// surrogate escapes) may have an `id` here, and fails to decode in the
+/// handler service, which settles it as a permanent failure.
 pub(crate) fn id(payload: &[u8]) -> Option<Arc<str>> {
     let mut reader = serde_json::Deserializer::from_slice(payload);
     let id = reader.deserialize_map(Fields).ok()?;
@@ -42,8 +44,8 @@ impl<'de> Visitor<'de> for Fields {
 }
 
 /// Whether a field's name is `id`, without copying it. The name is read
-/// as bytes (escapes resolved): only `id` itself must be text, so the
-/// other names are not checked for UTF-8, as the values skipped are not.
+/// as bytes, escapes resolved and nothing else checked: comparing it with
+/// `id` needs no more.
 struct IsId;
 
 impl<'de> DeserializeSeed<'de> for IsId {
@@ -155,6 +157,7 @@ mod tests {
             Some("last")
         );
         assert_eq!(id(b"{\"\xff\":1,\"id\":\"x\"}").as_deref(), Some("x"));
+        assert_eq!(id(b"{\"a\x01\":1,\"id\":\"x\"}").as_deref(), Some("x"));
         assert_eq!(id(b"{\"id\":\"\xff\"}"), None);
         assert_eq!(id(b"[1,2]"), None);
         assert_eq!(id(b"not json"), None);

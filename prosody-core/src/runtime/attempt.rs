@@ -110,7 +110,8 @@ pub(crate) enum First<S, F> {
     /// The partition's stack was not ready: here it is, still waiting, for
     /// the attempt to call once it is (the partition took a fresh clone).
     Waiting(S),
-    /// The stack's readiness failed, or it panicked in `call`.
+    /// The stack's readiness failed, it panicked in `call`, or the call
+    /// failed or panicked on its first poll ([`succeeded_at_once`]).
     Failed(BoxError),
 }
 
@@ -126,10 +127,12 @@ pub(crate) fn succeeded_at_once<S>(
 where
     S: EventService<Encoded>,
 {
+    // Entered first, so it is left last: a call that ends here is also
+    // dropped in the span.
+    let _entered = attempts.span.enter();
     let First::Called(mut call) = first else {
         return Err(first);
     };
-    let _entered = attempts.span.enter();
     let mut cx = TaskContext::from_waker(Waker::noop());
     match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
         Ok(Poll::Ready(Ok(_))) => Ok(()),

@@ -7,12 +7,13 @@ use std::sync::{Mutex, PoisonError};
 /// task that could still run one of its handler calls is gone too.
 ///
 /// Invariant: the partition tasks and every attempt they start hold the
-/// lease (through the partition's shared parts), so the parked consumer
-/// (and with it the group membership) is dropped only after the last of
-/// them: no other member is given a partition while a call of this one is
-/// still alive. Aborted tasks are dropped asynchronously, one scheduling
-/// round or more after the abort; without the lease the consumer would
-/// leave first.
+/// lease (through the partition's shared parts; a record settled on its
+/// first poll runs and ends inside its partition task), so the parked
+/// consumer (and with it the group membership) is dropped only after the
+/// last of them: no other member is given a partition while a call of this
+/// one is still alive. Aborted tasks are dropped asynchronously, one
+/// scheduling round or more after the abort; without the lease the
+/// consumer would leave first.
 #[derive(Default)]
 pub(crate) struct Lease {
     parked: Mutex<Option<Box<dyn Send>>>,

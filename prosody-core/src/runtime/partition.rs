@@ -225,10 +225,11 @@ where
     }
 
     /// Starts one attempt where it is: a record whose first call succeeds
-    /// on its first poll is settled at once, with no attempt future; any
-    /// other attempt is polled once here, and one that waits goes on in a
-    /// task of its own. Returns the key's next event when this one is done
-    /// with at once.
+    /// on its first poll is settled at once, with no attempt future, and
+    /// one whose call is still pending goes on in a task of its own; any
+    /// other attempt is polled once here, and goes on in a task if it
+    /// waits. Returns the key's next event when this one is done with at
+    /// once.
     fn launch(&mut self, key: Key, work: Work) -> Option<(Key, Work)> {
         if let Work::Timer(fire) = &work {
             // Changes the handler ahead of it just committed are noticed
