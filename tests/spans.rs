@@ -14,8 +14,8 @@ use opentelemetry::trace::{SpanContext, TraceContextExt as _, TracerProvider as 
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, ProsodyClient, SpanLink,
-    Timer,
+    ClientBuilder, Context, EventHandler, Excise, HandlerError, JsonCodec, MemoryBroker, Message,
+    ProsodyClient, SpanLink, Timer,
 };
 use serde_json::{Value as Json, json};
 use std::time::Duration;
@@ -49,6 +49,19 @@ impl EventHandler for Scheduler {
     }
 }
 
+/// A client of group `svc` on a fresh in-memory broker, subscribed to its
+/// one topic `t`. Its source system is not the group, as a client skips
+/// what its own system produced.
+fn builder() -> ClientBuilder<JsonCodec> {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).unwrap();
+    ProsodyClient::builder()
+        .memory_broker(broker)
+        .group_id("svc")
+        .source_system("upstream")
+        .subscribed_topics(["t"])
+}
+
 /// The handler spans of each kind, and the producing span's context.
 struct Traced {
     produced: SpanContext,
@@ -65,13 +78,7 @@ async fn run(message_spans: SpanLink) -> Traced {
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
     let _default = tracing::subscriber::set_default(subscriber);
 
-    let broker = MemoryBroker::new();
-    broker.create_topic("t", 1).unwrap();
-    let client = ProsodyClient::builder()
-        .memory_broker(broker)
-        .group_id("svc")
-        .source_system("upstream")
-        .subscribed_topics(["t"])
+    let client = builder()
         .message_spans(message_spans)
         .build()
         .await
@@ -205,14 +212,7 @@ async fn a_failure_logged_at_once_carries_its_records_span() {
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);
 
-    let broker = MemoryBroker::new();
-    broker.create_topic("t", 1).unwrap();
-    let client = ProsodyClient::builder()
-        .memory_broker(broker)
-        .group_id("svc")
-        // Not the group: a client skips what its own system produced.
-        .source_system("upstream")
-        .subscribed_topics(["t"])
+    let client = builder()
         .mode(prosody::Mode::BestEffort)
         .build()
         .await
