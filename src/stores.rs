@@ -89,6 +89,11 @@ trait DynStores: Send + Sync {
     ) -> Call<'a, Vec<(Bytes, Bytes)>>;
     fn write<'a>(&'a self, partition: &'a TopicPartition, write: StateWrite) -> Call<'a, ()>;
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()>;
+    fn commit_now(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch>;
     fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()>;
     fn close(&self, partition: &TopicPartition);
 }
@@ -220,6 +225,14 @@ impl<S: Stores> DynStores for S {
 
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()> {
         Box::pin(Stores::commit(self, partition, batch))
+    }
+
+    fn commit_now(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Stores::commit_now(self, partition, batch)
     }
 
     fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()> {
@@ -413,6 +426,14 @@ impl StateStore for ClientStores {
 impl Stores for ClientStores {
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         self.stores.commit(partition, batch).await
+    }
+
+    fn commit_now(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        self.stores.commit_now(partition, batch)
     }
 
     async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {

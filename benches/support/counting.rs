@@ -47,6 +47,19 @@ impl<S: Stores> Stores for Counting<S> {
         }
         self.inner.commit(partition, batch).await
     }
+
+    fn commit_now(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        let written = !batch.is_empty();
+        let now = self.inner.commit_now(partition, batch);
+        if written && now.is_ok() {
+            self.count();
+        }
+        now
+    }
 }
 
 impl<S: Stores> TimerStore for Counting<S> {

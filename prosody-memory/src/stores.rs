@@ -6,10 +6,12 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
+    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore, apply,
 };
 use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// A client's timers, deferrals, keyed state and dedup records, in memory; clones share
@@ -17,7 +19,8 @@ use std::time::Duration;
 /// group share Cassandra).
 ///
 /// What is atomic: each write takes its store's lock on its own, so a
-/// batch ([`Stores::commit`], the default one) is applied write by write;
+/// batch ([`Stores::commit`], or at once [`Stores::commit_now`]) is applied
+/// write by write;
 /// since no write fails, every batch lands whole, but a read running
 /// meanwhile may see part of it. Nothing outlives the process: on Kafka,
 /// deferred records and timers are lost when it stops.
@@ -230,4 +233,23 @@ impl StateStore for MemoryStores {
     }
 }
 
-impl Stores for MemoryStores {}
+impl Stores for MemoryStores {
+    /// Applies the batch now. Each write of these stores is done when it
+    /// is called and returns a ready future, so [`apply`] completes on its
+    /// first poll; were one ever pending, the batch counts as failed (it
+    /// may have landed in part) and the caller writes it again, as the
+    /// contract allows.
+    fn commit_now(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        let commit = pin!(apply(self, partition, batch));
+        Ok(match commit.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(result) => result,
+            Poll::Pending => Err(StoreError::unavailable(
+                "a memory store write did not complete at once",
+            )),
+        })
+    }
+}

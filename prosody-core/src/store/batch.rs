@@ -195,6 +195,25 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move { apply(self, partition, batch).await }
     }
+
+    /// Writes one attempt's batch at once, when the backend can without
+    /// I/O (one in memory): `Ok` holds what [`commit`](Self::commit) would
+    /// have returned, with the same contract. `Err` gives the batch back
+    /// untouched, nothing of it written, for `commit`. The default always
+    /// gives it back. The runtime offers every batch here first: a backend
+    /// that takes it spares the hot path a boxed future and a wait.
+    ///
+    /// # Errors
+    ///
+    /// `Err(batch)` when the backend cannot write at once.
+    fn commit_now(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        let _ = partition;
+        Err(batch)
+    }
 }
 
 /// Applies a batch write by write, in the contract's order.

@@ -7,7 +7,7 @@ use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::state::{OwnerCache, Seen};
 use crate::store::timer::{TimerKind, to_seconds};
-use crate::store::{Batch, Direction, ItemRange, StateWrite, Stores, TimerChange};
+use crate::store::{Batch, Direction, ItemRange, StateWrite, StoreError, Stores, TimerChange};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -126,6 +126,19 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
 
     fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
         Box::pin(self.write(batch))
+    }
+
+    /// A batch of dedup records and deferral changes only: it sends no
+    /// notice and touches no cached cell, so the stores may write it at
+    /// once. Any other goes through [`write`](Self::write).
+    fn commit_now(&self, batch: Batch) -> Result<Result<(), StoreError>, Batch> {
+        if batch.is_empty() {
+            return Ok(Ok(()));
+        }
+        if !batch.timers.is_empty() || !batch.state.is_empty() {
+            return Err(batch);
+        }
+        self.stores.commit_now(&self.partition, batch)
     }
 
     fn cell<'a>(

@@ -48,9 +48,20 @@ fn schedule(time: Timestamp) -> TimerChange {
     TimerChange::Schedule { time, trace: None }
 }
 
+/// Commits as the runtime does: at once when the store takes the batch
+/// ([`Stores::commit_now`]), else through [`Stores::commit`]. A batch given
+/// back must be the batch given.
 async fn commit(stores: &impl Stores, partition: &TopicPartition, batch: Batch) -> Checked {
     let what = format!("commit({partition}, {batch:?})");
-    call(&what, stores.commit(partition, batch)).await
+    match stores.commit_now(partition, batch.clone()) {
+        Ok(written) => {
+            written.map_err(|error| Failure::new(format!("{what} at once failed: {error}")))
+        }
+        Err(back) => {
+            ensure_eq(&format!("{what}: the batch given back"), &batch, &back)?;
+            call(&what, stores.commit(partition, batch)).await
+        }
+    }
 }
 
 async fn scheduled(
