@@ -42,7 +42,7 @@ pub(crate) fn message<P>(
 }
 
 /// A store access that keeps nothing: every call fails as rejected.
-struct NoStore;
+pub(crate) struct NoStore;
 
 impl crate::timers::StoreAccess for NoStore {
     fn scheduled<'a>(

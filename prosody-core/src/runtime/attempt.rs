@@ -2,6 +2,7 @@
 //! failure until it settles or the partition stops.
 
 use super::alarm::Fire;
+use super::first::{self, First};
 use super::lease::Lease;
 use crate::broker::Record;
 use crate::codec;
@@ -15,11 +16,9 @@ use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::store::{Batch, TimerChange};
 use crate::timers::{StoreAccess, Timers};
 use futures_util::FutureExt;
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context as TaskContext, Poll, Waker};
+
 use std::time::Duration;
 use tower::ServiceExt;
 use tracing::{Instrument, Span, debug, debug_span, error, warn};
@@ -95,52 +94,6 @@ impl<S: Clone> Shared<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-    }
-}
-
-/// How an attempt's first call was made where the attempt started.
-///
-/// Invariant: `Called` holds a call made right after the stack said it
-/// was ready; a `Waiting` stack is polled ready again before its call.
-pub(crate) enum First<S, F> {
-    /// The partition's stack was ready, and made it. Boxed where it is
-    /// made: the attempt moves it into its own state, and a stack's future
-    /// is large.
-    Called(Pin<Box<F>>),
-    /// The partition's stack was not ready: here it is, still waiting, for
-    /// the attempt to call once it is (the partition took a fresh clone).
-    Waiting(S),
-    /// The stack's readiness failed, it panicked in `call`, or the call
-    /// failed or panicked on its first poll ([`succeeded_at_once`]).
-    Failed(BoxError),
-}
-
-/// Polls the call an attempt started with once, where it was made and in
-/// the attempt's span: `Ok` when it succeeded at once (the attempt is
-/// over: a record is settled), else what the attempt goes on from (the
-/// call still pending, or how it failed, handled as the attempt loop
-/// handles a failed call).
-pub(crate) fn succeeded_at_once<S>(
-    attempts: &Attempts,
-    first: First<S, S::Future>,
-) -> Result<(), First<S, S::Future>>
-where
-    S: EventService<Encoded>,
-{
-    // Entered first, so it is left last: a call that ends here is also
-    // dropped in the span.
-    let _entered = attempts.span.enter();
-    let First::Called(mut call) = first else {
-        return Err(first);
-    };
-    let mut cx = TaskContext::from_waker(Waker::noop());
-    match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
-        Ok(Poll::Ready(Ok(_))) => Ok(()),
-        Ok(Poll::Ready(Err(error))) => Err(First::Failed(error.into())),
-        Ok(Poll::Pending) => Err(First::Called(call)),
-        Err(_) => Err(First::Failed(
-            HandlerError::transient("the handler panicked").into(),
-        )),
     }
 }
 
@@ -292,7 +245,10 @@ where
     loop {
         let call = async {
             match first.take() {
-                Some(Ok(call)) => call.await.map(drop).map_err(Into::into),
+                Some(Ok(call)) => match call.await {
+                    Some(result) => result.map(drop).map_err(Into::into),
+                    None => Err(first::gone()),
+                },
                 Some(Err(error)) => Err(error),
                 // Boxed: a call after the first is rare, and its future
                 // inline would make every attempt's future (moved into its

@@ -9,6 +9,7 @@
 mod alarm;
 mod attempt;
 mod filter;
+mod first;
 mod lease;
 mod offsets;
 mod partition;

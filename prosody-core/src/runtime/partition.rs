@@ -2,14 +2,14 @@
 //! tracker, and the handler calls in flight.
 
 use super::alarm::{Alarm, Fire};
-use super::attempt::{self, Attempts, First, Outcome, Shared, Work};
+use super::attempt::{self, Attempts, Outcome, Shared, Work};
 use super::filter::Filters;
+use super::first::{self, First, Slot};
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
 use super::status::PartitionState;
 use crate::broker::{Record, TopicPartition};
 use crate::codec;
-use crate::context::Demand;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
@@ -67,7 +67,7 @@ pub(crate) enum Command {
 /// Invariant: at most one attempt per key exists at a time, whether it
 /// finished on its first poll or runs in `running`; a key's next event
 /// starts only when its queue completes the one before (`finish`).
-pub(crate) struct PartitionTask<S> {
+pub(crate) struct PartitionTask<S: EventService<Encoded>> {
     pub(crate) tp: TopicPartition,
     pub(crate) commands: mpsc::UnboundedReceiver<Command>,
     pub(crate) state: Arc<PartitionState>,
@@ -78,6 +78,9 @@ pub(crate) struct PartitionTask<S> {
     /// by a fresh clone when it is not ready (it goes with its attempt),
     /// fails its readiness or panics.
     pub(crate) service: S,
+    /// The box of the last call that ended on its first poll, for the
+    /// next call.
+    pub(crate) spare: Option<Slot<S::Future>>,
     pub(crate) shared: Arc<Shared<S>>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Work>,
@@ -247,12 +250,21 @@ where
             self.busy = true;
         }
         let attempts = Attempts::new(&self.shared, key.clone(), &work);
-        let mut first = self.first_call(&attempts, &work);
+        let mut first = first::call(
+            &mut self.service,
+            &mut self.spare,
+            &self.shared,
+            &attempts,
+            &work,
+        );
         let mut pending = false;
         if let Work::Record(_) = work {
             // A record done on its first poll needs no attempt future.
-            match attempt::succeeded_at_once(&attempts, first) {
-                Ok(()) => return self.finish(key, work, Outcome::Settled, true),
+            match first::succeeded_at_once(&attempts, first) {
+                Ok(slot) => {
+                    self.spare = Some(slot);
+                    return self.finish(key, work, Outcome::Settled, true);
+                }
                 Err(rest) => {
                     pending = matches!(rest, First::Called(_));
                     first = rest;
@@ -292,41 +304,6 @@ where
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
-    }
-
-    /// The first attempt's call, made on the partition's own stack when it
-    /// is ready: no clone of the stack per record. A stack that is not
-    /// ready goes with the attempt, to be called once it is (it may have
-    /// reserved its turn, as a fair semaphore does), and the partition
-    /// takes a fresh clone. A stack whose readiness fails fails the
-    /// attempt with that error (transient unless its category says
-    /// otherwise); one that panics in `call` fails it transiently; either
-    /// is replaced too.
-    fn first_call(&mut self, attempts: &Attempts, work: &Work) -> First<S, S::Future> {
-        let _entered = attempts.span().enter();
-        let mut cx = TaskContext::from_waker(Waker::noop());
-        let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            match self.service.poll_ready(&mut cx) {
-                Poll::Ready(Ok(())) => {
-                    let request = attempts.request(&self.shared, work, Demand::Normal, 0);
-                    Some(First::Called(Box::pin(self.service.call(request))))
-                }
-                Poll::Ready(Err(error)) => Some(First::Failed(error.into())),
-                Poll::Pending => None,
-            }
-        }));
-        match called {
-            Ok(Some(First::Called(call))) => First::Called(call),
-            Ok(None) => First::Waiting(std::mem::replace(&mut self.service, self.shared.stack())),
-            Ok(Some(failed)) => {
-                self.service = self.shared.stack();
-                failed
-            }
-            Err(_) => {
-                self.service = self.shared.stack();
-                First::Failed("the stack panicked".into())
-            }
-        }
     }
 
     /// An attempt's task ended: settles it, and starts its key's next event.
@@ -491,7 +468,7 @@ where
     }
 }
 
-impl<S> Drop for PartitionTask<S> {
+impl<S: EventService<Encoded>> Drop for PartitionTask<S> {
     fn drop(&mut self) {
         self.shared.scope.cancel.cancel();
     }

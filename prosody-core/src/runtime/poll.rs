@@ -211,6 +211,7 @@ where
                 resume_at: max / 2,
                 filters: self.filters.clone(),
                 service: self.service.clone(),
+                spare: None,
                 shared: Arc::new(Shared {
                     scope: Arc::new(Scope {
                         topic: Arc::clone(&tp.topic),
