@@ -248,9 +248,10 @@ impl<S: Stores> DynStores for S {
 /// [`ClientBuilder::stores`](crate::ClientBuilder::stores); clones share
 /// them.
 ///
-/// Each call goes through one pointer and one boxed future; the per-record
-/// path of a message without an `id` makes no call at all (the defer
-/// stage's `peek` is answered without one where the backend can).
+/// Each call goes through one pointer, and each async one through one
+/// boxed future; the synchronous ones (`peek`, `contains_now`,
+/// `commit_now`) box nothing. On the per-record path a backend that can
+/// answer at once (the in-memory one) is asked only those.
 #[derive(Clone)]
 pub struct ClientStores {
     stores: Arc<dyn DynStores>,

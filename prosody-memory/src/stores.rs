@@ -14,15 +14,14 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// A client's timers, deferrals, keyed state and dedup records, in memory; clones share
-/// them (so several clients of a test can share one set, as members of a
-/// group share Cassandra).
+/// A client's timers, deferrals, keyed state and dedup records, in memory;
+/// clones share them (so several clients of a test can share one set, as
+/// members of a group share Cassandra).
 ///
 /// What is atomic: each write takes its store's lock on its own, so a
-/// batch ([`Stores::commit`], or at once [`Stores::commit_now`]) is applied
-/// write by write;
-/// since no write fails, every batch lands whole, but a read running
-/// meanwhile may see part of it. Nothing outlives the process: on Kafka,
+/// batch ([`Stores::commit`], or at once [`Stores::commit_now`]) is
+/// applied write by write; since no write fails, every batch lands whole,
+/// but a read running meanwhile may see part of it. Nothing outlives the process: on Kafka,
 /// deferred records and timers are lost when it stops.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStores {

@@ -18,7 +18,6 @@ use crate::timers::{StoreAccess, Timers};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
-
 use std::time::Duration;
 use tower::ServiceExt;
 use tracing::{Instrument, Span, debug, debug_span, error, warn};

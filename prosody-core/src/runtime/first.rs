@@ -1,5 +1,6 @@
 //! An attempt's first call, made where its event starts, on the
-//! partition's own stack, in a box the partition keeps for the next.
+//! partition's own stack, in a box the partition keeps for the next call
+//! when this one succeeded on its first poll.
 
 use super::attempt::{Attempts, Shared, Work};
 use crate::context::Demand;
@@ -11,12 +12,14 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, Waker};
 
-/// A stack's call in its box. Emptied once the call is done, the box
-/// makes the next record's call, so a record done on its first poll
-/// costs no allocation for it (a pipeline's call is over a kilobyte).
+/// A stack's call in its box. Emptied once a record's call succeeded on
+/// its first poll, the box makes the partition's next call, so while
+/// records succeed at once their calls cost no allocation (a pipeline's
+/// call is over a kilobyte). A call that fails or waits frees its own.
 ///
 /// Invariant: a slot in [`First::Called`] holds a call; a slot kept as a
-/// partition's spare holds none.
+/// partition's spare holds none. An empty slot polled ([`gone`]) cannot
+/// happen while this holds.
 pub(crate) type Slot<F> = Pin<Box<OptionFuture<F>>>;
 
 /// How an attempt's first call was made where the attempt started.
@@ -113,7 +116,8 @@ where
     }
 }
 
-/// The failure of a slot polled without a call: a transient one, so the
+/// The failure of a slot polled without a call, which the [`Slot`]
+/// invariant rules out: should it ever happen, a transient one, so the
 /// attempt calls again.
 pub(crate) fn gone() -> BoxError {
     HandlerError::transient("the attempt's first call was not there").into()

@@ -78,8 +78,8 @@ pub(crate) struct PartitionTask<S: EventService<Encoded>> {
     /// by a fresh clone when it is not ready (it goes with its attempt),
     /// fails its readiness or panics.
     pub(crate) service: S,
-    /// The box of the last call that ended on its first poll, for the
-    /// next call.
+    /// The box of the last record call that succeeded on its first poll,
+    /// for the next call.
     pub(crate) spare: Option<Slot<S::Future>>,
     pub(crate) shared: Arc<Shared<S>>,
     pub(crate) tracker: OffsetTracker,

@@ -200,12 +200,16 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
     /// I/O (one in memory): `Ok` holds what [`commit`](Self::commit) would
     /// have returned, with the same contract. `Err` gives the batch back
     /// untouched, nothing of it written, for `commit`. The default always
-    /// gives it back. The runtime offers every batch here first: a backend
-    /// that takes it spares the hot path a boxed future and a wait.
+    /// gives it back. The runtime offers here the batch a handler's
+    /// successful attempt commits when it holds only dedup records and
+    /// deferral changes (the usual one); a backend that takes it spares
+    /// the hot path a boxed future and a wait. Every other batch goes to
+    /// `commit`.
     ///
     /// # Errors
     ///
-    /// `Err(batch)` when the backend cannot write at once.
+    /// `Err(batch)` when the backend cannot write at once; `Ok(Err(_))`
+    /// when it wrote at once and failed, as `commit` fails.
     fn commit_now(
         &self,
         partition: &TopicPartition,

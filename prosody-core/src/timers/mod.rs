@@ -125,7 +125,8 @@ impl std::hash::Hash for Due {
 }
 
 /// A boxed future of the store access (store calls that write, or read
-/// timers, are off the hot path).
+/// timers, are off the hot path: a handler's usual commit is written at
+/// once, unboxed, by [`StoreAccess::commit_now`]).
 pub(crate) type StoreFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -139,8 +140,10 @@ pub(crate) trait StoreAccess: Send + Sync {
     fn commit(&self, batch: Batch) -> StoreFuture<'_, ()>;
 
     /// What [`commit`](Self::commit) would return, written now when the
-    /// stores can without I/O; `Err` gives the batch back unwritten. The
-    /// default always gives it back.
+    /// stores can without I/O; `Err` gives the batch back unwritten. An
+    /// implementation may give back any batch (the partition's gives back
+    /// those with timer changes or state writes); the default gives back
+    /// all.
     fn commit_now(&self, batch: Batch) -> Result<Result<(), StoreError>, Batch> {
         Err(batch)
     }

@@ -89,7 +89,15 @@ async fn contains(stores: &impl Stores, key: DedupKey) -> Result<bool, Failure> 
 
 /// Once a commit returns, each of its writes is visible to the reads of
 /// its store: timers of two keys and both kinds, a deferral, a dedup key.
+/// Checked through [`Stores::commit`], then as the runtime commits (at
+/// once first): a store that takes batches at once still writes others
+/// through `commit`.
 pub async fn a_commit_lands_whole(stores: &impl Stores) -> Checked {
+    lands_whole(stores, false).await?;
+    lands_whole(stores, true).await
+}
+
+async fn lands_whole(stores: &impl Stores, at_once: bool) -> Checked {
     let p = TopicPartition::new(unique("whole"), 0);
     let (a, b) = (Key::from("a"), Key::from("b"));
     let dedup = DedupKey::new(&unique("whole"), "a", "id-1");
@@ -109,8 +117,17 @@ pub async fn a_commit_lands_whole(stores: &impl Stores) -> Checked {
         }],
         ..batch
     };
-    commit(stores, &p, batch).await?;
-    let when = "after one commit";
+    if at_once {
+        commit(stores, &p, batch).await?;
+    } else {
+        let what = format!("commit({p}, {batch:?})");
+        call(&what, stores.commit(&p, batch)).await?;
+    }
+    let when = if at_once {
+        "after one commit, at once if taken"
+    } else {
+        "after one commit"
+    };
     ensure_eq(
         &format!("a's application timers {when}"),
         &vec![at(10), at(20)],
