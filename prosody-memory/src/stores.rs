@@ -21,8 +21,8 @@ use std::time::Duration;
 /// What is atomic: each write takes its store's lock on its own, so a
 /// batch ([`Stores::commit`], or at once [`Stores::commit_now`]) is
 /// applied write by write; since no write fails, every batch lands whole,
-/// but a read running meanwhile may see part of it. Nothing outlives the process: on Kafka,
-/// deferred records and timers are lost when it stops.
+/// but a read running meanwhile may see part of it. Nothing outlives the
+/// process: on Kafka, deferred records and timers are lost when it stops.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStores {
     timers: MemoryTimerStore,

@@ -200,11 +200,11 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
     /// I/O (one in memory): `Ok` holds what [`commit`](Self::commit) would
     /// have returned, with the same contract. `Err` gives the batch back
     /// untouched, nothing of it written, for `commit`. The default always
-    /// gives it back. The runtime offers here the batch a handler's
-    /// successful attempt commits when it holds only dedup records and
-    /// deferral changes (the usual one); a backend that takes it spares
-    /// the hot path a boxed future and a wait. Every other batch goes to
-    /// `commit`.
+    /// gives it back. The runtime offers here every batch it writes for a
+    /// partition that holds only dedup records and deferral changes (the
+    /// usual commit of a handler's successful attempt); a backend that
+    /// takes it spares the hot path a boxed future and a wait. Every other
+    /// batch goes to `commit`.
     ///
     /// # Errors
     ///

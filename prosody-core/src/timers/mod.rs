@@ -126,7 +126,7 @@ impl std::hash::Hash for Due {
 
 /// A boxed future of the store access (store calls that write, or read
 /// timers, are off the hot path: a handler's usual commit is written at
-/// once, unboxed, by [`StoreAccess::commit_now`]).
+/// once, unboxed, by [`StoreAccess::commit_now`] where the stores can).
 pub(crate) type StoreFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -321,7 +321,16 @@ impl Timers {
 
     /// Writes a batch now, unstaged.
     pub(crate) async fn write(&self, batch: Batch) -> Result<(), StoreError> {
-        self.access.commit(batch).await
+        self.land(batch).await
+    }
+
+    /// Writes a batch at once when the stores can (no boxed future, no
+    /// wait), else through [`StoreAccess::commit`].
+    async fn land(&self, batch: Batch) -> Result<(), StoreError> {
+        match self.access.commit_now(batch) {
+            Ok(written) => written,
+            Err(batch) => self.access.commit(batch).await,
+        }
     }
 
     /// Whether an attempt of this event committed its changes.
@@ -389,10 +398,7 @@ impl Timers {
         }
         if !batch.is_empty() {
             self.event.commit_started.store(true, Ordering::Release);
-            match self.access.commit_now(batch) {
-                Ok(written) => written?,
-                Err(batch) => self.access.commit(batch).await?,
-            }
+            self.land(batch).await?;
         }
         self.event.committed.store(true, Ordering::Release);
         Ok(())
