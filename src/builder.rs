@@ -94,8 +94,9 @@ impl<C: Codec> ClientBuilder<C> {
         commit_interval: Duration,
         /// Wait after a failed poll (`PROSODY_POLL_INTERVAL`; default 100ms).
         poll_interval: Duration,
-        /// Drain budget on revocation and shutdown; handlers see cancellation
-        /// near its end (`PROSODY_SHUTDOWN_TIMEOUT`; default 30s).
+        /// Drain budget on revocation and shutdown: on shutdown handlers see
+        /// cancellation at 90% of it, on a revocation at once; `shutdown()`
+        /// returns within it (`PROSODY_SHUTDOWN_TIMEOUT`; default 30s).
         shutdown_timeout: Duration,
         /// How long a send may wait for the broker (`PROSODY_SEND_TIMEOUT`; default 1s).
         send_timeout: Duration,

@@ -188,3 +188,129 @@ async fn a_failure_while_draining_is_left_with_its_key_to_the_next_owner() {
     first.shutdown().await;
     assert_eq!(handled(&log), [(2, 0), (2, 1)]);
 }
+
+/// When each member's handler saw cancellation, and who succeeded on what.
+#[derive(Clone, Default)]
+struct Seen {
+    /// (member, offset, virtual time since the start) of each cancellation.
+    cancelled: Arc<Mutex<Vec<(u32, i64, Duration)>>>,
+    log: Log,
+}
+
+/// Member 1 waits for cancellation (for up to an hour) and then fails
+/// transiently; every other member succeeds at once.
+#[derive(Clone)]
+struct Patient {
+    member: u32,
+    start: tokio::time::Instant,
+    seen: Seen,
+}
+
+impl EventHandler for Patient {
+    type Payload = Value;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        context: Context,
+        message: Message<Value>,
+    ) -> Result<(), HandlerError> {
+        if self.member == 1 {
+            tokio::select! {
+                () = context.on_cancel() => {}
+                () = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            }
+            let at = self.start.elapsed();
+            let seen = (self.member, message.offset, at);
+            self.seen.cancelled.lock().unwrap().push(seen);
+            return Err(HandlerError::transient("cancelled"));
+        }
+        self.seen.log.lock().unwrap().push((self.member, message.offset));
+        Ok(())
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+async fn patient(broker: &MemoryBroker, member: u32, seen: &Seen) -> ProsodyClient {
+    let client = ProsodyClient::builder()
+        .memory_broker(broker.clone())
+        .group_id("svc")
+        .subscribed_topics(["t"])
+        .shutdown_timeout(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
+    let handler = Patient {
+        member,
+        start: tokio::time::Instant::now(),
+        seen: seen.clone(),
+    };
+    client.subscribe(handler).await.unwrap();
+    client
+}
+
+/// A revocation cancels running handlers at once (not at 90% of the 30 s
+/// budget): a member joining at 1 s takes its partition from a member whose
+/// handler waits for cancellation, and handles the record within a second
+/// or two, not after half a minute.
+#[tokio::test(start_paused = true)]
+async fn a_revocation_cancels_running_handlers_at_once() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 2).unwrap();
+    let producer = broker.producer().unwrap();
+    for partition in 0..2 {
+        let mut record = OutgoingRecord::new("t", format!("key-{partition}"), "{}");
+        record.partition = Some(partition);
+        producer.send(record, Duration::from_secs(1)).await.unwrap();
+    }
+    let seen = Seen::default();
+    let first = patient(&broker, 1, &seen).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let second = patient(&broker, 2, &seen).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.log.lock().unwrap().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled = seen.cancelled.lock().unwrap().clone();
+    assert_eq!(
+        cancelled.len(),
+        1,
+        "the revoked handler saw no cancellation within 10 s: {cancelled:?}"
+    );
+    assert!(
+        cancelled[0].2 < Duration::from_secs(2),
+        "the revoked handler saw cancellation at {:?}",
+        cancelled[0].2
+    );
+    assert_eq!(handled(&seen.log).len(), 1, "the next owner handled it");
+    second.shutdown().await;
+    first.shutdown().await;
+}
+
+/// On shutdown, by contrast, a running handler runs freely until 90% of
+/// the budget (27 s of 30 s) and only then sees cancellation.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_cancels_running_handlers_at_ninety_percent() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).unwrap();
+    produce(&broker, None, &["{}"]).await;
+    let seen = Seen::default();
+    let first = patient(&broker, 1, &seen).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    first.shutdown().await;
+    let cancelled = seen.cancelled.lock().unwrap().clone();
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    let at = cancelled[0].2;
+    assert!(
+        (Duration::from_secs(27)..Duration::from_secs(29)).contains(&at),
+        "cancelled at {at:?}"
+    );
+    assert_eq!(committed(&broker).unwrap_or(0), 0, "the failure was committed past");
+}

@@ -371,10 +371,10 @@ impl Context {
         self.scope.shutdown.is_cancelled()
     }
 
-    /// Whether the partition has stopped starting attempts: its shutdown
-    /// budget is nearly spent (90% of `shutdown_timeout`), and what still
-    /// waits is left to the next owner. Running handlers see cancellation at
-    /// the same moment.
+    /// Whether the partition has stopped starting attempts: on shutdown
+    /// its budget is nearly spent (90% of `shutdown_timeout`), on a
+    /// revocation at once; what still waits is left to the next owner.
+    /// Running handlers see cancellation at the same moment.
     #[must_use]
     pub fn is_stopping(&self) -> bool {
         self.scope.cancel.is_cancelled()
@@ -395,8 +395,8 @@ impl Context {
         self.scope.shutdown.clone().cancelled_owned()
     }
 
-    /// Whether the handler should stop: the shutdown timeout is nearly over,
-    /// or the attempt timed out.
+    /// Whether the handler should stop: its partition was revoked, the
+    /// shutdown timeout is nearly over, or the attempt timed out.
     #[must_use]
     pub fn should_cancel(&self) -> bool {
         self.scope.cancel.is_cancelled() || self.is_expired()

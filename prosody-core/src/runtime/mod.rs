@@ -48,8 +48,9 @@ pub struct RuntimeConfig {
     pub commit_interval: Duration,
     /// How long to wait before polling again after a poll error.
     pub poll_interval: Duration,
-    /// The budget to drain a partition on revocation or shutdown; handlers
-    /// see cancellation at 90% of it.
+    /// The budget to drain a partition on revocation or shutdown: on
+    /// shutdown handlers see cancellation at 90% of it, on a revocation at
+    /// once; what still runs at its end is abandoned.
     pub shutdown_timeout: Duration,
     /// First delay of the last-resort retry of transient failures.
     pub retry_base: Duration,

@@ -123,7 +123,7 @@ where
         // In order, so a run is the same from one process to the next.
         let mut all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         all.sort_unstable();
-        self.revoke(all).await;
+        self.revoke(all, Leave::Shutdown).await;
         if let Some(consumer) = self.consumer.take() {
             consumer.close().await;
         }
@@ -152,7 +152,7 @@ where
                 }
                 Ok(ConsumerEvent::Revoked(tps)) => {
                     self.flush();
-                    self.revoke(tps).await;
+                    self.revoke(tps, Leave::Revoked).await;
                 }
                 Err(BrokerError::Closed) => {
                     error!("the consumer closed; consuming stops");
@@ -344,11 +344,20 @@ where
     }
 
     /// Drains the partitions, commits what settled, and forgets them.
-    async fn revoke(&mut self, tps: Vec<TopicPartition>) {
+    ///
+    /// On shutdown (and `unsubscribe`) running handlers run freely for 90%
+    /// of `shutdown_timeout`; on a revocation they see cancellation at once,
+    /// so a slow handler holds up neither the partition nor the group's
+    /// rebalance. Either way what still runs at `shutdown_timeout` is
+    /// abandoned, and what settled is committed.
+    async fn revoke(&mut self, tps: Vec<TopicPartition>, leave: Leave) {
         let now = Instant::now();
         let timeout = self.config.shutdown_timeout;
         let later = |by: Duration| now.checked_add(by).unwrap_or_else(far_future);
-        let cancel_at = later(timeout.mul_f64(0.9));
+        let cancel_at = match leave {
+            Leave::Revoked => now,
+            Leave::Shutdown => later(timeout.mul_f64(0.9)),
+        };
         let deadline = later(timeout);
         let mut replies = Vec::new();
         for tp in tps {
@@ -387,6 +396,15 @@ where
         }
         while self.tasks.try_join_next().is_some() {}
     }
+}
+
+/// Why partitions are let go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leave {
+    /// The group moved them to another member: cancel at once.
+    Revoked,
+    /// The consumer stops: finish what is held, within the budget.
+    Shutdown,
 }
 
 /// The consumer's next event; `Closed` once it is closed.

@@ -1,9 +1,10 @@
 //! Shutdown: once a partition that is being handed off has spent most of
-//! its shutdown budget, no new attempt starts.
+//! its shutdown budget (or at once, when it was revoked), no new attempt
+//! starts.
 //!
 //! Invariant: a call made after the context started stopping
 //! ([`Context::is_stopping`](crate::Context::is_stopping), at 90% of
-//! `shutdown_timeout`) never reaches the inner service; it ends with a
+//! `shutdown_timeout` on shutdown, at once on a revocation) never reaches the inner service; it ends with a
 //! transient [`ShuttingDown`] error and stays unsettled, so the partition's
 //! next owner handles it. Before that a draining partition still runs what
 //! it holds. Attempts already running are not touched here: they see
