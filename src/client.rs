@@ -17,6 +17,8 @@ use prosody_core::{
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use prosody_core::telemetry::ProducerSink;
+use std::time::Duration;
 use tokio::sync::OnceCell;
 use tracing::warn;
 
@@ -262,25 +264,26 @@ impl<C: Codec> ProsodyClient<C> {
         Ok(())
     }
 
-    /// Stops everything, then sends the telemetry events still queued
-    /// (within the shutdown timeout). Concurrent and repeated calls wait for
-    /// the same shutdown; afterwards every operation fails with
-    /// [`ClientError::ShutDown`].
+    /// Stops everything, then sends the telemetry events still queued.
+    /// Concurrent and repeated calls wait for the same shutdown; afterwards
+    /// every operation fails with [`ClientError::ShutDown`].
+    ///
+    /// One budget, `shutdown_timeout`, bounds it all: the partitions drain
+    /// within it, and the telemetry flush gets what the drain left of it,
+    /// whatever the telemetry producer does (events still unsent then are
+    /// counted in a warning). Past the budget come only the final offset
+    /// commit (at most 10 s on Kafka) and the consumer's leaving its group.
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
         self.inner
             .shutdown
             .get_or_init(|| async {
-                self.inner.subscription.stop().await;
-                self.inner.probe.stop().await;
-                if let Some(sink) = self.inner.layers.telemetry_sink() {
-                    let budget = self.inner.settings.runtime.shutdown_timeout;
-                    if tokio::time::timeout(budget, sink.flush()).await.is_err() {
-                        warn!(
-                            "telemetry events still queued at the shutdown deadline were not sent"
-                        );
-                    }
-                }
+                let stop = async {
+                    self.inner.subscription.stop().await;
+                    self.inner.probe.stop().await;
+                };
+                let budget = self.inner.settings.runtime.shutdown_timeout;
+                close(stop, self.inner.layers.telemetry_sink(), budget).await;
             })
             .await;
     }
@@ -373,5 +376,68 @@ impl<C: Codec> ProsodyClient<C> {
             .subscription
             .running()
             .map_or(0, |runtime| runtime.assigned_partition_count())
+    }
+}
+
+/// Runs `stop` (the drain, which keeps within `budget` itself), then
+/// flushes `telemetry` with what is left of `budget`, so the two together
+/// take no longer than `budget`, whatever the telemetry producer does.
+async fn close(stop: impl Future<Output = ()>, telemetry: Option<&ProducerSink>, budget: Duration) {
+    let start = tokio::time::Instant::now();
+    let deadline = start.checked_add(budget).unwrap_or(start + YEAR);
+    stop.await;
+    if let Some(sink) = telemetry
+        && let Err(unflushed) = sink.flush_until(deadline).await
+    {
+        warn!(
+            unsent = unflushed.0,
+            "{unflushed} (shutdown_timeout {budget:?}); they are not sent"
+        );
+    }
+}
+
+/// A bound for budgets too long to add to now.
+const YEAR: Duration = Duration::from_secs(365 * 86_400);
+
+#[cfg(test)]
+#[allow(clippy::expect_used, reason = "test code fails loudly")]
+mod tests {
+    use super::close;
+    use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
+    use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink};
+    use prosody_core::{Demand, Timestamp};
+    use std::time::Duration;
+
+    /// A producer whose sends never complete.
+    #[derive(Clone)]
+    struct Stuck;
+
+    impl Producer for Stuck {
+        async fn send(&self, _: OutgoingRecord, _: Duration) -> Result<Delivery, BrokerError> {
+            std::future::pending().await
+        }
+    }
+
+    /// A drain that took 27 s of a 30 s budget leaves the telemetry flush
+    /// 3 s, not a budget of its own, when the telemetry producer hangs.
+    #[tokio::test(start_paused = true)]
+    async fn the_drain_and_the_telemetry_flush_share_one_budget() {
+        let sink = ProducerSink::spawn(Stuck, "lifecycle").expect("a runtime");
+        sink.emit(TelemetryEvent {
+            lifecycle: Lifecycle::Dispatched,
+            kind: "message",
+            topic: "orders".into(),
+            partition: 0,
+            offset: Some(1),
+            key: "k".into(),
+            attempt: 1,
+            demand: Demand::Normal,
+            at: Timestamp::from_millis(0),
+        });
+        let start = tokio::time::Instant::now();
+        let drain = tokio::time::sleep(Duration::from_secs(27));
+        close(drain, Some(&sink), Duration::from_secs(30)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+        assert_eq!(sink.pending(), 1);
     }
 }

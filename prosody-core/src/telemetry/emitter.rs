@@ -55,6 +55,8 @@ enum Item {
 pub struct ProducerSink {
     queue: mpsc::Sender<Item>,
     dropped: Arc<AtomicU64>,
+    /// Events accepted and not yet sent or counted as dropped.
+    pending: Arc<AtomicU64>,
 }
 
 impl ProducerSink {
@@ -68,19 +70,33 @@ impl ProducerSink {
         let runtime = Handle::try_current().map_err(|_| NoRuntime)?;
         let (queue, events) = mpsc::channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
+        let pending = Arc::new(AtomicU64::new(0));
         runtime.spawn(send_all(
             producer,
             topic.into(),
             events,
-            Arc::clone(&dropped),
+            Counters {
+                dropped: Arc::clone(&dropped),
+                pending: Arc::clone(&pending),
+            },
         ));
-        Ok(Self { queue, dropped })
+        Ok(Self {
+            queue,
+            dropped,
+            pending,
+        })
     }
 
     /// Events dropped so far: the queue was full, or their send failed.
     #[must_use]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Events accepted and not yet sent (nor counted as dropped).
+    #[must_use]
+    pub fn pending(&self) -> u64 {
+        self.pending.load(Ordering::Relaxed)
     }
 
     /// Waits until every event emitted before this call has been sent (or
@@ -90,6 +106,41 @@ impl ProducerSink {
         let (done, sent) = oneshot::channel();
         if self.queue.send(Item::Flush(done)).await.is_ok() {
             let _ = sent.await;
+        }
+    }
+
+    /// [`flush`](Self::flush), giving up at `deadline`, whatever the
+    /// producer does: returns at once when `deadline` has passed.
+    ///
+    /// # Errors
+    ///
+    /// [`Unflushed`], with the count of events still unsent at the
+    /// deadline (they may yet be sent while the runtime lives).
+    pub async fn flush_until(&self, deadline: tokio::time::Instant) -> Result<(), Unflushed> {
+        match tokio::time::timeout_at(deadline, self.flush()).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(Unflushed(self.pending())),
+        }
+    }
+}
+
+/// Telemetry events not sent by a flush's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0} telemetry events were still unsent at the deadline")]
+pub struct Unflushed(pub u64);
+
+/// What the sending task counts.
+struct Counters {
+    dropped: Arc<AtomicU64>,
+    pending: Arc<AtomicU64>,
+}
+
+impl Counters {
+    /// One accepted event is done with: sent, or counted as dropped.
+    fn done(&self, failed: bool) {
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        if failed {
+            count_drop(&self.dropped, "a telemetry send failed");
         }
     }
 }
@@ -104,10 +155,17 @@ impl fmt::Debug for ProducerSink {
 
 impl TelemetrySink for ProducerSink {
     fn emit(&self, event: TelemetryEvent) {
+        // Counted before it is queued, so the task never counts it down
+        // first.
+        self.pending.fetch_add(1, Ordering::Relaxed);
         match self.queue.try_send(Item::Event(event)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => count_drop(&self.dropped, "the telemetry queue is full"),
+            Err(TrySendError::Full(_)) => {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+                count_drop(&self.dropped, "the telemetry queue is full");
+            }
             Err(TrySendError::Closed(_)) => {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
                 count_drop(&self.dropped, "the telemetry task has stopped");
             }
         }
@@ -130,7 +188,7 @@ async fn send_all<P: Producer>(
     producer: P,
     topic: Topic,
     mut items: mpsc::Receiver<Item>,
-    dropped: Arc<AtomicU64>,
+    counters: Counters,
 ) {
     let mut sending = FuturesUnordered::new();
     let mut open = true;
@@ -144,22 +202,16 @@ async fn send_all<P: Producer>(
                 }
                 Some(Item::Flush(done)) => {
                     while let Some(sent) = sending.next().await {
-                        count_failure(&dropped, sent.is_err());
+                        counters.done(sent.is_err());
                     }
                     let _ = done.send(());
                 }
                 None => open = false,
             },
             Some(sent) = sending.next(), if !sending.is_empty() => {
-                count_failure(&dropped, sent.is_err());
+                counters.done(sent.is_err());
             }
         }
-    }
-}
-
-fn count_failure(dropped: &AtomicU64, failed: bool) {
-    if failed {
-        count_drop(dropped, "a telemetry send failed");
     }
 }
 
@@ -402,6 +454,27 @@ mod tests {
         producer.gate.add_permits(2);
         flush.await;
         assert_eq!(producer.sent().len(), 2);
+    }
+
+    /// A producer that never answers holds a flush only until its
+    /// deadline, which reports what is still unsent.
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_gives_up_at_its_deadline_and_counts_what_is_unsent() {
+        let producer = Gated::open();
+        producer.gate.forget_permits(Semaphore::MAX_PERMITS);
+        let sink = ProducerSink::spawn(producer.clone(), "lifecycle").expect("a runtime");
+        for offset in 0..3 {
+            sink.emit(event(Lifecycle::Dispatched, Some(offset)));
+        }
+        let start = tokio::time::Instant::now();
+        let deadline = start + Duration::from_secs(2);
+        assert_eq!(sink.flush_until(deadline).await, Err(super::Unflushed(3)));
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        producer.gate.add_permits(3);
+        assert_eq!(sink.flush_until(deadline).await, Err(super::Unflushed(3)));
+        let later = tokio::time::Instant::now() + Duration::from_secs(1);
+        assert_eq!(sink.flush_until(later).await, Ok(()));
+        assert_eq!(sink.pending(), 0);
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
-pub use emitter::{NoRuntime, ProducerSink};
+pub use emitter::{NoRuntime, ProducerSink, Unflushed};
 pub use future::ResponseFuture;
 pub use layer::{Links, TelemetryLayer};
 pub use sink::{Lifecycle, NoTelemetry, TelemetryEvent, TelemetrySink};
