@@ -31,11 +31,18 @@ impl fmt::Display for Category {
 
 /// A failed handler call, with its category.
 ///
-/// Invariant: every error has exactly one category, and an error of unknown
-/// origin (converted with `?` or from a boxed error) is [`Category::Transient`].
+/// Invariant: every error has exactly one category. An error of unknown
+/// origin (converted with `?` or from a boxed error) is
+/// [`Category::Transient`] unless the handler's
+/// [`classify`](crate::EventHandler::classify) gives one of the errors in
+/// its source chain a category; an explicit category (from
+/// [`HandlerError::new`], [`ResultExt`], or an error that carries its own,
+/// such as a `StateError`) is never reclassified.
 pub struct HandlerError {
     category: Category,
     source: BoxError,
+    /// The category was assumed (transient), not stated.
+    assumed: bool,
 }
 
 impl HandlerError {
@@ -44,7 +51,41 @@ impl HandlerError {
         Self {
             category,
             source: source.into(),
+            assumed: false,
         }
+    }
+
+    /// An error of unknown origin: transient until classified.
+    fn assumed(source: BoxError) -> Self {
+        Self {
+            category: Category::Transient,
+            source,
+            assumed: true,
+        }
+    }
+
+    /// Gives an error whose category was assumed the first category
+    /// `classify` finds for an error of its source chain, outermost first;
+    /// an error with a stated category, or one `classify` knows nothing
+    /// of, is returned as it is.
+    #[must_use]
+    pub fn classified(
+        mut self,
+        classify: impl Fn(&(dyn StdError + 'static)) -> Option<Category>,
+    ) -> Self {
+        if !self.assumed {
+            return self;
+        }
+        let mut link: Option<&(dyn StdError + 'static)> = Some(&*self.source);
+        while let Some(error) = link {
+            if let Some(category) = classify(error) {
+                self.category = category;
+                self.assumed = false;
+                break;
+            }
+            link = error.source();
+        }
+        self
     }
 
     /// A transient error: the event is tried again.
@@ -70,8 +111,9 @@ impl HandlerError {
             Ok(categorized) => Self {
                 category: categorized.category,
                 source: categorized.source,
+                assumed: categorized.assumed,
             },
-            Err(other) => Self::transient(other),
+            Err(other) => Self::assumed(other),
         }
     }
 
@@ -103,14 +145,16 @@ impl fmt::Debug for HandlerError {
     }
 }
 
-/// Any standard error converts with `?` as a transient error, but for a
-/// [`StateError`](crate::state::StateError), which keeps its own category.
+/// Any standard error converts with `?` as a transient error (until the
+/// handler's [`classify`](crate::EventHandler::classify) says otherwise),
+/// but for a [`StateError`](crate::state::StateError), which keeps its own
+/// category.
 impl<E: StdError + Send + Sync + 'static> From<E> for HandlerError {
     fn from(error: E) -> Self {
         let any: &dyn std::any::Any = &error;
         match any.downcast_ref::<crate::state::StateError>() {
             Some(state) => Self::new(state.category(), error),
-            None => Self::transient(error),
+            None => Self::assumed(Box::new(error)),
         }
     }
 }
@@ -121,6 +165,7 @@ impl<E: StdError + Send + Sync + 'static> From<E> for HandlerError {
 struct Categorized {
     category: Category,
     source: BoxError,
+    assumed: bool,
 }
 
 impl fmt::Display for Categorized {
@@ -140,6 +185,7 @@ impl From<HandlerError> for BoxError {
         Box::new(Categorized {
             category: error.category,
             source: error.source,
+            assumed: error.assumed,
         })
     }
 }
@@ -197,6 +243,60 @@ mod tests {
             assert_eq!(back.category(), category);
             assert_eq!(back.source().to_string(), "bad");
         }
+    }
+
+    /// An error of the handler's own, wrapped once by an error whose
+    /// source it is.
+    #[derive(Debug, thiserror::Error)]
+    #[error("bad order")]
+    struct BadOrder;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("while handling")]
+    struct Wrapper(#[source] BadOrder);
+
+    fn permanent_bad_orders(error: &(dyn std::error::Error + 'static)) -> Option<Category> {
+        error.is::<BadOrder>().then_some(Category::Permanent)
+    }
+
+    fn fail<E: std::error::Error + Send + Sync + 'static>(error: E) -> HandlerError {
+        let result: Result<(), HandlerError> = (|| Err(error)?)();
+        result.err().expect("an error")
+    }
+
+    #[test]
+    fn classify_gives_a_category_through_the_source_chain() {
+        let direct = fail(BadOrder).classified(permanent_bad_orders);
+        assert_eq!(direct.category(), Category::Permanent);
+        let wrapped = fail(Wrapper(BadOrder)).classified(permanent_bad_orders);
+        assert_eq!(wrapped.category(), Category::Permanent);
+        let boxed: BoxError = Box::new(Wrapper(BadOrder));
+        let boxed = HandlerError::from_boxed(boxed).classified(permanent_bad_orders);
+        assert_eq!(boxed.category(), Category::Permanent);
+        // Through a boxed middleware, an assumed category stays open.
+        let through: BoxError = fail(BadOrder).into();
+        let back = HandlerError::from_boxed(through).classified(permanent_bad_orders);
+        assert_eq!(back.category(), Category::Permanent);
+        let other = fail(std::fmt::Error).classified(permanent_bad_orders);
+        assert_eq!(other.category(), Category::Transient);
+    }
+
+    #[test]
+    fn a_stated_category_is_never_reclassified() {
+        let stated = HandlerError::transient(BadOrder).classified(permanent_bad_orders);
+        assert_eq!(stated.category(), Category::Transient);
+        let terminal: Result<(), BadOrder> = Err(BadOrder);
+        let terminal = terminal.terminal().err().expect("an error");
+        assert_eq!(
+            terminal.classified(permanent_bad_orders).category(),
+            Category::Terminal
+        );
+        let once = fail(BadOrder).classified(|_| Some(Category::Terminal));
+        assert_eq!(
+            once.classified(permanent_bad_orders).category(),
+            Category::Terminal,
+            "classified once, the category is stated"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
-use crate::error::HandlerError;
+use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::state::{AttemptState, Marker, StateError, StateGuard};
 use crate::store::timer::TimerKind;
@@ -49,6 +49,49 @@ pub trait EventHandler: Send + Sync + 'static {
         context: Context,
         excise: Excise,
     ) -> impl Future<Output = Result<Self::Output, HandlerError>> + Send;
+
+    /// The category of an error that `?` converted without one, stated
+    /// once for its type rather than at each call site: called for each
+    /// error of the failed call's source chain, outermost first, until one
+    /// answers. `None` (the default, for every error) leaves it transient.
+    /// An error whose category was given (`HandlerError::permanent`,
+    /// [`ResultExt`](crate::ResultExt), a `StateError`) is not asked about.
+    ///
+    /// ```
+    /// use prosody_core::{Category, Context, EventHandler, Excise, HandlerError, Message, Timer};
+    /// use std::error::Error;
+    ///
+    /// /// An order that can never be valid.
+    /// #[derive(Debug, thiserror::Error)]
+    /// #[error("invalid order: {0}")]
+    /// struct InvalidOrder(String);
+    ///
+    /// struct Orders;
+    ///
+    /// impl EventHandler for Orders {
+    ///     type Payload = serde_json::Value;
+    ///     type Output = ();
+    ///
+    ///     async fn on_message(&self, _: Context, message: Message<serde_json::Value>) -> Result<(), HandlerError> {
+    ///         let total = message.payload["total"].as_u64();
+    ///         let _total = total.ok_or_else(|| InvalidOrder("no total".into()))?; // permanent
+    ///         let _body: serde_json::Value = serde_json::from_str("{")?; // permanent too
+    ///         Ok(())
+    ///     }
+    ///
+    ///     async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> { Ok(()) }
+    ///     async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> { Ok(()) }
+    ///
+    ///     fn classify(&self, error: &(dyn Error + 'static)) -> Option<Category> {
+    ///         (error.is::<InvalidOrder>() || error.is::<serde_json::Error>())
+    ///             .then_some(Category::Permanent)
+    ///     }
+    /// }
+    /// ```
+    fn classify(&self, error: &(dyn std::error::Error + 'static)) -> Option<Category> {
+        let _ = error;
+        None
+    }
 }
 
 /// What travels down the stack: an event and the context of its call.
@@ -233,7 +276,8 @@ where
                 Event::Message(message) => handler.on_message(context, message).await.map(Some),
                 Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
-            }?;
+            }
+            .map_err(|error| error.classified(|source| handler.classify(source)))?;
             if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
                 // A success after the deadline does not count: nothing of
                 // it is written.
@@ -322,4 +366,65 @@ impl<P, S> EventService<P> for S where
         + Send
         + 'static
 {
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, reason = "test code fails loudly")]
+mod tests {
+    use super::{EventHandler, HandlerService};
+    use crate::error::{Category, HandlerError};
+    use crate::event::{Encoded, Event, Excise, Message, Timer};
+    use crate::{Context, testkit};
+    use bytes::Bytes;
+    use serde_json::Value;
+    use tower::{Service, ServiceExt};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("not an order")]
+    struct NotAnOrder;
+
+    /// Fails every message with `?` on [`NotAnOrder`], which it classifies
+    /// as permanent, or on a plain I/O error when the payload says so.
+    struct Orders;
+
+    impl EventHandler for Orders {
+        type Payload = Value;
+        type Output = ();
+
+        async fn on_message(&self, _: Context, message: Message<Value>) -> Result<(), HandlerError> {
+            if message.payload["io"] == true {
+                Err(std::io::Error::other("disk full"))?;
+            }
+            Err(NotAnOrder)?
+        }
+
+        async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+            Ok(())
+        }
+
+        async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+            Ok(())
+        }
+
+        fn classify(&self, error: &(dyn std::error::Error + 'static)) -> Option<Category> {
+            error.is::<NotAnOrder>().then_some(Category::Permanent)
+        }
+    }
+
+    async fn category_of(payload: &'static str) -> Category {
+        let (mut request, _, _) = testkit::message("k", Encoded, None);
+        if let Event::Message(message) = &mut request.event {
+            message.raw = Bytes::from_static(payload.as_bytes());
+        }
+        let mut service = HandlerService::new(Orders);
+        let ready = service.ready().await.expect("ready");
+        let error = ready.call(request).await.expect_err("the handler fails");
+        error.category()
+    }
+
+    #[tokio::test]
+    async fn the_handlers_classification_reaches_an_error_converted_by_question_mark() {
+        assert_eq!(category_of("{}").await, Category::Permanent);
+        assert_eq!(category_of(r#"{"io":true}"#).await, Category::Transient);
+    }
 }
