@@ -10,6 +10,7 @@ use crate::stores::ClientStores;
 use prosody_core::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition,
 };
+use prosody_core::telemetry::ProducerSink;
 use prosody_core::{
     Codec, CodecError, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
     SOURCE_SYSTEM_HEADER,
@@ -17,7 +18,6 @@ use prosody_core::{
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use prosody_core::telemetry::ProducerSink;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tracing::warn;

@@ -225,7 +225,11 @@ impl EventHandler for Patient {
             self.seen.cancelled.lock().unwrap().push(seen);
             return Err(HandlerError::transient("cancelled"));
         }
-        self.seen.log.lock().unwrap().push((self.member, message.offset));
+        self.seen
+            .log
+            .lock()
+            .unwrap()
+            .push((self.member, message.offset));
         Ok(())
     }
 
@@ -312,5 +316,9 @@ async fn a_shutdown_cancels_running_handlers_at_ninety_percent() {
         (Duration::from_secs(27)..Duration::from_secs(29)).contains(&at),
         "cancelled at {at:?}"
     );
-    assert_eq!(committed(&broker).unwrap_or(0), 0, "the failure was committed past");
+    assert_eq!(
+        committed(&broker).unwrap_or(0),
+        0,
+        "the failure was committed past"
+    );
 }

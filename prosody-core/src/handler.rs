@@ -391,7 +391,11 @@ mod tests {
         type Payload = Value;
         type Output = ();
 
-        async fn on_message(&self, _: Context, message: Message<Value>) -> Result<(), HandlerError> {
+        async fn on_message(
+            &self,
+            _: Context,
+            message: Message<Value>,
+        ) -> Result<(), HandlerError> {
             if message.payload["io"] == true {
                 Err(std::io::Error::other("disk full"))?;
             }
