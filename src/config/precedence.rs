@@ -128,7 +128,7 @@ fn rows() -> Vec<Row> {
         row!("defer_failure_window", "PROSODY_DEFER_FAILURE_WINDOW", Some("5m"), |n| millis(n, 1, 86_400_000), |b, t| b.defer_failure_window(parse(t)), |s| duration(s.qos.defer.failure_window)),
         row!("loader_cache_size", "PROSODY_LOADER_CACHE_SIZE", Some("1024"), size, |b, t| b.loader_cache_size(parse(t)), |s| s.qos.loader.cache_size.to_string()),
         row!("loader_seek_timeout", "PROSODY_LOADER_SEEK_TIMEOUT", Some("30s"), |n| millis(n, 1, 600_000), |b, t| b.loader_seek_timeout(parse(t)), |s| duration(s.qos.loader.seek_timeout)),
-        row!("loader_discard_threshold", "PROSODY_LOADER_DISCARD_THRESHOLD", Some("100"), |n| (n % 100_000).to_string(), |b, t| b.loader_discard_threshold(parse(t)), |s| s.qos.loader.discard_threshold.to_string()),
+        row!("loader_discard_threshold", "PROSODY_LOADER_DISCARD_THRESHOLD", Some("100"), |n| (n % 100_000 + 1).to_string(), |b, t| b.loader_discard_threshold(parse(t)), |s| s.qos.loader.discard_threshold.to_string()),
         row!("probe_port", "PROSODY_PROBE_PORT", Some("8000"), |n| if n % 5 == 0 { "none".to_owned() } else { (n % 65_536).to_string() }, |b, t| match parse::<ProbePort>(t) { ProbePort::Port(port) => b.probe_port(port), ProbePort::Disabled => b.disable_probe() }, |s| s.observe.probe_port.to_string()),
         row!("statistics_interval", "PROSODY_STATISTICS_INTERVAL", Some("5s"), |n| millis(n, 1, 86_400_000), |b, t| b.statistics_interval(parse(t)), |s| duration(s.observe.statistics_interval)),
         row!("message_spans", "PROSODY_MESSAGE_SPANS", Some("child"), |n| if n % 2 == 0 { "child" } else { "follows_from" }.to_owned(), |b, t| b.message_spans(parse(t)), |s| s.observe.message_spans.to_string()),

@@ -240,11 +240,15 @@ impl QosOptions {
                     || defaults.seek_timeout,
                 )?,
             )?,
-            discard_threshold: env.layer(
-                self.loader_discard_threshold,
-                "PROSODY_LOADER_DISCARD_THRESHOLD",
-                || defaults.discard_threshold,
-            )?,
+            discard_threshold: positive_size(
+                "loader_discard_threshold",
+                env.layer(
+                    self.loader_discard_threshold,
+                    "PROSODY_LOADER_DISCARD_THRESHOLD",
+                    || defaults.discard_threshold,
+                )?,
+            )?
+            .get(),
         })
     }
 

@@ -130,7 +130,7 @@ mod tests {
     use super::StateOptions;
     use crate::config::ConfigError;
     use crate::env::Env;
-    use prosody_core::state::{Kind, Payload, Spec};
+    use prosody_core::state::{Kind, Payload, ReadCache, Spec};
     use std::time::Duration;
 
     fn resolve(collections: Vec<Spec>, vars: &[(&str, &str)]) -> Result<usize, ConfigError> {
@@ -223,6 +223,8 @@ mod tests {
         let mut published = spec("c", Kind::Deque);
         published.payload = Payload::Message;
         published.published = true;
+        let mut uncached = spec("c", Kind::Map);
+        uncached.read_cache = ReadCache::For(Duration::ZERO);
         let cases: Vec<Case> = vec![
             (
                 vec![spec("c", Kind::Value), spec("c", Kind::Map)],
@@ -240,6 +242,7 @@ mod tests {
             (vec![wide], &[], "keyset_limit 4097"),
             (vec![empty], &[], "capacity 0"),
             (vec![published], &[], "published"),
+            (vec![uncached], &[], "read_cache For(0s) must be positive"),
         ];
         for (collections, vars, rule) in cases {
             let error = resolve(collections.clone(), vars).expect_err(rule);

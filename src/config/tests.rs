@@ -427,3 +427,18 @@ fn a_user_needs_a_password() {
         "{error}"
     );
 }
+
+/// A loader that discards nothing before seeking again is refused,
+/// from the builder and from the environment, naming the option.
+#[test]
+fn a_zero_discard_threshold_is_refused() {
+    let mut options = base();
+    options.qos.loader_discard_threshold = Some(0);
+    let error = resolve(options, &[]).expect_err("0 from the builder");
+    assert_eq!(option_of(&error), "loader_discard_threshold", "{error}");
+    let error = resolve(base(), &[("PROSODY_LOADER_DISCARD_THRESHOLD", "0")]).expect_err("0");
+    assert_eq!(option_of(&error), "loader_discard_threshold", "{error}");
+    assert!(error.to_string().contains("at least 1"), "{error}");
+    let fine = resolve(base(), &[("PROSODY_LOADER_DISCARD_THRESHOLD", "1")]);
+    assert_eq!(fine.map(|s| s.qos.loader.discard_threshold).ok(), Some(1));
+}

@@ -1,7 +1,7 @@
 //! What a keyed-state operation, or a collection's specification, can get
 //! wrong.
 
-use super::{Kind, MAX_KEYSET_LIMIT, Payload, Spec};
+use super::{Kind, MAX_KEYSET_LIMIT, Payload, ReadCache, Spec};
 use crate::broker::TopicPartition;
 use crate::error::{Category, HandlerError};
 use crate::loader::LoadError;
@@ -177,6 +177,12 @@ pub(crate) fn check(spec: &Spec, recovery_delay: Duration) -> Result<(), SpecErr
     }
     if spec.kind == Kind::Deque && spec.capacity == Some(0) {
         return fail("capacity 0 must be at least 1".into());
+    }
+    if spec.read_cache == ReadCache::For(Duration::ZERO) {
+        return fail(
+            "read_cache For(0s) must be positive; ReadCache::Disabled reads the store every time"
+                .into(),
+        );
     }
     if spec.published && spec.payload != Payload::Json {
         return fail("is published, which only JSON payloads may be".into());

@@ -65,7 +65,8 @@ pub enum ReadCache {
     Inherit,
     /// Every read goes to the store.
     Disabled,
-    /// Reads are cached this long.
+    /// Reads are cached this long; a zero duration is refused at
+    /// `build()` (use `Disabled`).
     For(Duration),
 }
 
