@@ -24,6 +24,7 @@ use tracing::warn;
 
 /// A client operation that failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The client was shut down; it accepts no more work.
     #[error("the client is shut down")]
@@ -49,6 +50,7 @@ pub enum ClientError {
 
 /// Where the consumer is in its life.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ConsumerState {
     /// No topics are configured: the client only produces.
     Unconfigured,

@@ -9,6 +9,8 @@ mod env;
 mod erased;
 pub mod otel;
 mod probe;
+#[cfg(doctest)]
+mod promises;
 mod slot;
 mod stack;
 mod stores;

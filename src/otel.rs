@@ -27,6 +27,7 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// OpenTelemetry could not be set up, or its export failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OtelError {
     /// `OTEL_EXPORTER_OTLP_PROTOCOL` names a protocol this build lacks.
     #[error(

@@ -83,6 +83,7 @@ where
 /// A record whose key or payload does not decode: a permanent failure of
 /// its handler call.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The record's key is not UTF-8.
     #[error("the record key is not UTF-8: {0}")]

@@ -7,6 +7,11 @@ use std::fmt;
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// How the library treats a failed event.
+///
+/// Closed on purpose (not `#[non_exhaustive]`): every mode is defined by
+/// what it does with exactly these three, so a `match` over them is
+/// complete. The library's error and status enums that may grow are
+/// `#[non_exhaustive]` instead.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Category {
     /// May succeed if tried again: retried (or deferred) as the mode says.
@@ -141,6 +146,7 @@ impl fmt::Debug for HandlerError {
         f.debug_struct("HandlerError")
             .field("category", &self.category)
             .field("source", &self.source)
+            .field("assumed", &self.assumed)
             .finish()
     }
 }
@@ -261,7 +267,7 @@ mod tests {
 
     fn fail<E: std::error::Error + Send + Sync + 'static>(error: E) -> HandlerError {
         let result: Result<(), HandlerError> = (|| Err(error)?)();
-        result.err().expect("an error")
+        result.expect_err("an error")
     }
 
     #[test]
@@ -286,7 +292,7 @@ mod tests {
         let stated = HandlerError::transient(BadOrder).classified(permanent_bad_orders);
         assert_eq!(stated.category(), Category::Transient);
         let terminal: Result<(), BadOrder> = Err(BadOrder);
-        let terminal = terminal.terminal().err().expect("an error");
+        let terminal = terminal.terminal().expect_err("an error");
         assert_eq!(
             terminal.classified(permanent_bad_orders).category(),
             Category::Terminal

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 /// A record that could not be read back.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The read did not finish within the seek timeout.
     #[error("reading offset {offset} of {partition} timed out after {timeout:?}")]

@@ -21,6 +21,7 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A setting that could not be used, naming it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdminError {
     /// No bootstrap servers, by argument or `PROSODY_BOOTSTRAP_SERVERS`.
     #[error("bootstrap_servers is required (or PROSODY_BOOTSTRAP_SERVERS)")]

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 /// An option that is missing or out of range; the message names it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A required option is not set.
     #[error("option `{option}` is required (builder `{option}(...)` or {variable})")]

@@ -139,6 +139,7 @@ pub enum ConsumerEvent {
 
 /// A broker operation that failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BrokerError {
     /// A send was not acknowledged in time.
     #[error("sending to topic {topic} timed out after {timeout:?}")]

@@ -28,6 +28,7 @@ const MEMTABLE: u64 = 1 << 20;
 
 /// A disk cache that could not be opened.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// Another live client holds the directory.
     #[error("state_cache_dir {0} is in use by another live client: give each client its own")]

@@ -28,6 +28,7 @@ use crate::error::{BoxError, HandlerError};
 /// the same call may succeed later) or not ([`StoreError::Rejected`]: it
 /// will fail the same way again); [`StoreError::is_retriable`] tells which.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The store could not be reached, was overloaded or timed out.
     #[error("store unavailable: {0}")]

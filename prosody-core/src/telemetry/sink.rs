@@ -9,6 +9,7 @@ use std::time::Duration;
 
 /// A step in the life of one handler call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Lifecycle {
     /// The call starts.
     Dispatched,

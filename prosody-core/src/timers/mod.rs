@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// A timer operation that failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TimerError {
     /// This context has no timer store (a context built outside the runtime).
     #[error("timers are not available in this context")]
