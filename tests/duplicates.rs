@@ -15,8 +15,7 @@ mod support;
 
 use prosody::broker::{Broker, OutgoingRecord, Producer};
 use prosody::{
-    MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStores, MemoryTimerStore,
-    ProsodyClient,
+    MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStores, MemoryTimerStore, ProsodyClient,
 };
 use prosody_core::JsonCodec;
 use std::time::Duration;
