@@ -14,8 +14,8 @@
 
 use prosody::broker::{Broker, OutgoingRecord, Producer};
 use prosody::{
-    AdminClient, Context, EventHandler, Excise, HandlerError, KafkaBroker, KafkaConfig,
-    MemoryStores, Message, ProsodyClient, Timer, TopicOptions,
+    AdminClient, Context, EventHandler, Excise, GroupProtocol, HandlerError, KafkaBroker,
+    KafkaConfig, MemoryStores, Message, ProsodyClient, Timer, TopicOptions,
 };
 use prosody_core::services;
 use serde_json::Value;
@@ -91,7 +91,20 @@ async fn until(log: &Mutex<Log>, what: &str, done: impl Fn(&Log) -> bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rebalance_cancels_waiting_handlers_well_inside_the_shutdown_budget() {
+async fn with_the_classic_protocol() {
+    a_rebalance_cancels_waiting_handlers_well_inside_the_shutdown_budget(GroupProtocol::Classic)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_consumer_protocol() {
+    a_rebalance_cancels_waiting_handlers_well_inside_the_shutdown_budget(GroupProtocol::Consumer)
+        .await;
+}
+
+async fn a_rebalance_cancels_waiting_handlers_well_inside_the_shutdown_budget(
+    protocol: GroupProtocol,
+) {
     let Some(servers) = services::server(services::KAFKA, SUITE) else {
         return;
     };
@@ -131,6 +144,7 @@ async fn a_rebalance_cancels_waiting_handlers_well_inside_the_shutdown_budget() 
                 .bootstrap_servers([servers.as_str()])
                 .group_id(group.as_str())
                 .subscribed_topics([topic.as_str()])
+                .group_protocol(protocol)
                 .shutdown_timeout(Duration::from_secs(30))
                 .disable_probe()
                 .stores(MemoryStores::new())
@@ -160,15 +174,16 @@ async fn a_rebalance_cancels_waiting_handlers_well_inside_the_shutdown_budget() 
         .iter()
         .map(|at| at.duration_since(joined))
         .collect();
+    println!("{protocol}: handed over in {handed_over:?}; cancelled at {cancelled:?}");
     release.send_replace(true);
     second.shutdown().await;
     first.shutdown().await;
     assert!(
         handed_over < Duration::from_secs(15),
-        "the rebalance took {handed_over:?} of a 30 s budget"
+        "{protocol}: the rebalance took {handed_over:?} of a 30 s budget"
     );
     assert!(
         !cancelled.is_empty() && cancelled.iter().all(|at| *at < Duration::from_secs(15)),
-        "member 1's handlers saw cancellation at {cancelled:?} after the join"
+        "{protocol}: member 1's handlers saw cancellation at {cancelled:?} after the join"
     );
 }
