@@ -17,7 +17,7 @@ mod reader;
 pub use admin::{AdminClient, AdminError, TopicDescription, TopicOptions};
 pub use config::{DEFAULT_DISCARD_THRESHOLD, GroupProtocol, KafkaConfig};
 pub use consumer::KafkaConsumer;
-pub use producer::KafkaProducer;
+pub use producer::{KafkaProducer, VERDICT_MARGIN};
 
 use consumer::CHANNEL;
 use error::retriable_failure;
@@ -151,23 +151,17 @@ impl Broker for KafkaBroker {
     }
 
     fn producer(&self) -> Result<KafkaProducer, BrokerError> {
+        let delivery = self.config.effective_delivery_timeout();
         if let Some(producer) = self.producer.get() {
             return Ok(KafkaProducer {
                 producer: producer.clone(),
+                delivery,
             });
         }
-        let producer: FutureProducer = self
-            .config
-            .client(&[
-                ("enable.idempotence", "true"),
-                // Kafka's own partitioner (murmur2 of the key), as the
-                // contract's `partition_for_key` computes.
-                ("partitioner", "murmur2_random"),
-            ])
-            .create()
-            .map_err(error::backend)?;
+        let producer: FutureProducer = self.config.producer().create().map_err(error::backend)?;
         Ok(KafkaProducer {
             producer: self.producer.get_or_init(|| producer).clone(),
+            delivery,
         })
     }
 

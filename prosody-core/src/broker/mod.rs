@@ -141,13 +141,18 @@ pub enum ConsumerEvent {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BrokerError {
-    /// A send was not acknowledged in time.
-    #[error("sending to topic {topic} timed out after {timeout:?}")]
+    /// A send was not acknowledged in time. `unsent` says whether the
+    /// record may still be written after this error
+    /// ([`Unsent::MayArrive`]) or never will be ([`Unsent::GivenUp`]).
+    #[error("sending to topic {topic} timed out after {timeout:?}: {unsent}")]
     SendTimeout {
         /// The topic.
         topic: Topic,
-        /// The time allowed.
+        /// The time that ran out: the producer's delivery timeout when it
+        /// gave the record up, else the wait the caller allowed.
         timeout: Duration,
+        /// What became of the record.
+        unsent: Unsent,
     },
     /// The topic does not exist.
     #[error("unknown topic {0}")]
@@ -187,6 +192,34 @@ impl BrokerError {
             | Self::Invalid(_)
             | Self::Closed => false,
         }
+    }
+}
+
+/// What became of a record whose send timed out
+/// ([`BrokerError::SendTimeout`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unsent {
+    /// The producer gave the record up and will never send it again:
+    /// nothing arrives after the error. Only if the record was in flight
+    /// when it timed out (sent to the broker, its acknowledgement missing)
+    /// may the broker have written it already; which of the two held, the
+    /// producer cannot tell. A retry may duplicate it then, never lose it.
+    GivenUp,
+    /// The wait ended while the producer still held the record: it may be
+    /// written after the error, and a retry may duplicate it.
+    MayArrive,
+}
+
+impl fmt::Display for Unsent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::GivenUp => {
+                "the producer gave it up and will not send it again \
+                 (the broker may have written it only if it was in flight then)"
+            }
+            Self::MayArrive => "the producer still holds it, so it may still be written later",
+        })
     }
 }
 
@@ -261,8 +294,15 @@ pub trait Consumer: Send + 'static {
 
 /// Sends records.
 pub trait Producer: Clone + Send + Sync + 'static {
-    /// Sends one record and waits for the broker's acknowledgement, at most
-    /// `timeout`.
+    /// Sends one record and waits for the broker's acknowledgement.
+    ///
+    /// `timeout` is how long the caller allows. A backend whose producer
+    /// has a delivery timeout of its own (Kafka's `message.timeout.ms`, one
+    /// per producer) waits instead, when `timeout` is at least that long,
+    /// for the producer's own verdict: at most the delivery timeout plus a
+    /// small margin the backend documents. A send that returns an error is
+    /// then never delivered afterwards; only [`BrokerError::SendTimeout`]
+    /// with [`Unsent::MayArrive`] leaves a record that may still be written.
     fn send(
         &self,
         record: OutgoingRecord,
