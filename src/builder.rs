@@ -98,14 +98,14 @@ impl<C: Codec> ClientBuilder<C> {
         /// cancellation at 90% of it, on a revocation at once; `shutdown()`
         /// returns within it (`PROSODY_SHUTDOWN_TIMEOUT`; default 30s).
         shutdown_timeout: Duration,
-        /// How long a send may wait for the broker (`PROSODY_SEND_TIMEOUT`; default 1s).
+        /// How long a send may wait for the broker (`PROSODY_SEND_TIMEOUT`; default 1s). On Kafka it is also the producer's delivery timeout (`message.timeout.ms`, unless a `kafka_property` sets it): a send returns within it plus 2 s, and one that fails is never delivered afterwards (see `prosody_core::broker::Unsent`).
         send_timeout: Duration,
         /// First delay before retrying a transient failure (`PROSODY_RETRY_BASE`; default 20ms).
         retry_base: Duration,
         /// Longest retry delay (`PROSODY_RETRY_MAX_DELAY`; default 5m).
         max_retry_delay: Duration,
-        /// Timer storage granularity; a partition holds about one slab of
-        /// timers in memory (`PROSODY_SLAB_SIZE`; default 1h).
+        /// Timer storage granularity; a partition holds about one slab of timers in memory (`PROSODY_SLAB_SIZE`; default 1h).
+        /// Fixed per group with Cassandra: `build()` refuses a size other than the one its timers were stored with.
         slab_size: Duration,
     }
 

@@ -93,6 +93,16 @@ impl CassandraConfig {
     }
 
     /// The span of time one slab of timers covers.
+    ///
+    /// Guarantee: it is fixed per consumer group. The group's first client
+    /// records its slab size with the group's timers, and
+    /// [`connect`](crate::CassandraStores::connect) refuses any other
+    /// ([`ConnectError::SlabSizeChanged`](crate::ConnectError::SlabSizeChanged),
+    /// naming both sizes), since a client with another size would never
+    /// find the stored timers. To change it, give the group new timer
+    /// storage (another keyspace). A group whose timers predate the record
+    /// gets the size of its first client of this version: keep the old
+    /// size in that deploy.
     pub fn slab_size(mut self, slab_size: SlabSize) -> Self {
         self.slab_size = slab_size;
         self

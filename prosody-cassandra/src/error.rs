@@ -6,6 +6,7 @@ use scylla::errors::{
     BadQuery, DbError, DeserializationError, ExecutionError, NextPageError, NextRowError,
     PagerExecutionError, PrepareError, RequestAttemptError, RequestError, TypeCheckError,
 };
+use std::time::Duration;
 
 /// Why [`CassandraStores::connect`](crate::CassandraStores::connect)
 /// failed.
@@ -45,12 +46,40 @@ pub enum ConnectError {
     /// Creating or migrating the schema failed.
     #[error("the schema migration failed: {0}")]
     Migration(String),
+    /// The group's timers are stored in slabs of another size than the
+    /// configured `slab_size`.
+    ///
+    /// Guarantee: a client never starts with a slab size other than the
+    /// one its group's stored timers were written with (recorded in
+    /// `timer_slab_sizes` by the group's first client), because it would
+    /// look for them in slabs that do not hold them: they would never fire
+    /// and could not be unscheduled. Not retriable: set `slab_size` back to
+    /// `stored`, or give the group new timer storage.
+    #[error(
+        "the timers of group `{group}` in keyspace `{keyspace}` are stored with slab_size {}, \
+         but slab_size is {}: with another slab size this client would never find them (they \
+         would not fire and could not be unscheduled). Set slab_size back to {}, or give the \
+         group new timer storage (another cassandra_keyspace)",
+        humantime::format_duration(*.stored),
+        humantime::format_duration(*.configured),
+        humantime::format_duration(*.stored)
+    )]
+    SlabSizeChanged {
+        /// The consumer group.
+        group: String,
+        /// The keyspace of its timers.
+        keyspace: String,
+        /// The slab size recorded with the group's timers.
+        stored: Duration,
+        /// The configured slab size.
+        configured: Duration,
+    },
 }
 
 impl ConnectError {
     /// Whether trying again may help: `true` for nodes that did not answer
     /// or a migration that failed on the way, `false` for a refused login,
-    /// a bad option or an unknown schema.
+    /// a bad option, an unknown schema or a changed slab size.
     #[must_use]
     pub fn is_retriable(&self) -> bool {
         matches!(self, Self::Unreachable(_) | Self::Migration(_))

@@ -15,6 +15,10 @@
 //! - every row carries the group, so groups sharing a keyspace never see
 //!   each other's data, and a TTL: dedup records their own (at most the
 //!   retention), everything else the retention;
+//! - the slab size of a group's timers is recorded with them (by the
+//!   group's first client), and [`CassandraStores::connect`] refuses
+//!   another ([`ConnectError::SlabSizeChanged`]), which would never find
+//!   them (the `slab_size` module);
 //! - a request error keeps its category: timeouts and unavailable replicas
 //!   are retriable ([`StoreError::Unavailable`]), a refusal (a schema
 //!   mismatch, a missing permission) is not ([`StoreError::Rejected`]).
@@ -41,6 +45,7 @@ mod defer;
 mod error;
 mod fence;
 pub mod schema;
+mod slab_size;
 mod staged;
 mod statements;
 mod timer;
@@ -121,14 +126,18 @@ fn refused_login(error: &scylla::errors::NewSessionError) -> bool {
 
 impl CassandraStores {
     /// Connects for consumer group `group`: logs in, migrates the keyspace
-    /// (creating it if missing), and prepares the statements.
+    /// (creating it if missing), checks the slab size against the one
+    /// recorded with the group's timers (recording it if the group has
+    /// none), and prepares the statements.
     ///
     /// # Errors
     ///
     /// A bad option ([`ConnectError::Invalid`]), a refused login
     /// ([`ConnectError::Authentication`]), nodes that do not answer within
     /// the connect timeout ([`ConnectError::Unreachable`]), a keyspace of a
-    /// newer schema ([`ConnectError::NewerSchema`]) or a failed migration.
+    /// newer schema ([`ConnectError::NewerSchema`]), a failed migration, or
+    /// a slab size other than the group's timers were stored with
+    /// ([`ConnectError::SlabSizeChanged`]).
     pub async fn connect(config: &CassandraConfig, group: &str) -> Result<Self, ConnectError> {
         config::validate(config, group)?;
         let profile = ExecutionProfile::builder()
@@ -162,6 +171,7 @@ impl CassandraStores {
             }
         };
         schema::migrate(&session, &config.keyspace).await?;
+        slab_size::check(&session, &config.keyspace, group, config.slab_size).await?;
         let statements = Statements::prepare(&session, &config.keyspace)
             .await
             .map_err(|e| ConnectError::Migration(format!("preparing the statements: {e}")))?;

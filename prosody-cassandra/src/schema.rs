@@ -101,10 +101,18 @@ const MIGRATIONS: &[Migration] = &[
             "DROP TABLE IF EXISTS {ks}.state_cells",
         ],
     },
+    Migration {
+        version: 6,
+        description: "the slab size of each group's timers, recorded by its first client, so a \
+                      client with another slab_size is refused",
+        statements: &["CREATE TABLE IF NOT EXISTS {ks}.timer_slab_sizes (
+            group_id text, slab_seconds bigint, recorded_at timestamp,
+            PRIMARY KEY (group_id))"],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 5;
+pub const VERSION: i32 = 6;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;
