@@ -27,7 +27,7 @@ use prosody::broker::TopicPartition;
 use prosody::store::{Batch, Direction, ItemRange, StateChange, StateWrite, Stores};
 use prosody::{Key, MemoryStores};
 use prosody_cassandra::{CassandraConfig, CassandraStores};
-use prosody_core::services;
+use prosody_conformance::services;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;

@@ -11,7 +11,7 @@
 )]
 
 use prosody::{ConfigError, ProsodyClient};
-use prosody_core::services;
+use prosody_conformance::services;
 use std::time::Duration;
 
 const SUITE: &str = "tests/cassandra_slab_size.rs (real Kafka and Cassandra)";

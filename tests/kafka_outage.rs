@@ -23,7 +23,7 @@ use prosody::broker::{Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEve
 use prosody::{
     AdminClient, ClientError, KafkaBroker, KafkaConfig, MemoryStores, ProsodyClient, TopicOptions,
 };
-use prosody_core::services;
+use prosody_conformance::services;
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -18,7 +18,7 @@ use prosody::{
     KafkaConfig, MemoryStores, Message, ProsodyClient, SaslMechanism, SecurityProtocol, Timer,
     TopicOptions,
 };
-use prosody_core::services;
+use prosody_conformance::services;
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;

@@ -17,7 +17,7 @@ use prosody::{
     AdminClient, Context, EventHandler, Excise, GroupProtocol, HandlerError, KafkaBroker,
     KafkaConfig, MemoryStores, Message, ProsodyClient, Timer, TopicOptions,
 };
-use prosody_core::services;
+use prosody_conformance::services;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -22,11 +22,11 @@
 
 use futures_util::StreamExt;
 use prosody_cassandra::{CassandraConfig, CassandraStores};
-use prosody_core::broker::TopicPartition;
-use prosody_core::clock::Timestamp;
-use prosody_core::key::Key;
-use prosody_core::services;
-use prosody_core::store::{
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use prosody_conformance::services;
+use prosody_contracts::store::{
     Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Stores, TimerChange,
     TimerKind, TimerStore,
 };
@@ -120,7 +120,7 @@ async fn run(stores: CassandraStores, run: &str) {
     let in_flight = setting("OPS_IN_FLIGHT", 32);
     let tp = TopicPartition::new("bench", 0);
     stores.open(&tp).await.unwrap();
-    let at = Timestamp::from_millis(prosody_core::clock::now().as_millis() + 3_600_000);
+    let at = Timestamp::from_millis(prosody_contracts::clock::now().as_millis() + 3_600_000);
     let s = &stores;
     let tp = &tp;
 

@@ -1,7 +1,7 @@
 //! How to reach Cassandra, and how long data lives there.
 
 use crate::error::ConnectError;
-use prosody_core::store::timer::SlabSize;
+use prosody_contracts::store::timer::SlabSize;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;

@@ -6,7 +6,7 @@ use crate::Inner;
 use crate::config::ttl_seconds;
 use crate::error::Classify;
 use crate::write::Writes;
-use prosody_core::store::{DedupKey, DedupWrite, StoreError};
+use prosody_contracts::store::{DedupKey, DedupWrite, StoreError};
 
 impl Inner {
     pub(crate) async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {

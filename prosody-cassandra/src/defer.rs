@@ -14,10 +14,10 @@ use crate::Inner;
 use crate::error::Classify;
 use crate::write::Writes;
 use futures_util::TryStreamExt as _;
-use prosody_core::broker::TopicPartition;
-use prosody_core::key::Key;
-use prosody_core::store::defer::{Deferral, Deferred};
-use prosody_core::store::{DeferWrite, StoreError};
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::defer::{Deferral, Deferred};
+use prosody_contracts::store::{DeferWrite, StoreError};
 use quick_cache::sync::Cache;
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
@@ -425,7 +425,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::{complete, defer, failed};
-    use prosody_core::store::defer::{Deferral, Deferred};
+    use prosody_contracts::store::defer::{Deferral, Deferred};
 
     #[allow(
         clippy::unnecessary_wraps,

@@ -1,7 +1,7 @@
 //! What can go wrong: at connect time ([`ConnectError`]), and per request
 //! (a [`StoreError`] whose category says whether to try again).
 
-use prosody_core::store::StoreError;
+use prosody_contracts::store::StoreError;
 use scylla::errors::{
     BadQuery, DbError, DeserializationError, ExecutionError, NextPageError, NextRowError,
     PagerExecutionError, PrepareError, RequestAttemptError, RequestError, TypeCheckError,

@@ -13,8 +13,8 @@
 use crate::Inner;
 use crate::error::Classify;
 use crate::statements::PART;
-use prosody_core::broker::TopicPartition;
-use prosody_core::store::StoreError;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::store::StoreError;
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::statement::prepared::PreparedStatement;

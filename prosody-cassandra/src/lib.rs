@@ -61,11 +61,11 @@ use crate::staged::Unresolved;
 use crate::statements::Statements;
 use crate::write::{CHUNK_BYTES, WriteClock, Writes};
 use bytes::Bytes;
-use prosody_core::broker::TopicPartition;
-use prosody_core::clock::Timestamp;
-use prosody_core::key::Key;
-use prosody_core::store::timer::SlabSize;
-use prosody_core::store::{
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::timer::SlabSize;
+use prosody_contracts::store::{
     Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Deferred, Direction,
     ItemRange, StateStore, StateWrite, StoreError, Stores, TimerChange, TimerEntry, TimerKind,
     TimerStore,

@@ -19,7 +19,7 @@
 //! the old `slab_size`; a size changed in the same deploy goes unnoticed.
 
 use crate::error::{Classify as _, ConnectError};
-use prosody_core::store::timer::SlabSize;
+use prosody_contracts::store::timer::SlabSize;
 use scylla::client::session::Session;
 use scylla::errors::ExecutionError;
 use scylla::statement::unprepared::Statement;
@@ -153,8 +153,8 @@ mod tests {
     use super::{check, claim};
     use crate::error::ConnectError;
     use crate::{CassandraConfig, CassandraStores};
-    use prosody_core::services;
-    use prosody_core::store::timer::SlabSize;
+    use prosody_conformance::services;
+    use prosody_contracts::store::timer::SlabSize;
     use std::time::Duration;
 
     const SUITE: &str = "prosody-cassandra slab size record (real Cassandra)";

@@ -33,8 +33,8 @@
 use crate::Inner;
 use crate::error::Classify;
 use crate::write::Writes;
-use prosody_core::broker::TopicPartition;
-use prosody_core::store::{StateWrite, StoreError};
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::store::{StateWrite, StoreError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tracing::warn;

@@ -2,7 +2,7 @@
 //! logged batch of them.
 
 use crate::error::Classify;
-use prosody_core::store::StoreError;
+use prosody_contracts::store::StoreError;
 use scylla::client::session::Session;
 use scylla::serialize::row::{RowSerializationContext, SerializeRow};
 use scylla::serialize::writers::RowWriter;

@@ -12,13 +12,13 @@
 )]
 
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError, schema};
-use prosody_core::broker::TopicPartition;
-use prosody_core::broker::conformance::Failure;
-use prosody_core::key::Key;
-use prosody_core::services;
-use prosody_core::store::conformance;
-use prosody_core::store::timer::{SlabSize, TimerKind, TimerStore};
-use prosody_core::store::{DeferStore, Deferral, Deferred, StoreError, Stores};
+use prosody_contracts::broker::TopicPartition;
+use prosody_conformance::broker::Failure;
+use prosody_contracts::key::Key;
+use prosody_conformance::services;
+use prosody_conformance::store as conformance;
+use prosody_contracts::store::timer::{SlabSize, TimerKind, TimerStore};
+use prosody_contracts::store::{DeferStore, Deferral, Deferred, StoreError, Stores};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use std::collections::HashSet;
@@ -250,7 +250,7 @@ async fn an_old_owner_cannot_erase_a_new_owners_writes() {
     let new = stores("owners").await.unwrap();
     let p = TopicPartition::new(services::unique("owners"), 0);
     let key = Key::from("k");
-    let later = prosody_core::clock::Timestamp::from_millis(1_893_456_000_000);
+    let later = prosody_contracts::clock::Timestamp::from_millis(1_893_456_000_000);
     old.open(&p).await.unwrap();
     old.defer(&p, &key, 5, Deferral::AfterFailure)
         .await
@@ -258,7 +258,7 @@ async fn an_old_owner_cannot_erase_a_new_owners_writes() {
     // The partition moves; the old owner does not know yet.
     new.open(&p).await.unwrap();
     new.defer(&p, &key, 12, Deferral::Behind).await.unwrap();
-    new.schedule(&p, prosody_core::store::TimerEntry::new("k", later))
+    new.schedule(&p, prosody_contracts::store::TimerEntry::new("k", later))
         .await
         .unwrap();
     // The old owner's retry of 5 succeeds: it believes the queue is now
@@ -291,14 +291,14 @@ async fn an_old_owner_cannot_erase_a_new_owners_writes() {
 /// key scheduled, then cleared, in one attempt) is written, not refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_commit_is_written() {
-    use prosody_core::store::{Batch, TimerChange};
+    use prosody_contracts::store::{Batch, TimerChange};
     let Some(stores) = stores("large").await else {
         return;
     };
     let p = TopicPartition::new(services::unique("large"), 0);
     let key = Key::from("k");
     let times: Vec<_> = (0..400)
-        .map(|n| prosody_core::clock::Timestamp::from_millis(1_893_456_000_000 + n * 1000))
+        .map(|n| prosody_contracts::clock::Timestamp::from_millis(1_893_456_000_000 + n * 1000))
         .collect();
     let trace = Some(Arc::from(
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",

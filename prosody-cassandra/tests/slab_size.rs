@@ -15,11 +15,11 @@
 )]
 
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
-use prosody_core::broker::TopicPartition;
-use prosody_core::key::Key;
-use prosody_core::services;
-use prosody_core::store::timer::{SlabSize, TimerKind, TimerStore, from_seconds};
-use prosody_core::store::{Batch, Stores, TimerChange};
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
+use prosody_conformance::services;
+use prosody_contracts::store::timer::{SlabSize, TimerKind, TimerStore, from_seconds};
+use prosody_contracts::store::{Batch, Stores, TimerChange};
 use scylla::client::session_builder::SessionBuilder;
 use std::time::Duration;
 
@@ -184,7 +184,7 @@ async fn a_group_without_a_record_gets_the_size_of_its_first_client() {
     old.open(&partition).await.unwrap();
     old.schedule(
         &partition,
-        prosody_core::store::timer::TimerEntry::new(Key::from("k"), from_seconds(AT)),
+        prosody_contracts::store::timer::TimerEntry::new(Key::from("k"), from_seconds(AT)),
     )
     .await
     .unwrap();

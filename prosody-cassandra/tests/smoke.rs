@@ -14,7 +14,7 @@
 )]
 
 use futures_util::TryStreamExt as _;
-use prosody_core::services;
+use prosody_conformance::services;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::batch::{Batch, BatchType};

@@ -12,12 +12,12 @@
 
 use bytes::Bytes;
 use prosody_cassandra::{CassandraConfig, CassandraStores};
-use prosody_core::broker::TopicPartition;
-use prosody_core::broker::conformance::Failure;
-use prosody_core::key::Key;
-use prosody_core::services;
-use prosody_core::store::conformance::state as conformance;
-use prosody_core::store::{Batch, StateChange, StateStore, StateWrite, Stores};
+use prosody_contracts::broker::TopicPartition;
+use prosody_conformance::broker::Failure;
+use prosody_contracts::key::Key;
+use prosody_conformance::services;
+use prosody_conformance::store::state as conformance;
+use prosody_contracts::store::{Batch, StateChange, StateStore, StateWrite, Stores};
 use std::sync::{Arc, OnceLock};
 
 const SUITE: &str = "prosody-cassandra/tests/state.rs (real Cassandra)";
@@ -140,8 +140,8 @@ async fn an_old_owner_cannot_overwrite_a_new_owners_state() {
         got, None,
         "the deque's bounds after the old owner's late push"
     );
-    let range = prosody_core::store::ItemRange::all();
-    let forward = prosody_core::store::Direction::Forward;
+    let range = prosody_contracts::store::ItemRange::all();
+    let forward = prosody_contracts::store::Direction::Forward;
     let cells = reader
         .cells(&p, "q", &Key::from("k"), &range, forward, 10)
         .await;
@@ -178,7 +178,7 @@ async fn a_commit_of_large_cells_is_written() {
 /// in order, in both directions, and a clear empties every bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_deques_and_maps_page_across_their_buckets() {
-    use prosody_core::store::{Direction, ItemRange};
+    use prosody_contracts::store::{Direction, ItemRange};
     let Some(stores) = stores("buckets").await else {
         return;
     };

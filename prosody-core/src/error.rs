@@ -1,38 +1,8 @@
 //! Handler errors and their categories.
 
+pub use prosody_contracts::error::{BoxError, Category};
 use std::error::Error as StdError;
 use std::fmt;
-
-/// Any error, boxed; what generic tower middleware returns.
-pub type BoxError = Box<dyn StdError + Send + Sync>;
-
-/// How the library treats a failed event.
-///
-/// Closed on purpose (not `#[non_exhaustive]`): every mode is defined by
-/// what it does with exactly these three, so a `match` over them is
-/// complete. The library's error and status enums that may grow are
-/// `#[non_exhaustive]` instead.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Category {
-    /// May succeed if tried again: retried (or deferred) as the mode says.
-    Transient,
-    /// Will never succeed: not retried; dropped, routed or logged as the
-    /// mode says.
-    Permanent,
-    /// The partition cannot go on: it stops handling and is not committed
-    /// past the event.
-    Terminal,
-}
-
-impl fmt::Display for Category {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Transient => "transient",
-            Self::Permanent => "permanent",
-            Self::Terminal => "terminal",
-        })
-    }
-}
 
 /// A failed handler call, with its category.
 ///
@@ -51,6 +21,13 @@ pub struct HandlerError {
 }
 
 impl HandlerError {
+    /// The failure of an attempt that met a store error, with the store's
+    /// [category](prosody_contracts::store::StoreError::category) kept.
+    #[must_use]
+    pub fn from_store(error: prosody_contracts::store::StoreError) -> Self {
+        Self::new(error.category(), error)
+    }
+
     /// An error with an explicit category.
     pub fn new(category: Category, source: impl Into<BoxError>) -> Self {
         Self {

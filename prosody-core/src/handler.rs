@@ -6,7 +6,7 @@ use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::state::{AttemptState, Marker, StateError, StateGuard};
 use crate::store::timer::TimerKind;
-use crate::store::{Batch, StoreError};
+use crate::store::Batch;
 use crate::timeout::ReturnedLate;
 use crate::timers::TimerOp;
 use futures_util::FutureExt;
@@ -304,7 +304,7 @@ where
                         timers
                             .write(batch)
                             .await
-                            .map_err(StoreError::into_handler)?;
+                            .map_err(HandlerError::from_store)?;
                     }
                     writes = sealed.transactional;
                     writes.extend(markers);
@@ -312,7 +312,7 @@ where
                 timers
                     .commit(&key, riders.as_deref().unwrap_or_default(), writes)
                     .await
-                    .map_err(StoreError::into_handler)?;
+                    .map_err(HandlerError::from_store)?;
             }
             Ok(output)
         };

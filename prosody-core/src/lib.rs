@@ -18,38 +18,28 @@
 //! assert_eq!(unknown.category(), Category::Transient);
 //! ```
 
-pub mod broker;
-pub mod clock;
-pub mod codec;
 pub mod context;
+pub use prosody_contracts::{
+    Codec, CodecError, DecodeError, Encoded, Event, Excise, Headers, JsonCodec, Key, Message,
+    SOURCE_SYSTEM_HEADER, Timer, TimerKind, Timestamp, Topic,
+};
+pub use prosody_contracts::{broker, clock, codec, event, hash, key, loader, store};
 pub mod dedup;
 pub mod defer;
-mod envelope;
 pub mod error;
-pub mod event;
 pub mod failure;
 pub mod handler;
-pub mod hash;
-pub mod key;
-pub mod loader;
 pub mod log;
 pub mod monopolization;
 
-pub use clock::Timestamp;
-pub use codec::{Codec, CodecError, DecodeError, JsonCodec};
 pub use context::{Context, Demand, WaitMeter};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
-pub use event::{Encoded, Event, Excise, Headers, Message, SOURCE_SYSTEM_HEADER, Timer, Topic};
 pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};
-pub use key::Key;
 pub mod retry;
 pub mod runtime;
 pub mod scheduler;
-#[cfg(feature = "conformance")]
-pub mod services;
 pub mod shutdown;
 pub mod state;
-pub mod store;
 pub mod telemetry;
 #[cfg(test)]
 mod testkit;

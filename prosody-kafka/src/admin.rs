@@ -7,7 +7,7 @@
 
 use crate::KafkaConfig;
 use crate::error::backend;
-use prosody_core::broker::BrokerError;
+use prosody_contracts::broker::BrokerError;
 use rdkafka::admin::{
     AdminClient as RdAdmin, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication,
 };

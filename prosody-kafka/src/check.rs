@@ -5,7 +5,7 @@
 //! the cause.
 
 use crate::KafkaConfig;
-use prosody_core::broker::BrokerError;
+use prosody_contracts::broker::BrokerError;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};

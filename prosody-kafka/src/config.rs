@@ -1,6 +1,6 @@
 //! How the backend's rdkafka clients are configured.
 
-use prosody_core::broker::BrokerError;
+use prosody_contracts::broker::BrokerError;
 use rdkafka::ClientConfig;
 use std::time::Duration;
 
@@ -315,7 +315,7 @@ mod tests {
     /// otherwise; the send waits for whichever holds.
     #[test]
     fn the_delivery_timeout_reaches_the_producer_and_an_override_wins()
-    -> Result<(), prosody_core::broker::BrokerError> {
+    -> Result<(), prosody_contracts::broker::BrokerError> {
         let plain = KafkaConfig::new(["kafka:9092"])?;
         assert_eq!(plain.producer().get("message.timeout.ms"), None);
         assert_eq!(plain.effective_delivery_timeout(), Duration::from_secs(300));
@@ -353,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn debug_output_hides_secrets() -> Result<(), prosody_core::broker::BrokerError> {
+    fn debug_output_hides_secrets() -> Result<(), prosody_contracts::broker::BrokerError> {
         let config = KafkaConfig::new(["kafka:9092"])?
             .with("sasl.username", "app")
             .with("sasl.password", "hunter2")

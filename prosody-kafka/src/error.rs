@@ -1,6 +1,6 @@
 //! How rdkafka's errors become the broker contract's.
 
-use prosody_core::broker::BrokerError;
+use prosody_contracts::broker::BrokerError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 /// Whether an rdkafka error may go away if the same call is tried again:
@@ -33,7 +33,7 @@ pub(crate) fn retriable(error: &KafkaError) -> bool {
 
 /// A failure that may clear up if the call is tried again (a thread that
 /// could not start or finish, a deadline that ran out).
-pub(crate) fn retriable_failure(source: impl Into<prosody_core::error::BoxError>) -> BrokerError {
+pub(crate) fn retriable_failure(source: impl Into<prosody_contracts::error::BoxError>) -> BrokerError {
     BrokerError::Backend {
         retriable: true,
         source: source.into(),

@@ -1,6 +1,6 @@
 //! The Kafka backend of prosody, on rdkafka: a consumer-group member, an
 //! idempotent producer and record reads by offset, implementing the broker
-//! contract of `prosody_core::broker`. It passes the same conformance suite
+//! contract of `prosody_contracts::broker`. It passes the same conformance suite
 //! as the in-memory broker, against librdkafka's in-process mock cluster.
 
 pub mod admin;
@@ -22,7 +22,7 @@ pub use producer::{KafkaProducer, VERDICT_MARGIN};
 use consumer::CHANNEL;
 use error::retriable_failure;
 use member::Member;
-use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
+use prosody_contracts::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::producer::FutureProducer;
 use reader::Reader;

@@ -2,7 +2,7 @@
 //! events of the broker contract, and holds a revocation until the
 //! consumer's owner has drained.
 
-use prosody_core::broker::{Record, TopicPartition};
+use prosody_contracts::broker::{Record, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, TopicPartitionList};

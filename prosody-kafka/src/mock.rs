@@ -8,7 +8,7 @@
 //! [`MockKafka::create_topic`].
 
 use crate::KafkaConfig;
-use prosody_core::broker::BrokerError;
+use prosody_contracts::broker::BrokerError;
 use rdkafka::mocking::MockCluster;
 use std::sync::mpsc;
 use std::thread::JoinHandle;

@@ -1,7 +1,7 @@
 //! The producer: idempotent, keyed, with headers.
 
 use crate::error::backend;
-use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer, Unsent};
+use prosody_contracts::broker::{BrokerError, Delivery, OutgoingRecord, Producer, Unsent};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};

@@ -2,7 +2,7 @@
 
 use crate::consumer::{list, record};
 use crate::error::{backend, retriable_failure};
-use prosody_core::broker::{BrokerError, Record, TopicPartition};
+use prosody_contracts::broker::{BrokerError, Record, TopicPartition};
 use rdkafka::Offset;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -202,7 +202,7 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::{Start, start};
-    use prosody_core::broker::TopicPartition;
+    use prosody_contracts::broker::TopicPartition;
 
     #[test]
     fn reads_on_only_forward_within_the_threshold_on_the_same_partition() {

@@ -2,7 +2,7 @@
 //! `scripts/services`): librdkafka's mock cluster has no admin API. Without
 //! `PROSODY_BOOTSTRAP_SERVERS` the suite prints one line and does not run.
 
-use prosody_core::services;
+use prosody_conformance::services;
 use prosody_kafka::{AdminClient, AdminError, KafkaConfig, TopicOptions};
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 //! librdkafka's in-process mock cluster, one test per check, each on a
 //! cluster of its own, in real time on two worker threads.
 
-use prosody_core::broker::BrokerError;
-use prosody_core::broker::conformance::{self, Failure, Harness};
+use prosody_contracts::broker::BrokerError;
+use prosody_conformance::broker::{self as conformance, Failure, Harness};
 use prosody_kafka::KafkaBroker;
 use prosody_kafka::mock::MockKafka;
 use std::future::Future;
@@ -72,7 +72,7 @@ checks!(
 /// that names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_an_unknown_topic_or_partition_is_an_error() -> Result<(), Failure> {
-    use prosody_core::broker::{Broker, TopicPartition};
+    use prosody_contracts::broker::{Broker, TopicPartition};
     let kafka = Kafka::start()?;
     kafka
         .create_topic("known", 2)

@@ -12,7 +12,7 @@
     reason = "test code fails loudly"
 )]
 
-use prosody_core::broker::{
+use prosody_contracts::broker::{
     Broker, BrokerError, Delivery, OutgoingRecord, Producer, TopicPartition, Unsent,
 };
 use prosody_kafka::{KafkaBroker, KafkaConfig, KafkaProducer, VERDICT_MARGIN};

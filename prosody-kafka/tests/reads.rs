@@ -8,7 +8,7 @@
     reason = "test code fails loudly"
 )]
 
-use prosody_core::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
+use prosody_contracts::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
 use prosody_kafka::KafkaBroker;
 use prosody_kafka::mock::MockKafka;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The target assignment of a consumer group.
 
 use crate::log::Logs;
-use prosody_core::broker::TopicPartition;
-use prosody_core::event::Topic;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::event::Topic;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Identifies one member of one group; never reused within a broker.
@@ -56,8 +56,8 @@ pub fn range(members: &[(MemberId, &[Topic])], logs: &Logs) -> BTreeMap<TopicPar
 mod tests {
     use super::range;
     use crate::log::Logs;
-    use prosody_core::broker::{BrokerError, TopicPartition};
-    use prosody_core::event::Topic;
+    use prosody_contracts::broker::{BrokerError, TopicPartition};
+    use prosody_contracts::event::Topic;
 
     #[test]
     fn splits_each_topic_in_ranges_over_its_subscribers() -> Result<(), BrokerError> {

@@ -1,9 +1,9 @@
 //! An in-memory [`StateStore`] on tokio's clock.
 
 use bytes::Bytes;
-use prosody_core::broker::TopicPartition;
-use prosody_core::key::Key;
-use prosody_core::store::{Direction, ItemRange, StateChange, StateStore, StateWrite, StoreError};
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::{Direction, ItemRange, StateChange, StateStore, StateWrite, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::future::{Future, ready};
 use std::ops::Bound;

@@ -3,7 +3,7 @@
 use crate::Shared;
 use crate::assignment::MemberId;
 use crate::member::Member;
-use prosody_core::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
+use prosody_contracts::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
 use std::sync::Arc;
 
 /// A member of a consumer group of a [`MemoryBroker`](crate::MemoryBroker).

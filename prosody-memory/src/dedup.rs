@@ -1,7 +1,7 @@
 //! An in-memory [`DedupStore`] on tokio's clock.
 
-use prosody_core::store::StoreError;
-use prosody_core::store::dedup::{DedupKey, DedupStore};
+use prosody_contracts::store::StoreError;
+use prosody_contracts::store::dedup::{DedupKey, DedupStore};
 use std::collections::{HashMap, VecDeque};
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -136,7 +136,7 @@ impl Entries {
 ///
 /// Expiry runs on tokio's clock, so under a paused clock advancing time
 /// expires entries. It passes the shared conformance suite
-/// (`prosody_core::store::conformance::dedup`, see `tests/dedup.rs`).
+/// (`prosody_conformance::store::dedup`, see `tests/dedup.rs`).
 /// Memory holds live entries plus expired ones not yet swept, never more
 /// than its capacity; see the removal path on the (internal) `Entries` type.
 #[derive(Clone, Debug)]
@@ -204,7 +204,7 @@ impl DedupStore for MemoryDedupStore {
 #[cfg(test)]
 mod tests {
     use super::Entries;
-    use prosody_core::store::dedup::DedupKey;
+    use prosody_contracts::store::dedup::DedupKey;
     use std::time::Duration;
     use tokio::time::Instant;
 

@@ -1,10 +1,10 @@
 //! An in-memory [`DeferStore`].
 
-use prosody_core::broker::TopicPartition;
-use prosody_core::hash::FastMap;
-use prosody_core::key::Key;
-use prosody_core::store::StoreError;
-use prosody_core::store::defer::{DeferStore, Deferral, Deferred};
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::hash::FastMap;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::StoreError;
+use prosody_contracts::store::defer::{DeferStore, Deferral, Deferred};
 use std::collections::BTreeSet;
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -100,7 +100,7 @@ impl Queues {
 /// A defer store in memory; clones share the same queues.
 ///
 /// It passes the shared conformance suite
-/// (`prosody_core::store::conformance::defer`, see `tests/defer.rs`).
+/// (`prosody_conformance::store::defer`, see `tests/defer.rs`).
 /// Memory holds one entry per key with deferred offsets and one per such
 /// offset: a key's entry is removed when its last offset completes (see the
 /// removal path on the internal `Queues` type). Nothing is bounded by a
@@ -192,9 +192,9 @@ impl DeferStore for MemoryDeferStore {
 #[cfg(test)]
 mod tests {
     use super::{MemoryDeferStore, Queues};
-    use prosody_core::broker::TopicPartition;
-    use prosody_core::key::Key;
-    use prosody_core::store::Deferral::AfterFailure;
+    use prosody_contracts::broker::TopicPartition;
+    use prosody_contracts::key::Key;
+    use prosody_contracts::store::Deferral::AfterFailure;
 
     /// Draining every key of a partition removes the partition's map too,
     /// so partitions once used leave nothing behind.

@@ -3,8 +3,8 @@
 use crate::assignment::{self, MemberId};
 use crate::log::Logs;
 use crate::member::Member;
-use prosody_core::broker::{BrokerError, ConsumerEvent, TopicPartition};
-use prosody_core::event::Topic;
+use prosody_contracts::broker::{BrokerError, ConsumerEvent, TopicPartition};
+use prosody_contracts::event::Topic;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A consumer group with cooperative rebalancing.

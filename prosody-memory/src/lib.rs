@@ -1,16 +1,16 @@
 //! A deterministic in-memory broker for prosody, for tests and mock mode.
 //!
 //! [`MemoryBroker`] implements the broker contract of
-//! [`prosody_core::broker`]: topics with append-only partition logs, a
+//! [`prosody_contracts::broker`]: topics with append-only partition logs, a
 //! producer with Kafka's partitioner, and consumer groups with cooperative
 //! rebalancing, committed offsets and pause/resume. It runs on tokio's clock,
 //! so under a paused clock a whole system built on it is deterministic.
 //!
 //! It passes the shared conformance suite
-//! (`prosody_core::broker::conformance`, see `tests/conformance.rs`).
+//! (`prosody_conformance::broker`, see `tests/conformance.rs`).
 //!
 //! ```
-//! use prosody_core::broker::{
+//! use prosody_contracts::broker::{
 //!     Broker, Consumer, ConsumerConfig, ConsumerEvent, OutgoingRecord, Producer,
 //! };
 //! use prosody_memory::MemoryBroker;
@@ -59,7 +59,7 @@ pub use producer::MemoryProducer;
 pub use stores::MemoryStores;
 pub use timer::MemoryTimerStore;
 
-use prosody_core::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
+use prosody_contracts::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use state::State;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;

@@ -1,11 +1,11 @@
 //! Topics and their append-only partition logs.
 
 use bytes::Bytes;
-use prosody_core::broker::{
+use prosody_contracts::broker::{
     BrokerError, Delivery, OutgoingRecord, Record, TopicPartition, partition_for_key,
 };
-use prosody_core::clock;
-use prosody_core::event::Topic;
+use prosody_contracts::clock;
+use prosody_contracts::event::Topic;
 use std::collections::BTreeMap;
 
 /// The partition count of a topic created by producing to it, as in Kafka's
@@ -230,7 +230,7 @@ impl Logs {
 #[cfg(test)]
 mod tests {
     use super::Logs;
-    use prosody_core::broker::{BrokerError, OutgoingRecord, TopicPartition, partition_for_key};
+    use prosody_contracts::broker::{BrokerError, OutgoingRecord, TopicPartition, partition_for_key};
 
     #[test]
     fn offsets_count_from_zero_per_partition() -> Result<(), BrokerError> {

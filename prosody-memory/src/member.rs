@@ -2,8 +2,8 @@
 
 use crate::assignment::MemberId;
 use crate::log::Logs;
-use prosody_core::broker::{BrokerError, ConsumerEvent, Record, TopicPartition};
-use prosody_core::event::Topic;
+use prosody_contracts::broker::{BrokerError, ConsumerEvent, Record, TopicPartition};
+use prosody_contracts::event::Topic;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Where a member stands in one owned partition.

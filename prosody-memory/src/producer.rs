@@ -1,7 +1,7 @@
 //! The producer of the memory broker.
 
 use crate::Shared;
-use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
+use prosody_contracts::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,8 +3,8 @@
 use crate::assignment::MemberId;
 use crate::group::Group;
 use crate::log::{AUTO_CREATE_PARTITIONS, Logs};
-use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, TopicPartition};
-use prosody_core::event::Topic;
+use prosody_contracts::broker::{BrokerError, Delivery, OutgoingRecord, TopicPartition};
+use prosody_contracts::event::Topic;
 use std::collections::BTreeMap;
 
 /// The topics and groups of one broker.

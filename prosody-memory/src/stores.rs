@@ -2,10 +2,10 @@
 
 use crate::{MemoryDedupStore, MemoryDeferStore, MemoryStateStore, MemoryTimerStore};
 use bytes::Bytes;
-use prosody_core::broker::TopicPartition;
-use prosody_core::clock::Timestamp;
-use prosody_core::key::Key;
-use prosody_core::store::{
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::{
     Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
     StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore, apply,
 };

@@ -1,12 +1,12 @@
 //! An in-memory [`TimerStore`], laid out like the persistent ones: slabs of
 //! time per partition, plus an index by key.
 
-use prosody_core::Timestamp;
-use prosody_core::broker::TopicPartition;
-use prosody_core::hash::FastMap;
-use prosody_core::key::Key;
-use prosody_core::store::StoreError;
-use prosody_core::store::timer::{
+use prosody_contracts::Timestamp;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::hash::FastMap;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::StoreError;
+use prosody_contracts::store::timer::{
     SlabSize, TimerEntry, TimerKind, TimerStore, from_seconds, to_seconds,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -171,7 +171,7 @@ impl Timers {
 /// sharing the key's and the trace's allocations with the caller's. Timers
 /// stay until unscheduled or cleared; see the removal path on the (internal)
 /// `PartitionTimers` type. It passes the shared conformance suite
-/// (`prosody_core::store::conformance::timer`, see `tests/timer.rs`).
+/// (`prosody_conformance::store::timer`, see `tests/timer.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryTimerStore {
     timers: Arc<Mutex<Timers>>,

@@ -1,6 +1,6 @@
 //! Behaviour of the memory broker beyond the shared conformance suite.
 
-use prosody_core::broker::{
+use prosody_contracts::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, OutgoingRecord, Producer,
     TopicPartition,
 };

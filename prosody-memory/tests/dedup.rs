@@ -2,9 +2,9 @@
 //! one test per check, under a paused clock; and keeps its memory bounded
 //! by live entries.
 
-use prosody_core::broker::conformance::Failure;
-use prosody_core::store::conformance::dedup as conformance;
-use prosody_core::store::dedup::{DedupKey, DedupStore};
+use prosody_conformance::broker::Failure;
+use prosody_conformance::store::dedup as conformance;
+use prosody_contracts::store::dedup::{DedupKey, DedupStore};
 use prosody_memory::MemoryDedupStore;
 use std::time::Duration;
 

@@ -4,11 +4,11 @@
 //! proportional to the keys with deferred offsets.
 
 use proptest::prelude::*;
-use prosody_core::broker::TopicPartition;
-use prosody_core::broker::conformance::Failure;
-use prosody_core::key::Key;
-use prosody_core::store::conformance::defer::{self as conformance, Call, KEYS, Op, PARTITIONS};
-use prosody_core::store::defer::{DeferStore, Deferral};
+use prosody_contracts::broker::TopicPartition;
+use prosody_conformance::broker::Failure;
+use prosody_contracts::key::Key;
+use prosody_conformance::store::defer::{self as conformance, Call, KEYS, Op, PARTITIONS};
+use prosody_contracts::store::defer::{DeferStore, Deferral};
 use prosody_memory::MemoryDeferStore;
 
 macro_rules! checks {

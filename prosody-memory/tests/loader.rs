@@ -9,10 +9,10 @@
     reason = "test code fails loudly"
 )]
 
-use prosody_core::broker::{
+use prosody_contracts::broker::{
     Broker, BrokerError, ConsumerConfig, OutgoingRecord, Producer, Record, TopicPartition,
 };
-use prosody_core::loader::{BrokerLoader, LoadError, Loader, LoaderConfig};
+use prosody_contracts::loader::{BrokerLoader, LoadError, Loader, LoaderConfig};
 use prosody_memory::MemoryBroker;
 use std::future::Future;
 use std::num::NonZeroUsize;

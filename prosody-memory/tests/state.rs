@@ -1,8 +1,8 @@
 //! The memory stores run the shared keyed-state conformance suite, one
 //! test per check, under a paused clock.
 
-use prosody_core::broker::conformance::Failure;
-use prosody_core::store::conformance::state as conformance;
+use prosody_conformance::broker::Failure;
+use prosody_conformance::store::state as conformance;
 use prosody_memory::MemoryStores;
 
 macro_rules! checks {

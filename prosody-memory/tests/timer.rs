@@ -4,12 +4,12 @@
 //! interleaving (with shrinking); and it drops what it no longer needs.
 
 use proptest::prelude::*;
-use prosody_core::Timestamp;
-use prosody_core::broker::TopicPartition;
-use prosody_core::broker::conformance::Failure;
-use prosody_core::key::Key;
-use prosody_core::store::conformance::timer as conformance;
-use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
+use prosody_contracts::Timestamp;
+use prosody_contracts::broker::TopicPartition;
+use prosody_conformance::broker::Failure;
+use prosody_contracts::key::Key;
+use prosody_conformance::store::timer as conformance;
+use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
 use prosody_memory::MemoryTimerStore;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use prosody::{
 };
 use prosody_cassandra::{CassandraConfig, CassandraStores};
 use prosody_core::clock;
-use prosody_core::services;
+use prosody_conformance::services;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};

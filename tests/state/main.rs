@@ -304,7 +304,7 @@ const SUITE: &str = "tests/state (real Cassandra)";
 
 /// The real Cassandra's stores, or `None` (after one line) without one.
 async fn cassandra() -> Option<prosody_cassandra::CassandraStores> {
-    let nodes = prosody_core::services::server(prosody_core::services::CASSANDRA, SUITE)?;
+    let nodes = prosody_conformance::services::server(prosody_conformance::services::CASSANDRA, SUITE)?;
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
     let config = prosody_cassandra::CassandraConfig::new(nodes.split(','))
         .keyspace("prosody_state_model")
@@ -327,7 +327,7 @@ proptest! {
     fn every_kind_matches_the_model_on_cassandra(
         steps in scenario::steps(prop_oneof![scenario::value_op(), scenario::map_op(), scenario::deque_op()].boxed()),
     ) {
-        if prosody_core::services::server(prosody_core::services::CASSANDRA, SUITE).is_some() {
+        if prosody_conformance::services::server(prosody_conformance::services::CASSANDRA, SUITE).is_some() {
             scenario::check_on(&steps, || Box::pin(async { cassandra().await.expect("Cassandra") }))?;
         }
     }

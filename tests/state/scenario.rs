@@ -194,7 +194,7 @@ pub fn check_on<S: Stores>(
         scenario(
             steps,
             stores,
-            prosody_core::services::unique("state_model"),
+            prosody_conformance::services::unique("state_model"),
             (None, REAL_DEADLINE, true),
         )
         .await
@@ -221,7 +221,7 @@ async fn scenario<S: Stores>(
             unsure_timers: Arc::default(),
         },
         disk: disk.then(|| Disks {
-            base: std::env::temp_dir().join(prosody_core::services::unique("prosody_state_disks")),
+            base: std::env::temp_dir().join(prosody_conformance::services::unique("prosody_state_disks")),
             made: std::sync::atomic::AtomicU64::new(0),
         }),
         topic,

@@ -1,7 +1,7 @@
 //! The txns an owner knows to be undecided, with the keys they touch.
 
-use prosody_core::broker::TopicPartition;
-use prosody_core::key::Key;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};

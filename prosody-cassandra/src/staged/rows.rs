@@ -4,7 +4,7 @@
 use crate::config::ttl_seconds;
 use crate::statements::PART;
 use bytes::Bytes;
-use prosody_core::store::{StateChange, StateWrite, StoreError};
+use prosody_contracts::store::{StateChange, StateWrite, StoreError};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::statement::prepared::PreparedStatement;

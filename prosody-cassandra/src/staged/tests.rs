@@ -13,10 +13,10 @@ use super::{Staged, Step, now_millis};
 use crate::write::Writes;
 use crate::{CassandraConfig, CassandraStores};
 use bytes::Bytes;
-use prosody_core::broker::TopicPartition;
-use prosody_core::key::Key;
-use prosody_core::services;
-use prosody_core::store::{
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
+use prosody_conformance::services;
+use prosody_contracts::store::{
     Batch, Direction, ItemRange, StateChange, StateStore, StateWrite, Stores,
 };
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use crate::key::Key;
 use crate::loader::Loader;
 use crate::store::defer::{DeferStore, Deferral};
 use crate::store::timer::{TimerKind, from_seconds};
-use crate::store::{Batch, DeferWrite, StoreError, TimerChange};
+use crate::store::{Batch, DeferWrite, TimerChange};
 use crate::timers::Rider;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -89,7 +89,7 @@ where
         if let Err(store) = timers.write(batch).await {
             if !store.is_retriable() {
                 // A refusal halts the partition, naming the store's error.
-                return Err(store.into_handler());
+                return Err(HandlerError::from_store(store));
             }
             warn!(%key, offset, %store, "deferring failed; the retry stage tries again");
             return Err(error);
@@ -122,7 +122,7 @@ where
             .store
             .deferred(partition, key)
             .await
-            .map_err(StoreError::into_handler)?;
+            .map_err(HandlerError::from_store)?;
         if backlog.is_some() {
             return behind(&origin).await;
         }
@@ -157,7 +157,7 @@ async fn behind<R: Settlement>(origin: &Origin) -> Result<R, HandlerError> {
     timers
         .write(batch)
         .await
-        .map_err(StoreError::into_handler)?;
+        .map_err(HandlerError::from_store)?;
     debug!(%partition, %key, offset, "message deferred behind its key's backlog");
     Ok(R::unhandled())
 }
@@ -219,7 +219,7 @@ where
                 .store
                 .deferred(&partition, &key)
                 .await
-                .map_err(StoreError::into_handler)
+                .map_err(HandlerError::from_store)
         };
         let mut backlog: VecDeque<i64> = VecDeque::new();
         let mut failures = 0;
@@ -242,7 +242,7 @@ where
                 timers
                     .write(batch)
                     .await
-                    .map_err(StoreError::into_handler)?;
+                    .map_err(HandlerError::from_store)?;
                 return Ok(S::Response::unhandled());
             };
             let head_context = context.clone().with_timers(timers.detached());
@@ -283,7 +283,7 @@ where
                         timers
                             .write(batch)
                             .await
-                            .map_err(StoreError::into_handler)?;
+                            .map_err(HandlerError::from_store)?;
                         warn!(%error, %partition, %key, offset = head, failures, ?delay,
                             "deferred message failed; retrying later");
                         return Ok(S::Response::unhandled());
@@ -298,7 +298,7 @@ where
                 timers
                     .write(batch)
                     .await
-                    .map_err(StoreError::into_handler)?;
+                    .map_err(HandlerError::from_store)?;
             }
             backlog.pop_front();
             // The next head has not run yet: it is tried at once.

@@ -152,12 +152,11 @@ impl Attempts {
         let key = &self.key;
         let event = match work {
             Work::Record(record) => codec::encoded(key, record),
-            Work::Timer(fire) => Event::Timer(Timer {
-                key: key.clone(),
-                time: from_seconds(fire.due.second),
-                kind: fire.due.kind,
-                trace: fire.due.trace.clone(),
-            }),
+            Work::Timer(fire) => Event::Timer(
+                Timer::new(key.clone(), from_seconds(fire.due.second))
+                    .with_kind(fire.due.kind)
+                    .with_trace(fire.due.trace.clone()),
+            ),
         };
         let context = Context::scoped(key.clone(), Arc::clone(&shared.scope))
             .with_demand(demand)

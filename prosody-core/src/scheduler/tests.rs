@@ -152,12 +152,7 @@ fn request(
     .with_demand(class);
     let time = Timestamp::from_millis(i64::try_from(millis).unwrap());
     EventRequest {
-        event: Event::Timer(Timer {
-            key,
-            time,
-            kind: crate::store::TimerKind::Application,
-            trace: None,
-        }),
+        event: Event::Timer(Timer::new(key, time)),
         context,
     }
 }

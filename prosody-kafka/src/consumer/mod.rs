@@ -9,10 +9,10 @@
 use crate::error::{backend, retriable_failure};
 use crate::member::{Member, Polled};
 use bytes::Bytes;
-use prosody_core::Timestamp;
-use prosody_core::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
-use prosody_core::event::{Headers, Topic};
-use prosody_core::hash::{FastMap, FastSet};
+use prosody_contracts::Timestamp;
+use prosody_contracts::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
+use prosody_contracts::event::{Headers, Topic};
+use prosody_contracts::hash::{FastMap, FastSet};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers as _, Message as _};

@@ -11,7 +11,7 @@
 use super::{HOLD_LIMIT, KafkaConsumer};
 use crate::KafkaBroker;
 use crate::mock::MockKafka;
-use prosody_core::broker::{
+use prosody_contracts::broker::{
     Broker, Consumer, ConsumerConfig, ConsumerEvent, OutgoingRecord, Producer, TopicPartition,
 };
 use std::time::Duration;

@@ -4,8 +4,8 @@ use super::Group;
 use crate::assignment::{self, MemberId};
 use crate::log::Logs;
 use proptest::prelude::*;
-use prosody_core::broker::{BrokerError, ConsumerEvent, TopicPartition};
-use prosody_core::event::Topic;
+use prosody_contracts::broker::{BrokerError, ConsumerEvent, TopicPartition};
+use prosody_contracts::event::Topic;
 use std::collections::{BTreeMap, BTreeSet};
 
 const TOPICS: [(&str, i32); 3] = [("a", 3), ("b", 5), ("late", 2)];

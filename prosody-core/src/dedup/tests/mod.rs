@@ -349,12 +349,7 @@ async fn messages_without_id_timers_and_excises_always_pass() {
     let store = TestStore::default();
     let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
     let timer = || EventRequest {
-        event: Event::Timer(Timer {
-            key: "k".into(),
-            time: Timestamp::from_millis(1000),
-            kind: crate::store::TimerKind::Application,
-            trace: None,
-        }),
+        event: Event::Timer(Timer::new("k", Timestamp::from_millis(1000))),
         context: context("k"),
     };
     let excise = || EventRequest {

@@ -373,12 +373,7 @@ pub(super) fn timer(
     timers: Timers,
 ) -> (EventRequest<Encoded>, CancellationToken) {
     let (mut request, shutdown, _cancel) = testkit::message(key, Encoded, None);
-    request.event = Event::Timer(Timer {
-        key: Key::from(key),
-        time,
-        kind,
-        trace: None,
-    });
+    request.event = Event::Timer(Timer::new(key, time).with_kind(kind));
     request.context = request.context.with_timers(timers);
     (request, shutdown)
 }

@@ -3,7 +3,7 @@
 //!
 //! Each store is a trait whose async methods return `impl Future + Send`
 //! (no `async-trait`); backends (memory, Cassandra) implement it and run its
-//! one conformance suite, in `conformance` (feature `conformance`).
+//! one conformance suite, in `prosody-conformance`.
 
 mod batch;
 pub mod dedup;
@@ -11,8 +11,6 @@ pub mod defer;
 pub mod state;
 pub mod timer;
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
 
 pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite, apply};
 pub use dedup::{DedupKey, DedupStore};
@@ -20,7 +18,7 @@ pub use defer::{DeferStore, Deferral, Deferred};
 pub use state::{Direction, ItemRange, StateChange, StateStore, StateWrite};
 pub use timer::{TimerEntry, TimerKind, TimerStore};
 
-use crate::error::{BoxError, HandlerError};
+use crate::error::{BoxError, Category};
 
 /// A store operation that failed.
 ///
@@ -56,16 +54,16 @@ impl StoreError {
         matches!(self, Self::Unavailable(_))
     }
 
-    /// The failure of the attempt that met this error, with its category
-    /// kept: an unavailable store is transient (the mode tries again), a
-    /// refusal terminal (the partition halts with this cause, and liveness
-    /// names it, rather than retry forever in silence).
+    /// The category of an attempt that met this error: an unavailable
+    /// store is transient (the mode tries again), a refusal terminal (the
+    /// partition halts with this cause, and liveness names it, rather than
+    /// retry forever in silence).
     #[must_use]
-    pub fn into_handler(self) -> HandlerError {
+    pub fn category(&self) -> Category {
         if self.is_retriable() {
-            HandlerError::transient(self)
+            Category::Transient
         } else {
-            HandlerError::terminal(self)
+            Category::Terminal
         }
     }
 }

@@ -13,11 +13,11 @@
 
 pub use super::DEADLINE;
 use super::{Checked, call, ensure_eq};
-use crate::broker::TopicPartition;
-use crate::broker::conformance::Failure;
-use crate::key::Key;
-use crate::store::defer::Deferral::{self, AfterFailure, Behind};
-use crate::store::defer::{DeferStore, Deferred};
+use prosody_contracts::broker::TopicPartition;
+use crate::broker::Failure;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::defer::Deferral::{self, AfterFailure, Behind};
+use prosody_contracts::store::defer::{DeferStore, Deferred};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -26,7 +26,7 @@ pub use offsets::{
 };
 pub use records::{keys_choose_partitions, read_by_offset, round_trip};
 
-use super::{Broker, BrokerError};
+use prosody_contracts::broker::{Broker, BrokerError};
 use std::future::Future;
 use std::time::Duration;
 

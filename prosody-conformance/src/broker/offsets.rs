@@ -4,7 +4,7 @@
 use super::driver::{Group, split_pair};
 use super::fixture::{Fixture, broker_failure, ensure_eq, unique};
 use super::{Checked, Failure, Harness};
-use crate::broker::{Consumer, TopicPartition};
+use prosody_contracts::broker::{Consumer, TopicPartition};
 use tokio::time::{Instant, timeout, timeout_at};
 
 /// A member that committed offset n and left is followed by a member of the

@@ -3,9 +3,9 @@
 use super::driver::Group;
 use super::fixture::{Fixture, broker_failure, ensure_eq, outgoing, stored};
 use super::{Checked, Failure, Harness};
-use crate::broker::{Broker, OutgoingRecord, Record, partition_for_key};
-use crate::clock::Timestamp;
-use crate::event::Headers;
+use prosody_contracts::broker::{Broker, OutgoingRecord, Record, partition_for_key};
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::event::Headers;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 

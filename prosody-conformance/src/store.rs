@@ -2,7 +2,7 @@
 //! backend, which every backend (memory, Cassandra, any later one) runs.
 //!
 //! A check reports what differed as a
-//! [`Failure`](crate::broker::conformance::Failure) (the broker suite's
+//! [`Failure`](crate::broker::Failure) (the broker suite's
 //! type); it never panics, and every store call has a deadline.
 
 pub mod dedup;
@@ -11,8 +11,8 @@ pub mod state;
 pub mod stores;
 pub mod timer;
 
-use crate::broker::conformance::Failure;
-use crate::store::StoreError;
+use crate::broker::Failure;
+use prosody_contracts::store::StoreError;
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;

@@ -11,13 +11,13 @@ pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 /// A bounded concurrent cache with the same hasher: `quick_cache`'s sharded
 /// cache, each shard behind its own lock; [`bounded`] and [`recent`] say
 /// which entries it keeps.
-pub(crate) type BoundedCache<K, V> =
+pub type BoundedCache<K, V> =
     quick_cache::sync::Cache<K, V, quick_cache::UnitWeighter, foldhash::fast::RandomState>;
 
 /// An empty cache of about `capacity` entries: each of its shards holds at
 /// most its share of `capacity`, rounded up. Keys seen again are kept over
 /// keys seen once (for keys looked up again and again).
-pub(crate) fn bounded<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
+pub fn bounded<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
 where
     K: Eq + std::hash::Hash,
     V: Clone,
@@ -28,7 +28,7 @@ where
 /// An empty cache of about `capacity` entries that keeps the latest:
 /// entries leave in the order they came (for keys mostly seen once, such as
 /// message ids, where keeping the first ones seen would be waste).
-pub(crate) fn recent<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
+pub fn recent<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
 where
     K: Eq + std::hash::Hash,
     V: Clone,

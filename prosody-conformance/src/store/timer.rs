@@ -17,10 +17,10 @@ pub use interleaved::interleaved_operations_keep_slabs_and_keys_consistent;
 
 pub use super::DEADLINE;
 use super::{Checked, ensure_eq};
-use crate::broker::conformance::Failure;
-use crate::clock::Timestamp;
-use crate::key::Key;
-use crate::store::timer::{TimerEntry, TimerKind, TimerStore};
+use crate::broker::Failure;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
 use fixture::{
     Topics, at, at_ms, clear, clear_kind, ensure_scheduled, load, schedule, scheduled, trace,
     unschedule, unschedule_kind,

@@ -2,12 +2,12 @@
 //! store calls with deadlines that report failures.
 
 use super::BASE;
-use crate::broker::TopicPartition;
-use crate::broker::conformance::Failure;
-use crate::clock::Timestamp;
-use crate::key::Key;
-use crate::store::conformance::{Checked, call, ensure_eq};
-use crate::store::timer::{TimerEntry, TimerKind, TimerStore};
+use prosody_contracts::broker::TopicPartition;
+use crate::broker::Failure;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use crate::store::{Checked, call, ensure_eq};
+use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 

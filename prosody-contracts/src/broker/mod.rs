@@ -1,10 +1,8 @@
 //! The broker contract: a consumer in a group and a producer.
 //!
 //! Kafka and the in-memory broker implement it, and both run the one
-//! conformance suite in `conformance` (feature `conformance`).
+//! conformance suite in `prosody-conformance`.
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod partitioner;
 
 pub use partitioner::{murmur2, partition_for_key};

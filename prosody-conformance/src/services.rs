@@ -1,6 +1,5 @@
 //! The real servers a backend's tests run against (Kafka, Cassandra),
-//! found through the environment that `scripts/services env` prints
-//! (feature `conformance`).
+//! found through the environment that `scripts/services env` prints.
 //!
 //! A suite whose server is absent prints one line saying it did not run,
 //! and passes; with `PROSODY_REQUIRE_SERVICES=true` (as `.ci/run` sets) an

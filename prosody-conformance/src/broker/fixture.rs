@@ -3,11 +3,11 @@
 use super::Harness;
 use super::driver::Member;
 use super::{Checked, Failure};
-use crate::broker::{
+use prosody_contracts::broker::{
     Broker, BrokerError, ConsumerConfig, Delivery, OutgoingRecord, Producer, Record, TopicPartition,
 };
-use crate::clock::{self, Timestamp};
-use crate::event::Topic;
+use prosody_contracts::clock::{self, Timestamp};
+use prosody_contracts::event::Topic;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;

@@ -3,7 +3,7 @@
 use super::driver::{Group, split_pair};
 use super::fixture::{Fixture, broker_failure, ensure_eq};
 use super::{Checked, Failure, Harness};
-use crate::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
+use prosody_contracts::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
 use std::collections::BTreeSet;
 use tokio::time::timeout;
 

@@ -4,11 +4,11 @@
 
 use super::fixture::{Topics, at, at_ms, clear_kind, load, schedule, scheduled, unschedule_kind};
 use super::{Checked, HOUR};
-use crate::broker::conformance::Failure;
-use crate::clock::Timestamp;
-use crate::key::Key;
-use crate::store::conformance::ensure_eq;
-use crate::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
+use crate::broker::Failure;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use crate::store::ensure_eq;
+use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;

@@ -14,8 +14,8 @@
 
 pub use super::DEADLINE;
 use super::{Checked, call, ensure_eq};
-use crate::broker::conformance::Failure;
-use crate::store::dedup::{DedupKey, DedupStore};
+use crate::broker::Failure;
+use prosody_contracts::store::dedup::{DedupKey, DedupStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::sleep;

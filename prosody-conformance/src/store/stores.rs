@@ -8,14 +8,14 @@
 
 pub use super::DEADLINE;
 use super::{Checked, call, ensure_eq};
-use crate::broker::TopicPartition;
-use crate::broker::conformance::Failure;
-use crate::clock::Timestamp;
-use crate::key::Key;
-use crate::store::dedup::DedupKey;
-use crate::store::defer::{Deferral, Deferred};
-use crate::store::timer::{TimerEntry, TimerKind};
-use crate::store::{Batch, DedupWrite, DeferWrite, Stores, TimerChange};
+use prosody_contracts::broker::TopicPartition;
+use crate::broker::Failure;
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::dedup::DedupKey;
+use prosody_contracts::store::defer::{Deferral, Deferred};
+use prosody_contracts::store::timer::{TimerEntry, TimerKind};
+use prosody_contracts::store::{Batch, DedupWrite, DeferWrite, Stores, TimerChange};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

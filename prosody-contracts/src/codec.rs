@@ -99,7 +99,7 @@ pub enum DecodeError {
 /// The key a record is queued under: its key as text, the empty key when
 /// it has none, and a lossy rendering when it is not UTF-8 (the handler
 /// service then refuses the record, see [`decode`]).
-pub(crate) fn record_key(record: &Record) -> Key {
+pub fn record_key(record: &Record) -> Key {
     match record.key.as_deref().map(std::str::from_utf8) {
         None => Key::from(""),
         Some(Ok(key)) => Key::from(key),
@@ -111,7 +111,7 @@ pub(crate) fn record_key(record: &Record) -> Key {
 
 /// The event a record carries for `key`, not decoded: an excise for a
 /// tombstone, else a message with its `id`.
-pub(crate) fn encoded(key: &Key, record: &Record) -> Event<Encoded> {
+pub fn encoded(key: &Key, record: &Record) -> Event<Encoded> {
     let Some(payload) = &record.payload else {
         return Event::Excise(Excise {
             topic: record.topic.clone(),
@@ -149,7 +149,7 @@ fn check_key(raw_key: Option<&Bytes>) -> Result<(), DecodeError> {
 
 /// Decodes an event of the stack for the handler: its key must be UTF-8
 /// and its payload must decode with `codec`. Timers carry neither.
-pub(crate) fn decode<K: Codec>(
+pub fn decode<K: Codec>(
     codec: &K,
     event: Event<Encoded>,
 ) -> Result<Event<K::Value>, DecodeError> {

@@ -12,6 +12,7 @@ use super::StoreError;
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
+pub use crate::event::TimerKind;
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -103,22 +104,6 @@ impl Default for SlabSize {
     fn default() -> Self {
         Self::DEFAULT
     }
-}
-
-/// Who a timer is for: the handler, or the defer stage.
-///
-/// Timers of different kinds are independent: a key may have a timer of
-/// each kind at the same second, and clearing one kind leaves the other.
-/// Only [`TimerKind::Application`] timers reach `on_timer`; a handler's
-/// `scheduled()` and `clear_scheduled()` see only those.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum TimerKind {
-    /// Scheduled by a handler through its context.
-    #[default]
-    Application,
-    /// Scheduled by the defer stage to retry a key's deferred messages.
-    Defer,
 }
 
 /// One timer of a partition: a key, a time and a kind.

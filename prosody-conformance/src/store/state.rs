@@ -6,10 +6,10 @@
 //! store (and one Cassandra keyspace).
 
 use super::{Checked, call, ensure_eq};
-use crate::broker::TopicPartition;
-use crate::broker::conformance::Failure;
-use crate::key::Key;
-use crate::store::{Batch, Direction, ItemRange, StateChange, StateStore, StateWrite, Stores};
+use prosody_contracts::broker::TopicPartition;
+use crate::broker::Failure;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::{Batch, Direction, ItemRange, StateChange, StateStore, StateWrite, Stores};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::timer::TimerKind;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -156,6 +155,21 @@ impl Timer {
             trace: None,
         }
     }
+
+    /// The same timer, for `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: TimerKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The same timer, caused by the span whose W3C `traceparent` is
+    /// `trace`.
+    #[must_use]
+    pub fn with_trace(mut self, trace: Option<Arc<str>>) -> Self {
+        self.trace = trace;
+        self
+    }
 }
 
 /// An excise record: a key with no payload, asking the consumer to delete
@@ -210,6 +224,22 @@ impl<P> Event<P> {
             Self::Excise(_) => "excise",
         }
     }
+}
+
+/// Who a timer is for: the handler, or the defer stage.
+///
+/// Timers of different kinds are independent: a key may have a timer of
+/// each kind at the same second, and clearing one kind leaves the other.
+/// Only [`TimerKind::Application`] timers reach `on_timer`; a handler's
+/// `scheduled()` and `clear_scheduled()` see only those.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum TimerKind {
+    /// Scheduled by a handler through its context.
+    #[default]
+    Application,
+    /// Scheduled by the defer stage to retry a key's deferred messages.
+    Defer,
 }
 
 #[cfg(test)]
