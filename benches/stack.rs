@@ -63,7 +63,7 @@ fn pipeline(rt: &tokio::runtime::Runtime) -> impl EventService<Encoded> {
     let client = rt
         .block_on(
             ProsodyClient::builder()
-                .memory_broker(MemoryBroker::new())
+                .broker(MemoryBroker::new())
                 .group_id("bench")
                 .build(),
         )

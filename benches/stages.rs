@@ -70,7 +70,7 @@ fn main() {
         .expect("tokio");
     rt.block_on(async {
         let client = ProsodyClient::builder()
-            .memory_broker(MemoryBroker::new())
+            .broker(MemoryBroker::new())
             .group_id("bench")
             .build()
             .await

@@ -113,7 +113,7 @@ async fn firing_lateness() {
             .expect("schedule");
     }
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .stores(MemoryStores::from_parts(
             store,
             MemoryDeferStore::new(),

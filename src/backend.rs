@@ -8,6 +8,7 @@ use prosody_core::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Delivery, OutgoingRecord,
     Producer, Record, TopicPartition,
 };
+#[cfg(feature = "kafka")]
 use prosody_kafka::{KafkaBroker, KafkaConsumer, KafkaProducer};
 use prosody_memory::{MemoryBroker, MemoryConsumer, MemoryProducer};
 use std::fmt;
@@ -22,6 +23,7 @@ pub struct Backend(Brokers);
 #[derive(Clone)]
 enum Brokers {
     Memory(MemoryBroker),
+    #[cfg(feature = "kafka")]
     Kafka(KafkaBroker),
     Custom(ErasedBroker),
 }
@@ -30,6 +32,7 @@ impl fmt::Debug for Brokers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory(broker) => broker.fmt(f),
+            #[cfg(feature = "kafka")]
             Self::Kafka(broker) => broker.fmt(f),
             Self::Custom(_) => f.write_str("CustomBroker"),
         }
@@ -42,6 +45,7 @@ pub struct BackendConsumer(Consumers);
 enum Consumers {
     Memory(MemoryConsumer),
     // Boxed: it is several times the memory consumer's size.
+    #[cfg(feature = "kafka")]
     Kafka(Box<KafkaConsumer>),
     Custom(ErasedConsumer),
 }
@@ -53,6 +57,7 @@ pub struct BackendProducer(Producers);
 #[derive(Clone)]
 enum Producers {
     Memory(MemoryProducer),
+    #[cfg(feature = "kafka")]
     Kafka(KafkaProducer),
     Custom(ErasedProducer),
 }
@@ -61,6 +66,7 @@ impl fmt::Debug for Producers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory(producer) => producer.fmt(f),
+            #[cfg(feature = "kafka")]
             Self::Kafka(producer) => producer.fmt(f),
             Self::Custom(_) => f.write_str("CustomProducer"),
         }
@@ -72,17 +78,28 @@ impl Backend {
         Self(Brokers::Memory(broker))
     }
 
+    #[cfg(feature = "kafka")]
     pub(crate) fn kafka(broker: KafkaBroker) -> Self {
         Self(Brokers::Kafka(broker))
     }
 
-    pub(crate) fn custom(broker: impl Broker) -> Self {
-        Self(Brokers::Custom(ErasedBroker::new(broker)))
+    /// A broker given to the builder: an in-memory one keeps its direct
+    /// path, any other goes behind one pointer.
+    pub(crate) fn given<B: Broker>(broker: B) -> Self {
+        let any: &dyn std::any::Any = &broker;
+        match any.downcast_ref::<MemoryBroker>() {
+            Some(memory) => Self::memory(memory.clone()),
+            None => Self(Brokers::Custom(ErasedBroker::new(broker))),
+        }
     }
 
     /// Whether the records live in Kafka (not in this process).
     pub(crate) fn is_kafka(&self) -> bool {
-        matches!(self.0, Brokers::Kafka(_))
+        match self.0 {
+            #[cfg(feature = "kafka")]
+            Brokers::Kafka(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -90,9 +107,19 @@ impl Broker for Backend {
     type Consumer = BackendConsumer;
     type Producer = BackendProducer;
 
+    fn durable(&self) -> bool {
+        match &self.0 {
+            Brokers::Memory(broker) => broker.durable(),
+            #[cfg(feature = "kafka")]
+            Brokers::Kafka(broker) => broker.durable(),
+            Brokers::Custom(broker) => broker.durable(),
+        }
+    }
+
     async fn consumer(&self, config: &ConsumerConfig) -> Result<BackendConsumer, BrokerError> {
         Ok(BackendConsumer(match &self.0 {
             Brokers::Memory(broker) => Consumers::Memory(broker.consumer(config).await?),
+            #[cfg(feature = "kafka")]
             Brokers::Kafka(broker) => Consumers::Kafka(Box::new(broker.consumer(config).await?)),
             Brokers::Custom(broker) => Consumers::Custom(broker.consumer(config).await?),
         }))
@@ -101,6 +128,7 @@ impl Broker for Backend {
     fn producer(&self) -> Result<BackendProducer, BrokerError> {
         Ok(BackendProducer(match &self.0 {
             Brokers::Memory(broker) => Producers::Memory(broker.producer()?),
+            #[cfg(feature = "kafka")]
             Brokers::Kafka(broker) => Producers::Kafka(broker.producer()?),
             Brokers::Custom(broker) => Producers::Custom(broker.producer()?),
         }))
@@ -113,6 +141,7 @@ impl Broker for Backend {
     ) -> Result<Option<Record>, BrokerError> {
         match &self.0 {
             Brokers::Memory(broker) => broker.read(partition, offset).await,
+            #[cfg(feature = "kafka")]
             Brokers::Kafka(broker) => broker.read(partition, offset).await,
             Brokers::Custom(broker) => broker.read(partition, offset).await,
         }
@@ -123,6 +152,7 @@ impl Consumer for BackendConsumer {
     async fn poll(&mut self) -> Result<ConsumerEvent, BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.poll().await,
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => consumer.poll().await,
             Consumers::Custom(consumer) => consumer.poll().await,
         }
@@ -131,6 +161,7 @@ impl Consumer for BackendConsumer {
     fn store_offset(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.store_offset(partition, offset),
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => consumer.store_offset(partition, offset),
             Consumers::Custom(consumer) => consumer.store_offset(partition, offset),
         }
@@ -139,6 +170,7 @@ impl Consumer for BackendConsumer {
     async fn commit(&mut self) -> Result<(), BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.commit().await,
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => consumer.commit().await,
             Consumers::Custom(consumer) => consumer.commit().await,
         }
@@ -147,6 +179,7 @@ impl Consumer for BackendConsumer {
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.pause(partition),
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => consumer.pause(partition),
             Consumers::Custom(consumer) => consumer.pause(partition),
         }
@@ -155,6 +188,7 @@ impl Consumer for BackendConsumer {
     fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.resume(partition),
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => consumer.resume(partition),
             Consumers::Custom(consumer) => consumer.resume(partition),
         }
@@ -163,6 +197,7 @@ impl Consumer for BackendConsumer {
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.committed(partition).await,
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => consumer.committed(partition).await,
             Consumers::Custom(consumer) => consumer.committed(partition).await,
         }
@@ -171,6 +206,7 @@ impl Consumer for BackendConsumer {
     async fn close(self) {
         match self.0 {
             Consumers::Memory(consumer) => consumer.close().await,
+            #[cfg(feature = "kafka")]
             Consumers::Kafka(consumer) => (*consumer).close().await,
             Consumers::Custom(consumer) => consumer.close().await,
         }
@@ -185,6 +221,7 @@ impl Producer for BackendProducer {
     ) -> Result<Delivery, BrokerError> {
         match &self.0 {
             Producers::Memory(producer) => producer.send(record, timeout).await,
+            #[cfg(feature = "kafka")]
             Producers::Kafka(producer) => producer.send(record, timeout).await,
             Producers::Custom(producer) => producer.send(record, timeout).await,
         }

@@ -7,7 +7,7 @@ use crate::config::{
     ConfigError, GroupProtocol, Mode, Options, ProbePort, SaslMechanism, Secret, SecurityProtocol,
     SpanLink,
 };
-use crate::connect::{self, Given};
+use crate::connect;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use crate::stores::ClientStores;
@@ -16,7 +16,6 @@ use prosody_core::loader::BrokerLoader;
 use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
-use prosody_memory::MemoryBroker;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -29,7 +28,7 @@ pub struct ClientBuilder<C = JsonCodec> {
     options: Options,
     codec: C,
     /// A broker given to the builder, in memory or the caller's.
-    broker: Option<Given>,
+    broker: Option<Backend>,
     stores: Option<ClientStores>,
     /// librdkafka properties for the Kafka backend's clients.
     kafka: Vec<(String, String)>,
@@ -328,23 +327,16 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
-    /// Uses this in-memory broker (and turns `mock` on), so several clients
-    /// of a test share one broker of their own.
-    pub fn memory_broker(mut self, broker: MemoryBroker) -> Self {
-        self.options.mock = Some(true);
-        self.broker = Some(Given::Memory(broker));
-        self
-    }
-
-    /// Uses this broker, any implementation of [`Broker`] (a test double
-    /// that injects faults, say), and turns `mock` on: no Kafka options
-    /// are needed. Whether its records outlive the process the client
-    /// cannot tell, so it keeps no store in memory unless told: give it
-    /// [`stores`](Self::stores), or set
+    /// Uses this broker, any implementation of [`Broker`] (an in-memory
+    /// broker several clients of a test share, or a test double that
+    /// injects faults), and turns `mock` on: no Kafka options are needed.
+    /// Behind a broker whose records outlive the process
+    /// ([`Broker::durable`]) the client keeps no store in memory unless
+    /// told: give it [`stores`](Self::stores), or set
     /// [`memory_stores`](Self::memory_stores).
     pub fn broker(mut self, broker: impl Broker) -> Self {
         self.options.mock = Some(true);
-        self.broker = Some(Given::Custom(Backend::custom(broker)));
+        self.broker = Some(Backend::given(broker));
         self
     }
 
@@ -445,8 +437,7 @@ impl<C: Codec> ClientBuilder<C> {
         ))
         .await?;
         let broker = match (&settings.cluster, self.broker) {
-            (_, Some(Given::Memory(broker))) => Backend::memory(broker),
-            (_, Some(Given::Custom(broker))) => broker,
+            (_, Some(broker)) => broker,
             (Cluster::Mock, None) => Backend::memory(connect::shared_mock_broker()),
             (Cluster::Kafka(servers), None) => {
                 connect::kafka(servers, &settings, self.kafka).await?

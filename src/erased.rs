@@ -15,6 +15,7 @@ type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>> + Send + 
 
 /// [`Broker`], object-safe.
 trait DynBroker: Send + Sync {
+    fn durable(&self) -> bool;
     fn consumer<'a>(&'a self, config: &'a ConsumerConfig) -> Call<'a, Box<dyn DynConsumer>>;
     fn producer(&self) -> Result<Arc<dyn DynProducer>, BrokerError>;
     fn read<'a>(&'a self, partition: &'a TopicPartition, offset: i64) -> Call<'a, Option<Record>>;
@@ -37,6 +38,10 @@ trait DynProducer: Send + Sync {
 }
 
 impl<B: Broker> DynBroker for B {
+    fn durable(&self) -> bool {
+        Broker::durable(self)
+    }
+
     fn consumer<'a>(&'a self, config: &'a ConsumerConfig) -> Call<'a, Box<dyn DynConsumer>> {
         Box::pin(async move {
             let consumer = Broker::consumer(self, config).await?;
@@ -109,6 +114,10 @@ impl ErasedBroker {
 impl Broker for ErasedBroker {
     type Consumer = ErasedConsumer;
     type Producer = ErasedProducer;
+
+    fn durable(&self) -> bool {
+        self.0.durable()
+    }
 
     async fn consumer(&self, config: &ConsumerConfig) -> Result<ErasedConsumer, BrokerError> {
         Ok(ErasedConsumer(self.0.consumer(config).await?))

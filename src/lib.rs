@@ -29,6 +29,7 @@ pub use prosody_core::{
     JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
     loader, log, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers, trace,
 };
+#[cfg(feature = "kafka")]
 pub use prosody_kafka::{
     AdminClient, AdminError, KafkaBroker, KafkaConfig, TopicDescription, TopicOptions,
 };

@@ -279,7 +279,7 @@ mod tests {
     async fn each_preset_stacks_the_stages_in_the_designed_order()
     -> Result<(), Box<dyn std::error::Error>> {
         let client = ProsodyClient::builder()
-            .memory_broker(MemoryBroker::new())
+            .broker(MemoryBroker::new())
             .group_id("g")
             .failure_topic("failures")
             .mode(Mode::LowLatency)

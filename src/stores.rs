@@ -96,9 +96,14 @@ trait DynStores: Send + Sync {
     ) -> Result<Result<(), StoreError>, Batch>;
     fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()>;
     fn close(&self, partition: &TopicPartition);
+    fn durable(&self) -> bool;
 }
 
 impl<S: Stores> DynStores for S {
+    fn durable(&self) -> bool {
+        Stores::durable(self)
+    }
+
     fn schedule<'a>(&'a self, partition: &'a TopicPartition, entry: TimerEntry) -> Call<'a, ()> {
         Box::pin(TimerStore::schedule(self, partition, entry))
     }
@@ -255,8 +260,6 @@ impl<S: Stores> DynStores for S {
 #[derive(Clone)]
 pub struct ClientStores {
     stores: Arc<dyn DynStores>,
-    /// Whether the stores are a server's (Cassandra), not this process's.
-    remote: bool,
 }
 
 impl ClientStores {
@@ -264,21 +267,7 @@ impl ClientStores {
     pub(crate) fn new(stores: impl Stores) -> Self {
         Self {
             stores: Arc::new(stores),
-            remote: false,
         }
-    }
-
-    /// Wraps the Cassandra stores of the settings.
-    pub(crate) fn cassandra(stores: prosody_cassandra::CassandraStores) -> Self {
-        Self {
-            stores: Arc::new(stores),
-            remote: true,
-        }
-    }
-
-    /// Whether the stores are a server's, so a read costs a round trip.
-    pub(crate) fn is_remote(&self) -> bool {
-        self.remote
     }
 }
 
@@ -425,6 +414,10 @@ impl StateStore for ClientStores {
 }
 
 impl Stores for ClientStores {
+    fn durable(&self) -> bool {
+        self.stores.durable()
+    }
+
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         self.stores.commit(partition, batch).await
     }

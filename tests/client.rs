@@ -96,7 +96,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
 
 async fn client(broker: &MemoryBroker, topics: &[&str]) -> ProsodyClient {
     ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .source_system("svc-test")
         .subscribed_topics(topics.iter().copied())
@@ -184,7 +184,7 @@ async fn lifecycle_subscribe_unsubscribe_shutdown() {
 async fn a_producer_only_client_is_unconfigured_and_cannot_subscribe() {
     let broker = MemoryBroker::new();
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .build()
         .await
@@ -214,7 +214,7 @@ async fn own_records_are_skipped_and_allowed_events_filter_by_type_prefix() {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).expect("topic");
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .subscribed_topics(["t"])
         .allowed_events(["user."])
@@ -339,7 +339,7 @@ async fn shutdown_cancels_blocked_handlers_near_the_deadline_and_commits_settled
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).expect("topic");
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .source_system("svc-test")
         .subscribed_topics(["t"])
@@ -380,7 +380,7 @@ async fn shutdown_cancels_blocked_handlers_near_the_deadline_and_commits_settled
 async fn blocking_client(broker: &MemoryBroker) -> ProsodyClient {
     broker.create_topic("t", 1).expect("topic");
     ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .source_system("svc-test")
         .subscribed_topics(["t"])

@@ -80,7 +80,7 @@ impl Backends {
         let client = ProsodyClient::builder()
             .mode(mode)
             .codec(JsonCodec::<Script>::new())
-            .memory_broker(self.broker.clone())
+            .broker(self.broker.clone())
             .stores(MemoryStores::from_parts(
                 self.timers.clone(),
                 self.deferred.clone(),
@@ -442,7 +442,7 @@ async fn a_record_behind_a_deferral_starts_fresh() {
     use prosody::Demand::{Failure, Normal};
     let backends = Backends::new(1);
     let client = ProsodyClient::builder()
-        .memory_broker(backends.broker.clone())
+        .broker(backends.broker.clone())
         .group_id(GROUP)
         .source_system("upstream")
         .subscribed_topics([TOPIC])

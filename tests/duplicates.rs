@@ -48,7 +48,7 @@ async fn member(
 ) -> ProsodyClient<JsonCodec<Script>> {
     let client = ProsodyClient::builder()
         .codec(JsonCodec::<Script>::new())
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .stores(stores)
         .group_id("group")
         .subscribed_topics([TOPIC])

@@ -67,7 +67,7 @@ async fn member_with(
     shutdown_timeout: Duration,
 ) -> ProsodyClient {
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .subscribed_topics(["t"])
         .max_concurrency(1)
@@ -244,7 +244,7 @@ impl EventHandler for Patient {
 
 async fn patient(broker: &MemoryBroker, member: u32, seen: &Seen) -> ProsodyClient {
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .subscribed_topics(["t"])
         .shutdown_timeout(Duration::from_secs(30))

@@ -74,7 +74,7 @@ async fn low_latency_routes_a_failed_record_once_and_moves_on() {
     let broker = MemoryBroker::new();
     broker.create_topic("orders", 1).expect("topic");
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["orders"])
@@ -135,7 +135,7 @@ async fn low_latency_routes_a_failed_record_once_and_moves_on() {
 #[tokio::test(start_paused = true)]
 async fn low_latency_without_a_failure_topic_is_rejected_at_build() {
     let error = ProsodyClient::builder()
-        .memory_broker(MemoryBroker::new())
+        .broker(MemoryBroker::new())
         .group_id("svc")
         .mode(Mode::LowLatency)
         .build()
@@ -150,7 +150,7 @@ async fn pipeline_handles_a_duplicate_id_once_and_best_effort_drops_failures() {
         let broker = MemoryBroker::new();
         broker.create_topic("t", 1).expect("topic");
         let client = ProsodyClient::builder()
-            .memory_broker(broker.clone())
+            .broker(broker.clone())
             .group_id("svc")
             .source_system("upstream")
             .subscribed_topics(["t"])
@@ -185,7 +185,7 @@ async fn pipeline_handles_a_duplicate_id_once_and_best_effort_drops_failures() {
 
 async fn client(broker: &MemoryBroker, mode: Mode) -> ProsodyClient {
     ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])
@@ -363,7 +363,7 @@ async fn a_codec_that_panics_fails_the_record_as_undecodable() {
     broker.create_topic("t", 1).expect("topic");
     let client = ProsodyClient::builder()
         .codec(Fragile)
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])

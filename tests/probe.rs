@@ -108,7 +108,7 @@ async fn readyz_follows_assignment_and_livez_follows_a_stall() {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).unwrap();
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])
@@ -183,7 +183,7 @@ async fn mock_mode_serves_no_probes_unless_asked() {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).unwrap();
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .group_id("svc")
         .subscribed_topics(["t"])
         .build()

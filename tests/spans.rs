@@ -56,7 +56,7 @@ fn builder() -> ClientBuilder<JsonCodec> {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).unwrap();
     ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .group_id("svc")
         .source_system("upstream")
         .subscribed_topics(["t"])

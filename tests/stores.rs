@@ -11,7 +11,7 @@
 #[path = "support/forward.rs"]
 mod forward;
 
-use prosody::broker::TopicPartition;
+use prosody::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use prosody::store::{
     Batch, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
@@ -72,6 +72,10 @@ struct Picky {
 }
 
 impl Stores for Picky {
+    fn durable(&self) -> bool {
+        false
+    }
+
     async fn open(&self, _: &TopicPartition) -> Result<(), StoreError> {
         let left = self.failing_opens.load(Ordering::SeqCst);
         if left > 0 {
@@ -207,11 +211,42 @@ async fn kafka_without_a_durable_store_does_not_build() {
     }
 }
 
-/// A broker of the caller's may keep its records anywhere, so it too needs
-/// stores named, or the explicit opt-in to memory.
+/// The in-memory broker, saying its records outlive the process (as a
+/// cluster's do).
+#[derive(Clone)]
+struct Durable(MemoryBroker);
+
+impl Broker for Durable {
+    type Consumer = <MemoryBroker as Broker>::Consumer;
+    type Producer = <MemoryBroker as Broker>::Producer;
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    async fn consumer(&self, config: &ConsumerConfig) -> Result<Self::Consumer, BrokerError> {
+        self.0.consumer(config).await
+    }
+
+    fn producer(&self) -> Result<Self::Producer, BrokerError> {
+        self.0.producer()
+    }
+
+    async fn read(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+    ) -> Result<Option<Record>, BrokerError> {
+        self.0.read(partition, offset).await
+    }
+}
+
+/// A broker of the caller's whose records outlive the process needs stores
+/// named, or the explicit opt-in to memory; behind one whose records die
+/// with the process (the in-memory broker) the stores stay in memory.
 #[tokio::test(start_paused = true)]
-async fn a_custom_broker_takes_stores_only_when_told() {
-    let broker = MemoryBroker::new();
+async fn a_durable_broker_takes_stores_only_when_told() {
+    let broker = Durable(MemoryBroker::new());
     let builder = || {
         ProsodyClient::builder()
             .broker(broker.clone())
@@ -226,6 +261,13 @@ async fn a_custom_broker_takes_stores_only_when_told() {
     assert!(opted.is_ok(), "memory_stores(true): {opted:?}");
     let given = builder().stores(MemoryStores::new()).build().await;
     assert!(given.is_ok(), "stores(...): {given:?}");
+    let in_memory = ProsodyClient::builder()
+        .broker(MemoryBroker::new())
+        .cassandra_nodes(Vec::<String>::new())
+        .group_id("svc")
+        .build()
+        .await;
+    assert!(in_memory.is_ok(), "in-memory broker: {in_memory:?}");
 }
 
 /// The stores given to the builder are the ones the client writes: a
@@ -236,7 +278,7 @@ async fn the_given_stores_hold_the_timers() {
     broker.create_topic("t", 1).expect("topic");
     let stores = MemoryStores::new();
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .stores(stores.clone())
         .group_id("svc")
         .source_system("upstream")
@@ -269,7 +311,7 @@ async fn client_with(stores: Picky) -> (ProsodyClient, mpsc::UnboundedReceiver<S
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).expect("topic");
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .stores(stores)
         .group_id("svc")
         .source_system("upstream")

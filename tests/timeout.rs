@@ -99,7 +99,7 @@ async fn run(stubborn: bool) -> (Vec<Seen>, usize) {
     broker.create_topic("t", 1).expect("topic");
     let timers = MemoryTimerStore::new();
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .stores(MemoryStores::from_parts(
             timers.clone(),
             MemoryDeferStore::new(),

@@ -169,7 +169,7 @@ async fn client_with_slab(
     slab: Duration,
 ) -> ProsodyClient {
     ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .slab_size(slab)
         .stores(MemoryStores::from_parts(
             timers.clone(),

@@ -33,6 +33,10 @@ impl<S> Counting<S> {
 }
 
 impl<S: Stores> Stores for Counting<S> {
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+
     async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
         self.inner.open(partition).await
     }

@@ -22,10 +22,10 @@
 
 use futures_util::StreamExt;
 use prosody_cassandra::{CassandraConfig, CassandraStores};
+use prosody_conformance::services;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use prosody_conformance::services;
 use prosody_contracts::store::{
     Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Stores, TimerChange,
     TimerKind, TimerStore,

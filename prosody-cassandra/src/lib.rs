@@ -275,6 +275,11 @@ impl Drop for Unsure<'_> {
 }
 
 impl Stores for CassandraStores {
+    /// The data lives in Cassandra.
+    fn durable(&self) -> bool {
+        true
+    }
+
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         self.write(partition, batch).await.map(drop)
     }

@@ -12,11 +12,11 @@
 )]
 
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError, schema};
-use prosody_contracts::broker::TopicPartition;
 use prosody_conformance::broker::Failure;
-use prosody_contracts::key::Key;
 use prosody_conformance::services;
 use prosody_conformance::store as conformance;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
 use prosody_contracts::store::timer::{SlabSize, TimerKind, TimerStore};
 use prosody_contracts::store::{DeferStore, Deferral, Deferred, StoreError, Stores};
 use scylla::client::session::Session;

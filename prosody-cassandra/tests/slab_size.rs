@@ -15,9 +15,9 @@
 )]
 
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
+use prosody_conformance::services;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
-use prosody_conformance::services;
 use prosody_contracts::store::timer::{SlabSize, TimerKind, TimerStore, from_seconds};
 use prosody_contracts::store::{Batch, Stores, TimerChange};
 use scylla::client::session_builder::SessionBuilder;

@@ -12,11 +12,11 @@
 
 use bytes::Bytes;
 use prosody_cassandra::{CassandraConfig, CassandraStores};
-use prosody_contracts::broker::TopicPartition;
 use prosody_conformance::broker::Failure;
-use prosody_contracts::key::Key;
 use prosody_conformance::services;
 use prosody_conformance::store::state as conformance;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
 use prosody_contracts::store::{Batch, StateChange, StateStore, StateWrite, Stores};
 use std::sync::{Arc, OnceLock};
 

@@ -149,10 +149,7 @@ fn check_key(raw_key: Option<&Bytes>) -> Result<(), DecodeError> {
 
 /// Decodes an event of the stack for the handler: its key must be UTF-8
 /// and its payload must decode with `codec`. Timers carry neither.
-pub fn decode<K: Codec>(
-    codec: &K,
-    event: Event<Encoded>,
-) -> Result<Event<K::Value>, DecodeError> {
+pub fn decode<K: Codec>(codec: &K, event: Event<Encoded>) -> Result<Event<K::Value>, DecodeError> {
     match event {
         Event::Message(message) => {
             check_key(message.raw_key.as_ref())?;

@@ -17,6 +17,7 @@ pub type BoundedCache<K, V> =
 /// An empty cache of about `capacity` entries: each of its shards holds at
 /// most its share of `capacity`, rounded up. Keys seen again are kept over
 /// keys seen once (for keys looked up again and again).
+#[must_use]
 pub fn bounded<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
 where
     K: Eq + std::hash::Hash,
@@ -28,6 +29,7 @@ where
 /// An empty cache of about `capacity` entries that keeps the latest:
 /// entries leave in the order they came (for keys mostly seen once, such as
 /// message ids, where keeping the first ones seen would be waste).
+#[must_use]
 pub fn recent<K, V>(capacity: std::num::NonZeroUsize) -> BoundedCache<K, V>
 where
     K: Eq + std::hash::Hash,

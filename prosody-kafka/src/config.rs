@@ -1,6 +1,6 @@
 //! How the backend's rdkafka clients are configured.
 
-use prosody_contracts::broker::BrokerError;
+use prosody_contracts::broker::{BrokerError, GroupProtocol};
 use rdkafka::ClientConfig;
 use std::time::Duration;
 
@@ -16,49 +16,6 @@ const MAX_DELIVERY_TIMEOUT: Duration = Duration::from_millis(2_147_483_647);
 
 /// The default of [`KafkaConfig::discard_threshold`].
 pub const DEFAULT_DISCARD_THRESHOLD: usize = 100;
-
-/// How a group member joins its consumer group.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum GroupProtocol {
-    /// The classic protocol, with the cooperative-sticky assignor: a
-    /// rebalance moves only the partitions that change owner.
-    #[default]
-    Classic,
-    /// Kafka 4's consumer group protocol (KIP-848, `group.protocol =
-    /// consumer`): the broker assigns partitions, incrementally. It needs a
-    /// broker that has it (Kafka 4.0 or newer); session timeouts are the
-    /// broker's settings under it.
-    Consumer,
-}
-
-impl GroupProtocol {
-    /// The name librdkafka and the environment use: `classic` or `consumer`.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Classic => "classic",
-            Self::Consumer => "consumer",
-        }
-    }
-}
-
-impl std::str::FromStr for GroupProtocol {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "classic" => Ok(Self::Classic),
-            "consumer" => Ok(Self::Consumer),
-            other => Err(format!("{other:?} is not classic or consumer")),
-        }
-    }
-}
-
-impl std::fmt::Display for GroupProtocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The connection settings shared by every client of one [`KafkaBroker`].
 ///

@@ -33,7 +33,9 @@ pub(crate) fn retriable(error: &KafkaError) -> bool {
 
 /// A failure that may clear up if the call is tried again (a thread that
 /// could not start or finish, a deadline that ran out).
-pub(crate) fn retriable_failure(source: impl Into<prosody_contracts::error::BoxError>) -> BrokerError {
+pub(crate) fn retriable_failure(
+    source: impl Into<prosody_contracts::error::BoxError>,
+) -> BrokerError {
     BrokerError::Backend {
         retriable: true,
         source: source.into(),

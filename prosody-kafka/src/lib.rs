@@ -15,9 +15,10 @@ mod producer;
 mod reader;
 
 pub use admin::{AdminClient, AdminError, TopicDescription, TopicOptions};
-pub use config::{DEFAULT_DISCARD_THRESHOLD, GroupProtocol, KafkaConfig};
+pub use config::{DEFAULT_DISCARD_THRESHOLD, KafkaConfig};
 pub use consumer::KafkaConsumer;
 pub use producer::{KafkaProducer, VERDICT_MARGIN};
+pub use prosody_contracts::broker::GroupProtocol;
 
 use consumer::CHANNEL;
 use error::retriable_failure;
@@ -103,6 +104,10 @@ impl KafkaBroker {
 impl Broker for KafkaBroker {
     type Consumer = KafkaConsumer;
     type Producer = KafkaProducer;
+
+    fn durable(&self) -> bool {
+        true
+    }
 
     async fn consumer(&self, config: &ConsumerConfig) -> Result<KafkaConsumer, BrokerError> {
         let (sender, events) = mpsc::channel(CHANNEL);

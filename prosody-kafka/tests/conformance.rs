@@ -2,8 +2,8 @@
 //! librdkafka's in-process mock cluster, one test per check, each on a
 //! cluster of its own, in real time on two worker threads.
 
-use prosody_contracts::broker::BrokerError;
 use prosody_conformance::broker::{self as conformance, Failure, Harness};
+use prosody_contracts::broker::BrokerError;
 use prosody_kafka::KafkaBroker;
 use prosody_kafka::mock::MockKafka;
 use std::future::Future;

@@ -4,9 +4,9 @@
 //! and offsets) with Kafka 4's consumer protocol. Without
 //! `PROSODY_BOOTSTRAP_SERVERS` the suite prints one line and does not run.
 
-use prosody_contracts::broker::BrokerError;
 use prosody_conformance::broker::{self as conformance, Failure, Harness};
 use prosody_conformance::services;
+use prosody_contracts::broker::BrokerError;
 use prosody_kafka::{
     AdminClient, AdminError, GroupProtocol, KafkaBroker, KafkaConfig, TopicOptions,
 };

@@ -3,7 +3,9 @@
 use bytes::Bytes;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::{Direction, ItemRange, StateChange, StateStore, StateWrite, StoreError};
+use prosody_contracts::store::{
+    Direction, ItemRange, StateChange, StateStore, StateWrite, StoreError,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::future::{Future, ready};
 use std::ops::Bound;

@@ -176,6 +176,11 @@ impl Broker for MemoryBroker {
     type Consumer = MemoryConsumer;
     type Producer = MemoryProducer;
 
+    /// Its records die with the process.
+    fn durable(&self) -> bool {
+        false
+    }
+
     /// Joins the group at once; topics that do not exist yet are assigned
     /// when they are created.
     async fn consumer(&self, config: &ConsumerConfig) -> Result<MemoryConsumer, BrokerError> {

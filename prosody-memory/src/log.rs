@@ -230,7 +230,9 @@ impl Logs {
 #[cfg(test)]
 mod tests {
     use super::Logs;
-    use prosody_contracts::broker::{BrokerError, OutgoingRecord, TopicPartition, partition_for_key};
+    use prosody_contracts::broker::{
+        BrokerError, OutgoingRecord, TopicPartition, partition_for_key,
+    };
 
     #[test]
     fn offsets_count_from_zero_per_partition() -> Result<(), BrokerError> {

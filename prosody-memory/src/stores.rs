@@ -233,6 +233,11 @@ impl StateStore for MemoryStores {
 }
 
 impl Stores for MemoryStores {
+    /// The data dies with the process.
+    fn durable(&self) -> bool {
+        false
+    }
+
     /// Applies the batch now. Each write of these stores is done when it
     /// is called and returns a ready future, so [`apply`] completes on its
     /// first poll; were one ever pending, the batch counts as failed (it

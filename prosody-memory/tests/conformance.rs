@@ -1,8 +1,8 @@
 //! The memory broker runs the shared broker conformance suite, one test per
 //! check, under a paused clock.
 
-use prosody_contracts::broker::BrokerError;
 use prosody_conformance::broker::{self as conformance, Failure, Harness};
+use prosody_contracts::broker::BrokerError;
 use prosody_memory::MemoryBroker;
 use std::future::Future;
 

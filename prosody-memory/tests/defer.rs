@@ -4,10 +4,10 @@
 //! proportional to the keys with deferred offsets.
 
 use proptest::prelude::*;
-use prosody_contracts::broker::TopicPartition;
 use prosody_conformance::broker::Failure;
-use prosody_contracts::key::Key;
 use prosody_conformance::store::defer::{self as conformance, Call, KEYS, Op, PARTITIONS};
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
 use prosody_contracts::store::defer::{DeferStore, Deferral};
 use prosody_memory::MemoryDeferStore;
 

@@ -32,6 +32,10 @@ impl Broker for Counted {
     type Consumer = <MemoryBroker as Broker>::Consumer;
     type Producer = <MemoryBroker as Broker>::Producer;
 
+    fn durable(&self) -> bool {
+        false
+    }
+
     fn consumer(
         &self,
         config: &ConsumerConfig,

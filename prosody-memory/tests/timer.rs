@@ -4,11 +4,11 @@
 //! interleaving (with shrinking); and it drops what it no longer needs.
 
 use proptest::prelude::*;
+use prosody_conformance::broker::Failure;
+use prosody_conformance::store::timer as conformance;
 use prosody_contracts::Timestamp;
 use prosody_contracts::broker::TopicPartition;
-use prosody_conformance::broker::Failure;
 use prosody_contracts::key::Key;
-use prosody_conformance::store::timer as conformance;
 use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
 use prosody_memory::MemoryTimerStore;
 use std::collections::BTreeMap;

@@ -54,6 +54,7 @@ pub(crate) struct CassandraOptions {
 /// Invariant: names are non-empty, the retention and cache size positive,
 /// and a user and a password come together or not at all.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "cassandra"), allow(dead_code))]
 pub(crate) struct Cassandra {
     /// Empty: no Cassandra (the stores stay in memory).
     pub(crate) nodes: Vec<String>,

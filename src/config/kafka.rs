@@ -3,7 +3,7 @@
 
 use super::{ConfigError, Secret, non_empty, positive_duration};
 use crate::env::{Env, FromEnv};
-pub use prosody_kafka::GroupProtocol;
+pub use prosody_core::broker::GroupProtocol;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -128,6 +128,7 @@ pub(crate) struct KafkaOptions {
 /// with a TLS protocol, and names a file that exists; a TLS protocol only
 /// in a build that has TLS.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub(crate) struct Kafka {
     pub(crate) group_protocol: GroupProtocol,
     pub(crate) connect_timeout: Duration,
@@ -139,6 +140,7 @@ pub(crate) struct Kafka {
 impl Kafka {
     /// The librdkafka properties these settings set, the password among
     /// them (`KafkaConfig` hides it from `Debug`).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn properties(&self) -> Vec<(&'static str, String)> {
         let mut properties = vec![("security.protocol", self.security_protocol.to_string())];
         if let Some((mechanism, username, password)) = &self.sasl {

@@ -148,6 +148,7 @@ pub(crate) struct Settings {
     /// memory (they are lost when the process stops).
     pub(crate) memory_stores: bool,
     /// How the Kafka clients connect (unused in mock mode).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) kafka: Kafka,
     /// The state owners' disk cache (Cassandra stores only).
     pub(crate) state_cache: state::CacheSettings,

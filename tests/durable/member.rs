@@ -9,8 +9,8 @@ use prosody::{
     ProsodyClient, Timer, Timestamp, TopicOptions,
 };
 use prosody_cassandra::{CassandraConfig, CassandraStores};
-use prosody_core::clock;
 use prosody_conformance::services;
+use prosody_core::clock;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};

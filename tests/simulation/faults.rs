@@ -127,6 +127,10 @@ impl<B: Broker> Broker for FaultyBroker<B> {
     type Consumer = FaultyConsumer<B::Consumer>;
     type Producer = FaultyProducer<B::Producer>;
 
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+
     async fn consumer(&self, config: &ConsumerConfig) -> Result<Self::Consumer, BrokerError> {
         Ok(FaultyConsumer {
             inner: self.inner.consumer(config).await?,
@@ -284,6 +288,10 @@ fn prefix(batch: &Batch, count: usize) -> Batch {
 }
 
 impl Stores for FaultyStores {
+    fn durable(&self) -> bool {
+        false
+    }
+
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         let landed = match self.faults.store_fault() {
             None => batch,

@@ -68,7 +68,7 @@ async fn each_mistake_is_named_with_its_category() {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).unwrap();
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .stores(MemoryStores::new())
         .group_id("g")
         .source_system("upstream")
@@ -83,7 +83,7 @@ async fn each_mistake_is_named_with_its_category() {
     assert!(error.to_string().contains("registered twice"), "{error}");
     let (tx, mut seen) = mpsc::unbounded_channel();
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .stores(MemoryStores::new())
         .group_id("g")
         .source_system("upstream")
@@ -134,7 +134,7 @@ async fn a_changed_kind_does_not_bind() {
     broker.create_topic("t", 1).unwrap();
     let stores = MemoryStores::new();
     let earlier = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .stores(stores.clone())
         .group_id("g")
         .state_collections([COUNT_AS_MAP.spec()])
@@ -143,7 +143,7 @@ async fn a_changed_kind_does_not_bind() {
         .unwrap();
     earlier.shutdown().await;
     let client = ProsodyClient::builder()
-        .memory_broker(broker)
+        .broker(broker)
         .stores(stores)
         .group_id("g")
         .source_system("upstream")

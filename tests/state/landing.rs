@@ -71,6 +71,10 @@ impl<S: Stores> Landing<S> {
 }
 
 impl<S: Stores> Stores for Landing<S> {
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         let Some((key, offset)) = marker(&batch) else {
             let fired = batch.timers.iter().any(|write| {

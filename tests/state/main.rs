@@ -304,7 +304,8 @@ const SUITE: &str = "tests/state (real Cassandra)";
 
 /// The real Cassandra's stores, or `None` (after one line) without one.
 async fn cassandra() -> Option<prosody_cassandra::CassandraStores> {
-    let nodes = prosody_conformance::services::server(prosody_conformance::services::CASSANDRA, SUITE)?;
+    let nodes =
+        prosody_conformance::services::server(prosody_conformance::services::CASSANDRA, SUITE)?;
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
     let config = prosody_cassandra::CassandraConfig::new(nodes.split(','))
         .keyspace("prosody_state_model")

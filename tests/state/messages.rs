@@ -109,7 +109,7 @@ fn same(read: &Message<Value>, received: &Message<Value>) -> bool {
 
 async fn client(broker: &MemoryBroker) -> (ProsodyClient, mpsc::UnboundedReceiver<Report>) {
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .stores(MemoryStores::new())
         .group_id("g")
         .source_system("upstream")

@@ -120,7 +120,7 @@ impl<S: Stores> World<S> {
     async fn member(&self) -> Client {
         let mut builder = ProsodyClient::builder()
             .codec(JsonCodec::<(u64, Script)>::new())
-            .memory_broker(self.broker.clone())
+            .broker(self.broker.clone())
             .stores(self.stores.clone())
             .group_id("g")
             .source_system("upstream")
@@ -221,7 +221,8 @@ async fn scenario<S: Stores>(
             unsure_timers: Arc::default(),
         },
         disk: disk.then(|| Disks {
-            base: std::env::temp_dir().join(prosody_conformance::services::unique("prosody_state_disks")),
+            base: std::env::temp_dir()
+                .join(prosody_conformance::services::unique("prosody_state_disks")),
             made: std::sync::atomic::AtomicU64::new(0),
         }),
         topic,
@@ -230,7 +231,7 @@ async fn scenario<S: Stores>(
     };
     let sender = ProsodyClient::builder()
         .codec(JsonCodec::<(u64, Script)>::new())
-        .memory_broker(world.broker.clone())
+        .broker(world.broker.clone())
         .stores(MemoryStores::new())
         .group_id("sender")
         .build()

@@ -58,7 +58,7 @@ async fn client(
     ticker: Ticker,
 ) -> ProsodyClient {
     let client = ProsodyClient::builder()
-        .memory_broker(broker.clone())
+        .broker(broker.clone())
         .stores(stores)
         .group_id("g")
         .source_system("upstream")

@@ -13,9 +13,9 @@ use super::{Staged, Step, now_millis};
 use crate::write::Writes;
 use crate::{CassandraConfig, CassandraStores};
 use bytes::Bytes;
+use prosody_conformance::services;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
-use prosody_conformance::services;
 use prosody_contracts::store::{
     Batch, Direction, ItemRange, StateChange, StateStore, StateWrite, Stores,
 };

@@ -2,7 +2,9 @@
 
 use super::fixture::{Fixture, ensure_eq};
 use super::{Checked, Failure};
-use prosody_contracts::broker::{Broker, BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
+use prosody_contracts::broker::{
+    Broker, BrokerError, Consumer, ConsumerEvent, Record, TopicPartition,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::future::Future;

@@ -3,12 +3,12 @@
 use super::Harness;
 use super::driver::Member;
 use super::{Checked, Failure};
+use bytes::Bytes;
 use prosody_contracts::broker::{
     Broker, BrokerError, ConsumerConfig, Delivery, OutgoingRecord, Producer, Record, TopicPartition,
 };
 use prosody_contracts::clock::{self, Timestamp};
 use prosody_contracts::event::Topic;
-use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::time::Duration;

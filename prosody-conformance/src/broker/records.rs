@@ -3,10 +3,10 @@
 use super::driver::Group;
 use super::fixture::{Fixture, broker_failure, ensure_eq, outgoing, stored};
 use super::{Checked, Failure, Harness};
+use bytes::Bytes;
 use prosody_contracts::broker::{Broker, OutgoingRecord, Record, partition_for_key};
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::event::Headers;
-use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// Produced records come back unchanged: keys, payloads, tombstones, headers

@@ -6,11 +6,13 @@
 //! store (and one Cassandra keyspace).
 
 use super::{Checked, call, ensure_eq};
-use prosody_contracts::broker::TopicPartition;
 use crate::broker::Failure;
-use prosody_contracts::key::Key;
-use prosody_contracts::store::{Batch, Direction, ItemRange, StateChange, StateStore, StateWrite, Stores};
 use bytes::Bytes;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::{
+    Batch, Direction, ItemRange, StateChange, StateStore, StateWrite, Stores,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,8 +8,8 @@
 
 pub use super::DEADLINE;
 use super::{Checked, call, ensure_eq};
-use prosody_contracts::broker::TopicPartition;
 use crate::broker::Failure;
+use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::dedup::DedupKey;

@@ -18,13 +18,13 @@ pub use interleaved::interleaved_operations_keep_slabs_and_keys_consistent;
 pub use super::DEADLINE;
 use super::{Checked, ensure_eq};
 use crate::broker::Failure;
-use prosody_contracts::clock::Timestamp;
-use prosody_contracts::key::Key;
-use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
 use fixture::{
     Topics, at, at_ms, clear, clear_kind, ensure_scheduled, load, schedule, scheduled, trace,
     unschedule, unschedule_kind,
 };
+use prosody_contracts::clock::Timestamp;
+use prosody_contracts::key::Key;
+use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
 
 /// The time the checks' timers lie around: 2030-01-01T00:00:00Z.
 pub const BASE: Timestamp = Timestamp::from_millis(1_893_456_000_000);

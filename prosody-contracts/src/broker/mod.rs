@@ -15,6 +15,48 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+/// How a group member joins its consumer group.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GroupProtocol {
+    /// The classic protocol, with the cooperative-sticky assignor: a
+    /// rebalance moves only the partitions that change owner.
+    #[default]
+    Classic,
+    /// Kafka 4's consumer group protocol (KIP-848): the broker assigns partitions, incrementally. It needs a
+    /// broker that has it (Kafka 4.0 or newer); session timeouts are the
+    /// broker's settings under it.
+    Consumer,
+}
+
+impl GroupProtocol {
+    /// The name Kafka's `group.protocol` and the environment use: `classic` or `consumer`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Classic => "classic",
+            Self::Consumer => "consumer",
+        }
+    }
+}
+
+impl std::str::FromStr for GroupProtocol {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "classic" => Ok(Self::Classic),
+            "consumer" => Ok(Self::Consumer),
+            other => Err(format!("{other:?} is not classic or consumer")),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One partition of one topic.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
@@ -236,6 +278,11 @@ pub trait Broker: Clone + Send + Sync + 'static {
     type Consumer: Consumer;
     /// Its producer.
     type Producer: Producer;
+
+    /// Whether its records outlive this process (a cluster's do; an
+    /// in-process broker's do not). A client keeps its stores in memory
+    /// only behind a broker whose records die with it, unless told.
+    fn durable(&self) -> bool;
 
     /// Joins a consumer group.
     fn consumer(

@@ -166,6 +166,12 @@ impl Batch {
 /// [`DeferStore::peek`], say) keeps the cache between the two and forgets
 /// it at `close`, because another member may write the partition next.
 pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
+    /// Whether the stores keep their data outside this process, so that it
+    /// survives a restart and a read costs a round trip (a server's do; the
+    /// in-memory stores do not). A client keeps a disk cache of keyed
+    /// state only over durable stores.
+    fn durable(&self) -> bool;
+
     /// This member now owns `partition`. The default does nothing. The
     /// runtime handles nothing of the partition, and so writes nothing,
     /// until an open succeeds: it logs an error and tries again (after 1 s,

@@ -11,7 +11,6 @@ pub mod defer;
 pub mod state;
 pub mod timer;
 
-
 pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite, apply};
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferStore, Deferral, Deferred};

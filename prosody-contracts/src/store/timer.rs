@@ -11,8 +11,8 @@
 use super::StoreError;
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
-use crate::key::Key;
 pub use crate::event::TimerKind;
+use crate::key::Key;
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::sync::Arc;

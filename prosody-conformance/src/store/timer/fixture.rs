@@ -2,11 +2,11 @@
 //! store calls with deadlines that report failures.
 
 use super::BASE;
-use prosody_contracts::broker::TopicPartition;
 use crate::broker::Failure;
+use crate::store::{Checked, call, ensure_eq};
+use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use crate::store::{Checked, call, ensure_eq};
 use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

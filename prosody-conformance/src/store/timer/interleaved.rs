@@ -5,9 +5,9 @@
 use super::fixture::{Topics, at, at_ms, clear_kind, load, schedule, scheduled, unschedule_kind};
 use super::{Checked, HOUR};
 use crate::broker::Failure;
+use crate::store::ensure_eq;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use crate::store::ensure_eq;
 use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,0 +1,129 @@
+//! From resolved settings to backends: the Kafka broker, checked, and the
+//! stores, chosen so that nothing defaults to a store that loses data.
+
+use crate::backend::Backend;
+use crate::config::{Cluster, ConfigError, Settings};
+use crate::stores::ClientStores;
+use prosody_core::broker::Broker;
+use prosody_core::loader::BrokerLoader;
+use prosody_core::state::{Registry, StateCache};
+use prosody_core::store::Stores;
+use prosody_memory::{MemoryBroker, MemoryStores};
+use std::sync::{Arc, OnceLock};
+
+#[cfg(feature = "cassandra")]
+mod cassandra;
+#[cfg(feature = "kafka")]
+mod kafka;
+
+#[cfg(feature = "kafka")]
+pub(crate) use kafka::kafka;
+
+/// Without the `kafka` feature there is no Kafka broker: a client that is
+/// not in mock mode and names no broker of its own cannot be built.
+#[cfg(not(feature = "kafka"))]
+#[allow(clippy::unused_async)]
+pub(crate) async fn kafka(
+    _servers: &[String],
+    _settings: &Settings,
+    _properties: Vec<(String, String)>,
+) -> Result<Backend, ConfigError> {
+    Err(ConfigError::Invalid {
+        option: "bootstrap_servers",
+        reason: "this build has no Kafka broker: enable the `kafka` feature of prosody, \
+                 set mock, or give the builder a broker"
+            .to_owned(),
+    })
+}
+
+/// The in-memory broker every mock client of this process shares, unless
+/// the builder names another.
+pub(crate) fn shared_mock_broker() -> MemoryBroker {
+    static BROKER: OnceLock<MemoryBroker> = OnceLock::new();
+    BROKER.get_or_init(MemoryBroker::new).clone()
+}
+
+/// The client's stores: the ones given; in memory where records die with
+/// the process; else Cassandra with `cassandra_nodes`, else memory only when
+/// `memory_stores` says so.
+///
+/// # Errors
+///
+/// [`ConfigError::NoDurableStore`] when records outlive the process and no
+/// store does; [`ConfigError::Cassandra`] when Cassandra refuses the login
+/// or does not answer; [`ConfigError::Invalid`] naming `slab_size` when the
+/// group's timers were stored with another slab size.
+#[cfg_attr(not(feature = "cassandra"), allow(clippy::unused_async))]
+pub(crate) async fn stores(
+    given: Option<ClientStores>,
+    broker: Option<&Backend>,
+    settings: &Settings,
+) -> Result<ClientStores, ConfigError> {
+    if let Some(stores) = given {
+        return Ok(stores);
+    }
+    let durable = broker.map_or(settings.cluster != Cluster::Mock, Broker::durable);
+    if !durable {
+        // Mock mode keeps every store in memory, whatever cassandra_nodes
+        // says.
+        return Ok(ClientStores::new(MemoryStores::new()));
+    }
+    if !settings.cassandra.nodes.is_empty() {
+        #[cfg(feature = "cassandra")]
+        return cassandra::stores(settings).await;
+        #[cfg(not(feature = "cassandra"))]
+        return Err(ConfigError::Invalid {
+            option: "cassandra_nodes",
+            reason: "this build has no Cassandra stores: enable the `cassandra` feature of \
+                     prosody"
+                .to_owned(),
+        });
+    }
+    if settings.memory_stores {
+        tracing::warn!(
+            "memory_stores is set: timers, deferred records and dedup records are lost when \
+             this process stops or its partitions move"
+        );
+        return Ok(ClientStores::new(MemoryStores::new()));
+    }
+    Err(ConfigError::NoDurableStore)
+}
+
+/// The client's collections, bound to its stores and loader: each
+/// collection's identity recorded in (or compared with) the store, and
+/// message collections reading back through the client's loader.
+pub(crate) async fn state(
+    registry: &Registry,
+    stores: &ClientStores,
+    loader: BrokerLoader<Backend>,
+) -> Result<Arc<Registry>, ConfigError> {
+    let mut registry = registry.clone();
+    registry
+        .identify(stores)
+        .await
+        .map_err(|error| ConfigError::StateStore {
+            retriable: error.is_retriable(),
+            reason: error.to_string(),
+        })?;
+    registry.read_messages_with(loader);
+    Ok(Arc::new(registry))
+}
+
+/// The owners' disk cache of state cells: for clients whose stores are
+/// Cassandra's (memory stores are local already), or that name a
+/// `state_cache_dir`.
+pub(crate) fn state_cache(
+    settings: &Settings,
+    stores: &ClientStores,
+) -> Result<Option<Arc<StateCache>>, ConfigError> {
+    let cache = &settings.state_cache;
+    if settings.runtime.state.is_empty() || !(Stores::durable(stores) || cache.dir.is_some()) {
+        return Ok(None);
+    }
+    StateCache::open(cache.dir.as_deref(), cache.memory)
+        .map(|cache| Some(Arc::new(cache)))
+        .map_err(|error| ConfigError::Invalid {
+            option: "state_cache_dir",
+            reason: error.to_string(),
+        })
+}
