@@ -93,6 +93,60 @@ pub(crate) struct Inner<C> {
 ///
 /// Invariant: after [`ProsodyClient::shutdown`] starts, every operation fails
 /// with [`ClientError::ShutDown`], and at most one subscription runs at a time.
+///
+/// # Examples
+///
+/// Each order schedules a reminder a minute after it was placed; the
+/// timer brings the key back to `on_timer`. Mock mode needs no server, and
+/// the paused clock lets the minute pass at once.
+///
+/// ```
+/// use prosody::{Context, EventHandler, Excise, HandlerError, Message, ProsodyClient, Timer, Timestamp};
+/// use serde_json::{Value, json};
+/// use std::time::Duration;
+/// use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+///
+/// struct Reminders(UnboundedSender<String>);
+///
+/// impl EventHandler for Reminders {
+///     type Payload = Value;
+///     type Output = ();
+///
+///     async fn on_message(&self, context: Context, order: Message<Value>) -> Result<(), HandlerError> {
+///         // Stored only if this attempt succeeds.
+///         context.schedule(Timestamp::from_millis(order.timestamp.as_millis() + 60_000))?;
+///         self.0.send(format!("placed {}", order.key))?;
+///         Ok(())
+///     }
+///
+///     async fn on_timer(&self, _: Context, timer: Timer) -> Result<(), HandlerError> {
+///         self.0.send(format!("remind {}", timer.key))?;
+///         Ok(())
+///     }
+/// #   async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> { Ok(()) }
+/// }
+///
+/// #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let client = ProsodyClient::builder()
+///         .mock(true)
+///         .group_id("reminders")
+///         .source_system("shop") // records from the group id itself are skipped
+///         .subscribed_topics(["orders"])
+///         .build()
+///         .await?;
+///     let (events, mut seen) = unbounded_channel();
+///     client.subscribe(Reminders(events)).await?;
+///     client.send("orders", "order-7", &json!({ "type": "order.placed" })).await?;
+///
+///     for expected in ["placed order-7", "remind order-7"] {
+///         let event = tokio::time::timeout(Duration::from_secs(300), seen.recv()).await?;
+///         assert_eq!(event.as_deref(), Some(expected));
+///     }
+///     client.shutdown().await;
+///     Ok(())
+/// }
+/// ```
 pub struct ProsodyClient<C = JsonCodec> {
     pub(crate) inner: Arc<Inner<C>>,
 }

@@ -39,6 +39,72 @@ pub type ClientDeferLayer =
 /// cache, scheduler, monopolization windows) are built once per client, so
 /// every subscription and partition of the client shares them, and they
 /// outlive a rebalance.
+///
+/// # Examples
+///
+/// A stack of some of the client's stages plus two tower middlewares: one
+/// that counts the records it sees (before they are decoded), and a limit
+/// of two handler calls at once.
+///
+/// ```
+/// use prosody::{Context, Encoded, EventHandler, EventRequest, Excise, HandlerError, Message, ProsodyClient, Timer};
+/// use serde_json::{Value, json};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::time::Duration;
+/// use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+/// use tower::ServiceBuilder;
+/// use tower::limit::ConcurrencyLimitLayer;
+///
+/// struct Jobs(UnboundedSender<String>);
+///
+/// impl EventHandler for Jobs {
+///     type Payload = Value;
+///     type Output = ();
+///
+///     async fn on_message(&self, _: Context, job: Message<Value>) -> Result<(), HandlerError> {
+///         self.0.send(job.key.to_string())?;
+///         Ok(())
+///     }
+/// #   async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> { Ok(()) }
+/// #   async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> { Ok(()) }
+/// }
+///
+/// #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let client = ProsodyClient::builder()
+///         .mock(true)
+///         .group_id("workers")
+///         .source_system("planner")
+///         .subscribed_topics(["jobs"])
+///         .build()
+///         .await?;
+///     let counted = Arc::new(AtomicUsize::new(0));
+///     let counter = Arc::clone(&counted);
+///     let (done, mut handled) = unbounded_channel();
+///     let layers = client.layers();
+///     let stack = ServiceBuilder::new()
+///         .map_request(move |request: EventRequest<Encoded>| {
+///             counter.fetch_add(1, Ordering::Relaxed);
+///             request
+///         })
+///         .layer(layers.dedup())
+///         .layer(layers.retry())
+///         .layer(ConcurrencyLimitLayer::new(2))
+///         .layer(layers.shutdown())
+///         .layer(layers.scheduler()) // bounds `max_concurrency`: keep it
+///         .layer(layers.timeout())
+///         .service(layers.handler(Jobs(done)));
+///     client.subscribe_with(stack).await?;
+///
+///     client.send("jobs", "job-1", &json!({ "type": "job" })).await?;
+///     let key = tokio::time::timeout(Duration::from_secs(60), handled.recv()).await?;
+///     assert_eq!(key.as_deref(), Some("job-1"));
+///     assert_eq!(counted.load(Ordering::Relaxed), 1);
+///     client.shutdown().await;
+///     Ok(())
+/// }
+/// ```
 #[derive(Clone)]
 pub struct Layers<C = JsonCodec> {
     mode: Mode,

@@ -23,6 +23,36 @@ use std::time::Duration;
 /// applied write by write; since no write fails, every batch lands whole,
 /// but a read running meanwhile may see part of it. Nothing outlives the
 /// process: on Kafka, deferred records and timers are lost when it stops.
+///
+/// # Examples
+///
+/// One attempt's writes, a timer and a dedup record, committed together
+/// and read back:
+///
+/// ```
+/// use prosody_contracts::broker::TopicPartition;
+/// use prosody_contracts::store::{Batch, DedupKey, DedupStore, DedupWrite, Stores, TimerChange, TimerKind, TimerStore};
+/// use prosody_contracts::{Key, Timestamp};
+/// use prosody_memory::MemoryStores;
+/// use std::time::Duration;
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let stores = MemoryStores::new();
+///     let partition = TopicPartition::new("orders", 0);
+///     let key = Key::from("order-7");
+///     let reminder = Timestamp::from_millis(1_700_000_060_000);
+///     let handled = DedupKey::new("1", "order-7", "event-41");
+///
+///     let mut batch = Batch::default().timer(&key, TimerKind::Application, TimerChange::Schedule { time: reminder, trace: None });
+///     batch.dedup.push(DedupWrite { key: handled, ttl: Duration::from_secs(86_400) });
+///     stores.commit(&partition, batch).await?;
+///
+///     assert_eq!(stores.scheduled(&partition, &key, TimerKind::Application).await?, [reminder]);
+///     assert!(stores.contains(handled).await?);
+///     Ok(())
+/// }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStores {
     timers: MemoryTimerStore,

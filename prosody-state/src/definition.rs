@@ -122,6 +122,16 @@ macro_rules! binds {
 
 definition!(
     /// One value of `T` per key, stored as JSON.
+    ///
+    /// ```
+    /// use prosody_state::ValueDef;
+    /// use std::time::Duration;
+    ///
+    /// /// The last login per user, forgotten after 90 days without one.
+    /// static LAST_LOGIN: ValueDef<i64> = ValueDef::new("last_login").ttl(Duration::from_secs(90 * 86_400));
+    ///
+    /// assert_eq!(LAST_LOGIN.spec().ttl, Some(Duration::from_secs(90 * 86_400)));
+    /// ```
     ValueDef,
     Kind::Value,
     Payload::Json
@@ -129,6 +139,15 @@ definition!(
 definition!(
     /// Values of `T` under string keys, per key, in key order, stored as
     /// JSON.
+    ///
+    /// ```
+    /// use prosody_state::MapDef;
+    ///
+    /// /// Per customer, the quantity of each product in the basket.
+    /// static BASKET: MapDef<u32> = MapDef::new("basket").keyset_limit(512);
+    ///
+    /// assert_eq!(BASKET.spec().keyset_limit, 512);
+    /// ```
     MapDef,
     Kind::Map,
     Payload::Json
@@ -136,6 +155,15 @@ definition!(
 definition!(
     /// A sequence of `T` per key, pushed and popped at both ends, stored
     /// as JSON.
+    ///
+    /// ```
+    /// use prosody_state::DequeDef;
+    ///
+    /// /// Per device, its last 20 readings; a 21st push drops the oldest.
+    /// static READINGS: DequeDef<f64> = DequeDef::new("readings").capacity(20);
+    ///
+    /// assert_eq!(READINGS.spec().capacity, Some(20));
+    /// ```
     DequeDef,
     Kind::Deque,
     Payload::Json

@@ -17,7 +17,32 @@
 //! handler binds its key's collection with `context.state(&COUNT)?`. What a
 //! handler writes is pending until it succeeds, then lands in one write
 //! with its timers and the marker that its record was applied; a failed
-//! attempt leaves no trace, and its retry does not see its writes.
+//! attempt leaves no trace, and its retry does not see its writes. The
+//! facade's `ClientBuilder::state_collections` has a runnable handler that
+//! uses a deque in mock mode.
+//!
+//! What a definition fixes is its [`Spec`]. Its name, kind and payload are
+//! the collection's durable identity: the store keeps the first identity
+//! it sees under a name, so a changed collection needs a new name.
+//!
+//! ```
+//! use prosody_state::{DequeDef, Kind, MessageMapDef};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct Order {
+//!     total: f64,
+//! }
+//!
+//! static RECENT: DequeDef<String> = DequeDef::new("recent").capacity(100);
+//! // Keeps each order's position in the log and reads it back from there.
+//! static OPEN_ORDERS: MessageMapDef<Order> = MessageMapDef::new("open_orders");
+//!
+//! let spec = RECENT.spec();
+//! assert_eq!((spec.name, spec.kind, spec.capacity), ("recent", Kind::Deque, Some(100)));
+//! assert_eq!(spec.identity(), "deque/json");
+//! assert_eq!(OPEN_ORDERS.spec().identity(), "map/message");
+//! ```
 //!
 //! Invariant of every handle: a read sees the attempt's earlier writes,
 //! and a handle cannot outlive its handler (it borrows the context).

@@ -4,6 +4,35 @@
 //! Each store is a trait whose async methods return `impl Future + Send`
 //! (no `async-trait`); backends (memory, Cassandra) implement it and run its
 //! one conformance suite, in `prosody-conformance`.
+//!
+//! # Batches
+//!
+//! A handler's attempt reads the stores as it goes but writes nothing
+//! until it succeeds. Its changes (timers, keyed state, the defer stage's
+//! bookkeeping, the dedup record of its message) gather in one [`Batch`],
+//! which [`Stores::commit`] writes for the attempt's partition, each
+//! store's writes in order. A failed attempt drops its batch. Every write
+//! but [`DeferWrite::Failed`] is idempotent, so a batch whose commit failed
+//! partway may be written again whole.
+//!
+//! ```
+//! use prosody_contracts::store::{Batch, DeferWrite, Deferral, TimerChange, TimerKind};
+//! use prosody_contracts::{Key, Timestamp};
+//!
+//! let key = Key::from("order-7");
+//! let batch = Batch::default()
+//!     .timer(&key, TimerKind::Application, TimerChange::Clear)
+//!     .timer(&key, TimerKind::Application, TimerChange::Schedule {
+//!         time: Timestamp::from_millis(1_700_000_060_000),
+//!         trace: None,
+//!     })
+//!     .deferral(DeferWrite::Defer { key: key.clone(), offset: 41, deferral: Deferral::AfterFailure });
+//! // The clear lands before the schedule, so the key keeps one timer.
+//! assert_eq!(batch.len(), 3);
+//! assert!(!batch.is_empty() && batch.state.is_empty());
+//! ```
+//!
+//! `prosody-memory`'s `MemoryStores` shows a commit read back.
 
 mod batch;
 pub mod dedup;

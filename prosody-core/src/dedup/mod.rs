@@ -34,6 +34,18 @@
 //! named future cannot hold, and may borrow the store, so the box holds an
 //! `async move` block owning the shared state around the one store call),
 //! once for the lookup.
+//!
+//! What counts as the same message is its [`DedupKey`]: the idempotence
+//! version, the record's key and the payload's `id`.
+//!
+//! ```
+//! use prosody_core::store::DedupKey;
+//!
+//! let first = DedupKey::new("1", "order-7", "payment-41");
+//! assert_eq!(first, DedupKey::new("1", "order-7", "payment-41")); // a duplicate
+//! assert_ne!(first, DedupKey::new("1", "order-8", "payment-41")); // another key
+//! assert_ne!(first, DedupKey::new("2", "order-7", "payment-41")); // a new version forgets
+//! ```
 
 mod config;
 mod future;

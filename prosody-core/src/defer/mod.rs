@@ -34,6 +34,19 @@
 //! Allocation: a message of a key the store can [`peek`](DeferStore::peek)
 //! as clear, and any timer of the handler, cost no allocation beyond the
 //! inner call. Deferring, store lookups and retries box one future each.
+//!
+//! The delays, from the defaults (`defer_base` 1 s, `defer_max_delay` 24 h):
+//!
+//! ```
+//! use prosody_core::defer::DeferConfig;
+//! use std::time::Duration;
+//!
+//! let config = DeferConfig::default();
+//! assert_eq!(config.delay(1), Duration::from_secs(1));
+//! assert_eq!(config.delay(4), Duration::from_secs(8));
+//! assert_eq!(config.delay(30), Duration::from_secs(24 * 3600));
+//! assert!(DeferConfig { failure_threshold: 1.5, ..config }.validate().is_err());
+//! ```
 
 mod backlog;
 mod config;

@@ -12,6 +12,54 @@
 //! event stays unsettled for its next owner. A failed excise is routed as
 //! a tombstone; a failed timer has no record and is logged and dropped. A
 //! terminal error passes through.
+//!
+//! ```
+//! use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
+//! use prosody_core::failure::{CATEGORY_HEADER, FailureConfig, FailureLayer};
+//! use prosody_core::{Encoded, Event, EventRequest, HandlerError};
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Headers, Key, Message, Timestamp};
+//! # fn message(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     let message = Message {
+//! #         topic: "orders".into(), partition: 0, offset: 41, timestamp: Timestamp::default(),
+//! #         key: Key::from(key), raw_key: Some(key.as_bytes().to_vec().into()), payload: Encoded,
+//! #         raw: b"{}".to_vec().into(), id: None, headers: Headers::new(),
+//! #     };
+//! #     EventRequest { event: Event::Message(message), context }
+//! # }
+//!
+//! /// Keeps what it is given; a real producer sends it to the broker.
+//! #[derive(Clone, Default)]
+//! struct Kept(Arc<Mutex<Vec<OutgoingRecord>>>);
+//!
+//! impl Producer for Kept {
+//!     async fn send(&self, record: OutgoingRecord, _: Duration) -> Result<Delivery, BrokerError> {
+//!         self.0.lock().map(|mut kept| kept.push(record)).ok();
+//!         Ok(Delivery { partition: 0, offset: 0 })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let kept = Kept::default();
+//! let config = FailureConfig { topic: "orders.failed".into(), send_timeout: Duration::from_secs(1) };
+//! let failing = service_fn(|_: EventRequest<Encoded>| async {
+//!     Err::<Option<()>, _>(HandlerError::permanent("unknown currency"))
+//! });
+//! let stack = ServiceBuilder::new().layer(FailureLayer::new(kept.clone(), config)).service(failing);
+//! let settled = stack.oneshot(message("order-7")).await.map_err(|error| error.to_string())?;
+//!
+//! assert_eq!(settled, None); // settled, not handled
+//! let routed = kept.0.lock().map_err(|_| "poisoned")?;
+//! assert_eq!(&*routed[0].topic, "orders.failed");
+//! assert_eq!(routed[0].headers.get_str(CATEGORY_HEADER), Some("permanent"));
+//! # Ok(())
+//! # }
+//! ```
 
 mod future;
 mod layer;

@@ -6,6 +6,29 @@
 //! through: it stops the partition in every mode. So does any failure once
 //! the partition is shutting down: a call the scheduler or the shutdown
 //! stage turned away never ran, and its next owner must handle it.
+//!
+//! ```
+//! use prosody_core::log::LogLayer;
+//! use prosody_core::{Encoded, EventRequest, HandlerError};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
+//! # fn request(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! # }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), HandlerError> {
+//! let failing = service_fn(|_: EventRequest<Encoded>| async {
+//!     Err::<Option<()>, _>(HandlerError::permanent("no such customer"))
+//! });
+//! let stack = ServiceBuilder::new().layer(LogLayer::new()).service(failing);
+//! // Logged once, then settled without success.
+//! assert_eq!(stack.oneshot(request("order-7")).await?, None);
+//! # Ok(())
+//! # }
+//! ```
 
 mod future;
 mod layer;

@@ -33,6 +33,36 @@
 //! - disabled, the service is a pass-through.
 //!
 //! A call dropped before it completes is not counted.
+//!
+//! ```
+//! use prosody_core::monopolization::{Monopolized, MonopolizationConfig, MonopolizationLayer};
+//! use prosody_core::{Encoded, EventRequest, HandlerError};
+//! use std::time::Duration;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
+//! # fn request(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! # }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), HandlerError> {
+//! // Each call takes six seconds; a key's budget is half of ten.
+//! let slow = service_fn(|_: EventRequest<Encoded>| async {
+//!     tokio::time::sleep(Duration::from_secs(6)).await;
+//!     Ok::<_, HandlerError>(Some(()))
+//! });
+//! let config = MonopolizationConfig { threshold: 0.5, window: Duration::from_secs(10), ..MonopolizationConfig::default() };
+//! let stack = ServiceBuilder::new().layer(MonopolizationLayer::new(&config)).service(slow);
+//!
+//! assert_eq!(stack.clone().oneshot(request("hot")).await?, Some(()));
+//! let turned_away = stack.clone().oneshot(request("hot")).await;
+//! assert!(turned_away.is_err_and(|error| error.source().is::<Monopolized>()));
+//! assert_eq!(stack.oneshot(request("cold")).await?, Some(())); // other keys pass
+//! # Ok(())
+//! # }
+//! ```
 
 mod config;
 mod future;

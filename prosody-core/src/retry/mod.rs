@@ -7,6 +7,37 @@
 //! inner service is called at most `m + 1` times per request; a retry wait
 //! ends at once when the partition starts shutting down, returning the last
 //! error (the event stays unsettled and its next owner handles it).
+//!
+//! ```
+//! use prosody_core::retry::{RetryConfig, RetryLayer};
+//! use prosody_core::{Encoded, EventRequest, HandlerError};
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+//! use std::time::Duration;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
+//! # fn request(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! # }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), HandlerError> {
+//! // Busy twice, then done.
+//! let calls = Arc::new(AtomicU32::new(0));
+//! let counter = Arc::clone(&calls);
+//! let flaky = service_fn(move |_: EventRequest<Encoded>| {
+//!     let busy = counter.fetch_add(1, SeqCst) < 2;
+//!     async move { if busy { Err(HandlerError::transient("busy")) } else { Ok(Some(())) } }
+//! });
+//! let config = RetryConfig { base: Duration::from_millis(50), max_retries: Some(3), ..RetryConfig::default() };
+//! let stack = ServiceBuilder::new().layer(RetryLayer::new(config)).service(flaky);
+//! assert_eq!(stack.oneshot(request("order-7")).await?, Some(()));
+//! assert_eq!(calls.load(SeqCst), 3);
+//! # Ok(())
+//! # }
+//! ```
 
 mod config;
 mod future;

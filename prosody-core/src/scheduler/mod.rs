@@ -34,6 +34,31 @@
 //!
 //! Choosing scans the waiters of one class: linear in the number of waiting
 //! calls, which the runtime bounds (`max_uncommitted` per partition).
+//!
+//! # Example
+//!
+//! ```
+//! use prosody_core::scheduler::{SchedulerConfig, SchedulerLayer};
+//! use prosody_core::{Encoded, EventRequest, HandlerError};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
+//! # fn request(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! # }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), HandlerError> {
+//! // One scheduler per client: its clones share the limit of 4 calls.
+//! let config = SchedulerConfig { max_concurrency: 4_usize.try_into()?, ..SchedulerConfig::default() };
+//! let scheduler = SchedulerLayer::new(config);
+//! let handler = service_fn(|_: EventRequest<Encoded>| async { Ok::<_, HandlerError>(Some(())) });
+//! let stack = ServiceBuilder::new().layer(scheduler.clone()).service(handler);
+//! assert_eq!(stack.oneshot(request("order-7")).await?, Some(()));
+//! # Ok(())
+//! # }
+//! ```
 
 mod cache;
 mod class;

@@ -9,6 +9,26 @@
 //! next owner handles it. Before that a draining partition still runs what
 //! it holds. Attempts already running are not touched here: they see
 //! cancellation at the same moment.
+//!
+//! ```
+//! use prosody_core::shutdown::{ShutdownLayer, ShuttingDown};
+//! use prosody_core::{Context, Encoded, Event, EventRequest, HandlerError, Key, Timer, Timestamp};
+//! use tokio_util::sync::CancellationToken;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let handler = service_fn(|_: EventRequest<Encoded>| async { Ok::<_, HandlerError>(Some(())) });
+//! let stack = ServiceBuilder::new().layer(ShutdownLayer::new()).service(handler);
+//!
+//! let stop = CancellationToken::new();
+//! let context = Context::new(Key::from("order-7"), "orders".into(), 0, stop.child_token(), stop.clone());
+//! let event = Event::Timer(Timer::new("order-7", Timestamp::default()));
+//! stop.cancel(); // the partition was revoked
+//! let refused = stack.oneshot(EventRequest { event, context }).await;
+//! assert!(refused.is_err_and(|error| error.source().is::<ShuttingDown>()));
+//! # }
+//! ```
 
 mod future;
 mod layer;

@@ -7,6 +7,43 @@
 //! `Abandoned` if it is dropped first (the timeout stage outside drops an
 //! attempt past its deadline). With a disabled sink nothing is
 //! built.
+//!
+//! ```
+//! use prosody_core::telemetry::{Lifecycle, TelemetryEvent, TelemetryLayer, TelemetrySink};
+//! use prosody_core::{Encoded, EventRequest, HandlerError};
+//! use std::sync::{Arc, Mutex};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
+//! # fn request(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! # }
+//!
+//! /// Keeps every event; a real sink queues them and returns at once.
+//! #[derive(Clone, Default)]
+//! struct Kept(Arc<Mutex<Vec<TelemetryEvent>>>);
+//!
+//! impl TelemetrySink for Kept {
+//!     fn emit(&self, event: TelemetryEvent) {
+//!         self.0.lock().map(|mut kept| kept.push(event)).ok();
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let kept = Kept::default();
+//! let handler = service_fn(|_: EventRequest<Encoded>| async { Ok::<_, HandlerError>(Some(())) });
+//! let stack = ServiceBuilder::new().layer(TelemetryLayer::new(kept.clone())).service(handler);
+//! stack.oneshot(request("order-7")).await.map_err(|error| error.to_string())?;
+//!
+//! let events = kept.0.lock().map_err(|_| "poisoned")?;
+//! assert_eq!(events[0].lifecycle, Lifecycle::Dispatched);
+//! assert!(matches!(events[1].lifecycle, Lifecycle::Succeeded { .. }));
+//! assert_eq!((events.len(), &*events[1].key, events[1].kind), (2, "order-7", "timer"));
+//! # Ok(())
+//! # }
+//! ```
 
 mod emitter;
 mod future;

@@ -13,6 +13,36 @@
 //! dropped (telemetry reports it abandoned) and ends with a transient
 //! [`Elapsed`]. Either way the mode tries the event again. Cancellation of
 //! the partition still reaches the attempt.
+//!
+//! ```
+//! use prosody_core::timeout::{TimeoutConfig, TimeoutLayer};
+//! use prosody_core::{Category, Encoded, EventRequest, HandlerError};
+//! use std::time::Duration;
+//! use tokio::time::Instant;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
+//! # fn request(key: &str) -> EventRequest<Encoded> {
+//! #     let stop = tokio_util::sync::CancellationToken::new();
+//! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
+//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! # }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), HandlerError> {
+//! // A handler that waits until it is told to stop, then claims success.
+//! let patient = service_fn(|request: EventRequest<Encoded>| async move {
+//!     request.context.on_cancel().await;
+//!     Ok::<_, HandlerError>(Some(()))
+//! });
+//! let layer = TimeoutLayer::new(TimeoutConfig { timeout: Duration::from_secs(5) });
+//! let start = Instant::now();
+//! let late = ServiceBuilder::new().layer(layer).service(patient).oneshot(request("order-7")).await;
+//! // Past its deadline, a success counts as a transient failure.
+//! assert_eq!(late.map_err(|error| error.category()), Err(Category::Transient));
+//! assert_eq!(start.elapsed(), Duration::from_secs(5));
+//! # Ok(())
+//! # }
+//! ```
 
 mod config;
 mod future;
