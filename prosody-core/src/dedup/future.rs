@@ -6,7 +6,7 @@ use crate::handler::{EventRequest, Settlement};
 use crate::store::DedupWrite;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
-use crate::timers::Rider;
+use crate::work::Rider;
 use pin_project::pin_project;
 use std::fmt;
 use std::future::Future;

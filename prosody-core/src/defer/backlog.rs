@@ -15,7 +15,7 @@ use crate::loader::Loader;
 use crate::store::defer::{DeferStore, Deferral};
 use crate::store::timer::{TimerKind, from_seconds};
 use crate::store::{Batch, DeferWrite, TimerChange};
-use crate::timers::Rider;
+use crate::work::Rider;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +72,7 @@ where
         else {
             return Err(error);
         };
-        let Some(timers) = context.timers() else {
+        let Some(timers) = context.work() else {
             debug!(%key, offset, "{NoTimers}");
             return Err(error);
         };
@@ -146,7 +146,7 @@ async fn behind<R: Settlement>(origin: &Origin) -> Result<R, HandlerError> {
     else {
         return Ok(R::unhandled());
     };
-    let Some(timers) = context.timers() else {
+    let Some(timers) = context.work() else {
         return Err(HandlerError::transient(NoTimers));
     };
     let batch = Batch::default().deferral(DeferWrite::Defer {
@@ -208,7 +208,7 @@ where
         let Event::Timer(timer) = event else {
             return Err(HandlerError::permanent(NoTimers));
         };
-        let Some(timers) = context.timers().cloned() else {
+        let Some(timers) = context.work().cloned() else {
             return Err(HandlerError::permanent(NoTimers));
         };
         let key = timer.key;
@@ -245,7 +245,7 @@ where
                     .map_err(HandlerError::from_store)?;
                 return Ok(S::Response::unhandled());
             };
-            let head_context = context.clone().with_timers(timers.detached());
+            let head_context = context.clone().with_work(timers.detached());
             let result = try_head(
                 &shared,
                 inner.clone(),

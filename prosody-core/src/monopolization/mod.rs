@@ -44,12 +44,12 @@ pub use config::{MonopolizationConfig, MonopolizationConfigError};
 pub use future::ResponseFuture;
 pub use layer::MonopolizationLayer;
 
-use crate::context::WaitMeter;
 use crate::error::HandlerError;
 use crate::event::Topic;
 use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
+use crate::work::WaitMeter;
 use quick_cache::Equivalent;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -6,7 +6,7 @@ use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
-use crate::timers::Rider;
+use crate::work::Rider;
 use proptest::prelude::*;
 use std::collections::HashSet;
 use std::future::{Future, ready};
