@@ -6,7 +6,7 @@ use crate::event::{Event, Topic};
 use crate::key::Key;
 use crate::state::{Definition, StateError};
 use crate::timers::{self, TimerError, TimerOp};
-use crate::work::{Rider, UnitOfWork, WaitMeter};
+use crate::work::UnitOfWork;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -21,10 +21,6 @@ pub enum Demand {
     /// Work that failed before and is being tried again.
     Failure,
 }
-
-/// The riders of a context: one allocation for all of them, and clones
-/// that cost a count.
-pub(crate) type Riders = Arc<[Rider]>;
 
 /// What every call of one partition shares: where its events come from,
 /// and the partition's two shutdown signals. One per partition, so a
@@ -54,12 +50,8 @@ pub struct Context {
     attempt: u32,
     /// When the attempt's time is up (set by the timeout stage).
     deadline: Option<Instant>,
-    wait: Option<WaitMeter>,
     /// The attempt's unit of work: its timers and keyed state.
     work: Option<UnitOfWork>,
-    /// What stages add to the attempt's batch, written only with the
-    /// handler's changes when the attempt succeeds.
-    riders: Option<Riders>,
 }
 
 impl Context {
@@ -92,9 +84,7 @@ impl Context {
             demand: Demand::Normal,
             attempt: 1,
             deadline: None,
-            wait: None,
             work: None,
-            riders: None,
         }
     }
 
@@ -152,20 +142,6 @@ impl Context {
             .as_ref()
             .and_then(UnitOfWork::state)
             .ok_or(StateError::Unavailable)
-    }
-
-    /// The same context with `rider` written in the attempt's batch if the
-    /// attempt succeeds.
-    #[must_use]
-    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
-        let riders = self.riders.as_deref().unwrap_or_default().iter().cloned();
-        self.riders = Some(riders.chain(std::iter::once(rider)).collect());
-        self
-    }
-
-    /// What the stages added to the attempt's batch.
-    pub(crate) fn riders(&self) -> Option<Riders> {
-        self.riders.clone()
     }
 
     fn timers_or_err(&self) -> Result<&UnitOfWork, TimerError> {
@@ -236,28 +212,6 @@ impl Context {
     pub fn with_demand(mut self, demand: Demand) -> Self {
         self.demand = demand;
         self
-    }
-
-    /// The meter the scheduler reports this attempt's permit wait to: the
-    /// one a stage above it set, or else its event's, if the runtime made
-    /// the context.
-    #[must_use]
-    pub fn wait_meter(&self) -> Option<WaitMeter> {
-        self.wait
-            .clone()
-            .or_else(|| self.work.as_ref().map(UnitOfWork::wait_meter))
-    }
-
-    /// The same context, reporting permit waits to `meter`.
-    #[must_use]
-    pub fn with_wait_meter(mut self, meter: WaitMeter) -> Self {
-        self.set_wait_meter(meter);
-        self
-    }
-
-    /// Reports permit waits to `meter` from now on.
-    pub(crate) fn set_wait_meter(&mut self, meter: WaitMeter) {
-        self.wait = Some(meter);
     }
 
     /// Which attempt at the event this is, from 1.

@@ -5,7 +5,7 @@ use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::store::timer::TimerKind;
-use crate::work;
+use crate::work::{self, Rider, UnitOfWork, WaitMeter};
 use futures_util::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -91,13 +91,89 @@ pub trait EventHandler: Send + Sync + 'static {
     }
 }
 
-/// What travels down the stack: an event and the context of its call.
+/// What travels down the stack: an event, the context its handler sees,
+/// and what only the stages read (its extensions, as `http::Extensions`
+/// carry a request's own data for tower-http's middleware).
 #[derive(Clone, Debug)]
 pub struct EventRequest<P> {
     /// The event to handle.
     pub event: Event<P>,
     /// The context of this call.
     pub context: Context,
+    /// What stages tell each other about this call.
+    pub(crate) extensions: Extensions,
+}
+
+/// What only the stages of a stack read about a call: the meter its
+/// permit waits go to, and the riders its commit writes.
+///
+/// Invariant: riders only accumulate down the stack; a clone of the
+/// request (a retry) carries the same ones, at the cost of a count.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Extensions {
+    wait: Option<WaitMeter>,
+    /// One allocation for all of them.
+    riders: Option<Arc<[Rider]>>,
+}
+
+impl Extensions {
+    /// The same extensions with `rider` written in the attempt's batch if
+    /// the attempt succeeds.
+    #[must_use]
+    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
+        let riders = self.riders.as_deref().unwrap_or_default().iter().cloned();
+        self.riders = Some(riders.chain(std::iter::once(rider)).collect());
+        self
+    }
+}
+
+impl<P> EventRequest<P> {
+    /// A request for `event` in `context`, with no extensions yet.
+    #[must_use]
+    pub fn new(event: Event<P>, context: Context) -> Self {
+        Self {
+            event,
+            context,
+            extensions: Extensions::default(),
+        }
+    }
+
+    /// The meter the scheduler reports this call's permit wait to: the one
+    /// a stage above it set, or else its event's, if the runtime made the
+    /// request.
+    #[must_use]
+    pub fn wait_meter(&self) -> Option<WaitMeter> {
+        self.extensions
+            .wait
+            .clone()
+            .or_else(|| self.context.work().map(UnitOfWork::wait_meter))
+    }
+
+    /// The same request, reporting permit waits to `meter`.
+    #[must_use]
+    pub fn with_wait_meter(mut self, meter: WaitMeter) -> Self {
+        self.set_wait_meter(meter);
+        self
+    }
+
+    /// Reports permit waits to `meter` from now on.
+    pub(crate) fn set_wait_meter(&mut self, meter: WaitMeter) {
+        self.extensions.wait = Some(meter);
+    }
+
+    /// The same request with `rider` written in the attempt's batch if the
+    /// attempt succeeds.
+    #[must_use]
+    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
+        self.extensions = self.extensions.with_rider(rider);
+        self
+    }
+
+    /// What the stages added to the attempt's batch.
+    #[cfg(test)]
+    pub(crate) fn riders(&self) -> &[Rider] {
+        self.extensions.riders.as_deref().unwrap_or_default()
+    }
 }
 
 /// What a stack's response says to the stages outside it: whether the
@@ -207,7 +283,11 @@ where
 
     fn call(&mut self, request: EventRequest<Encoded>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
-        let EventRequest { event, context } = request;
+        let EventRequest {
+            event,
+            context,
+            extensions,
+        } = request;
         // A codec that panics fails the record as one that does not decode.
         let decoded =
             std::panic::catch_unwind(AssertUnwindSafe(|| codec::decode(&self.codec, event)));
@@ -232,8 +312,7 @@ where
             let work = context.work().cloned();
             let key = context.key().clone();
             let deadline = context.deadline();
-            let riders = context.riders();
-            let _sealed = work.as_ref().map(work::UnitOfWork::seal_on_drop);
+            let _sealed = work.as_ref().map(UnitOfWork::seal_on_drop);
             if let Some(work) = &work
                 && work.applied().await?
             {
@@ -246,7 +325,7 @@ where
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
             }
             .map_err(|error| error.classified(|source| handler.classify(source)))?;
-            let riders = riders.as_deref().unwrap_or_default();
+            let riders = extensions.riders.as_deref().unwrap_or_default();
             work::settle(work.as_ref(), &key, riders, deadline, output).await
         };
         // A panic is a failure of this call, handled by the mode like any

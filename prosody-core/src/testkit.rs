@@ -38,7 +38,7 @@ pub(crate) fn message<P>(
         raw: Bytes::new(),
         headers: Headers::new(),
     });
-    (EventRequest { event, context }, shutdown, cancel)
+    (EventRequest::new(event, context), shutdown, cancel)
 }
 
 /// A store access that keeps nothing: every call fails as rejected.

@@ -9,7 +9,7 @@ use crate::codec;
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event};
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::{EventRequest, Extensions, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
 use crate::store::defer::{DeferStore, Deferral};
@@ -204,7 +204,7 @@ where
     L: Loader,
 {
     Box::pin(async move {
-        let EventRequest { event, context } = request;
+        let (event, context, extensions) = (request.event, request.context, request.extensions);
         let Event::Timer(timer) = event else {
             return Err(HandlerError::permanent(NoTimers));
         };
@@ -249,7 +249,7 @@ where
             let result = try_head(
                 &shared,
                 inner.clone(),
-                head_context,
+                (head_context, extensions.clone()),
                 (&partition, &key),
                 head,
                 failures,
@@ -316,7 +316,7 @@ where
 async fn try_head<S, D, L>(
     shared: &Shared<D, L>,
     inner: S,
-    context: Context,
+    (context, extensions): (Context, Extensions),
     (partition, key): (&TopicPartition, &Key),
     head: i64,
     failures: u32,
@@ -336,12 +336,17 @@ where
             };
             let context = context
                 .with_demand(demand)
-                .with_attempt(failures.saturating_add(1))
-                .with_rider(Rider::Defer(DeferWrite::Complete {
-                    key: key.clone(),
-                    offset: head,
-                }));
-            inner.oneshot(EventRequest { event, context }).await
+                .with_attempt(failures.saturating_add(1));
+            let extensions = extensions.with_rider(Rider::Defer(DeferWrite::Complete {
+                key: key.clone(),
+                offset: head,
+            }));
+            let request = EventRequest {
+                event,
+                context,
+                extensions,
+            };
+            inner.oneshot(request).await
         }
         Loaded::Gone => Err(HandlerError::permanent(Gone)),
         Loaded::Failed(error) => Err(error),

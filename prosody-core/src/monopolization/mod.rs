@@ -312,11 +312,11 @@ where
                 return ResponseFuture::rejected(HandlerError::transient(error));
             }
         };
-        // The runtime's contexts meter their event already; another gets a
+        // The runtime's requests meter their event already; another gets a
         // meter of its own.
-        let wait = request.context.wait_meter().unwrap_or_else(|| {
+        let wait = request.wait_meter().unwrap_or_else(|| {
             let wait = WaitMeter::default();
-            request.context.set_wait_meter(wait.clone());
+            request.set_wait_meter(wait.clone());
             wait
         });
         let waited = wait.waited();

@@ -169,10 +169,7 @@ impl Attempts {
             )),
             None => self.work.clone(),
         };
-        EventRequest {
-            event,
-            context: context.with_work(work),
-        }
+        EventRequest::new(event, context.with_work(work))
     }
 
     /// Keeps the response of the call that settled the event in its unit

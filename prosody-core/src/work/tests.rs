@@ -179,12 +179,12 @@ mod commit {
             });
             let (result, returned, started) = runtime.block_on(async {
                 let (request, _shutdown, _cancel) = testkit::message("k", Encoded, None);
-                let EventRequest { mut event, context } = request;
+                let EventRequest { mut event, context, .. } = request;
                 if let Event::Message(message) = &mut event {
                     message.raw = Bytes::from_static(b"{}");
                 }
                 let work = UnitOfWork::new(Arc::clone(&store) as _);
-                let request = EventRequest { event, context: context.with_work(work) };
+                let request = EventRequest::new(event, context.with_work(work));
                 let handler = Sleeper { run: Duration::from_millis(run), fail: handler_fails };
                 let config = TimeoutConfig { timeout: TIMEOUT };
                 let stack = TimeoutLayer::new(config).layer(HandlerService::new(handler));

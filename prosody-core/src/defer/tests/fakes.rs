@@ -279,7 +279,7 @@ impl Service<EventRequest<Encoded>> for Handler {
         });
         if error.is_none() {
             let store = self.store.lock().unwrap().clone();
-            for rider in request.context.riders().as_deref().unwrap_or_default() {
+            for rider in request.riders() {
                 if let (Some(store), Rider::Defer(DeferWrite::Complete { key, offset })) =
                     (&store, rider)
                 {
