@@ -1,5 +1,5 @@
 //! Persistent per-key timers: the changes a handler stages through its
-//! context (written with the attempt's [unit of work](crate::work)), the
+//! context (written with the attempt's unit of work), the
 //! timers a partition holds and fires, and the partition's store access.
 
 mod access;
