@@ -46,10 +46,9 @@ where
 {
     let token = CancellationToken::new();
     for n in 0..events {
-        // The runtime's contexts carry a wait meter; these do too, so the
+        // The runtime's requests carry a wait meter; these do too, so the
         // monopolization stage does not make one per event.
-        let mut request = message(n, keys, false, &token);
-        request.context = request.context.with_wait_meter(WaitMeter::default());
+        let request = message(n, keys, false, &token).with_wait_meter(WaitMeter::default());
         service
             .ready()
             .await

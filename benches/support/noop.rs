@@ -40,25 +40,24 @@ pub fn message(
     token: &CancellationToken,
 ) -> EventRequest<Encoded> {
     let key = format!("key-{}", n % keys.max(1));
-    EventRequest {
-        context: Context::new(
-            key.as_str().into(),
-            "bench".into(),
-            0,
-            token.child_token(),
-            token.clone(),
-        ),
-        event: Event::Message(Message {
-            topic: "bench".into(),
-            partition: 0,
-            offset: i64::try_from(n).unwrap_or(i64::MAX),
-            timestamp: Timestamp::default(),
-            raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
-            key: key.into(),
-            payload: Encoded,
-            raw: Bytes::from(json!({"id": n, "type": "bench.event"}).to_string()),
-            id: with_id.then(|| Arc::from(n.to_string())),
-            headers: Headers::new(),
-        }),
-    }
+    let context = Context::new(
+        key.as_str().into(),
+        "bench".into(),
+        0,
+        token.child_token(),
+        token.clone(),
+    );
+    let event = Event::Message(Message {
+        topic: "bench".into(),
+        partition: 0,
+        offset: i64::try_from(n).unwrap_or(i64::MAX),
+        timestamp: Timestamp::default(),
+        raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
+        key: key.into(),
+        payload: Encoded,
+        raw: Bytes::from(json!({"id": n, "type": "bench.event"}).to_string()),
+        id: with_id.then(|| Arc::from(n.to_string())),
+        headers: Headers::new(),
+    });
+    EventRequest::new(event, context)
 }

@@ -2,14 +2,13 @@
 //! it should stop.
 
 use crate::clock::Timestamp;
-use crate::event::Topic;
+use crate::event::{Event, Topic};
 use crate::key::Key;
-use crate::state::{AttemptState, Definition, StateError};
-use crate::timers::{self, EventState, Rider, TimerError, TimerOp, Timers};
+use crate::state::{Definition, StateError};
+use crate::timers::{self, TimerError, TimerOp};
+use crate::work::UnitOfWork;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
@@ -22,58 +21,6 @@ pub enum Demand {
     /// Work that failed before and is being tried again.
     Failure,
 }
-
-/// How long an event's attempts waited for scheduler permits: the
-/// scheduler adds to it, and stages above the scheduler read it to tell
-/// waiting from running (monopolization counts only running).
-///
-/// Invariant: only grows; clones share one count. A context the runtime
-/// made meters into its event's shared state, so metering costs no
-/// allocation; [`WaitMeter::default`] makes a meter of its own.
-#[derive(Clone, Debug)]
-pub struct WaitMeter(Meter);
-
-#[derive(Clone, Debug)]
-enum Meter {
-    Own(Arc<AtomicU64>),
-    Event(Arc<EventState>),
-}
-
-impl Default for WaitMeter {
-    fn default() -> Self {
-        Self(Meter::Own(Arc::default()))
-    }
-}
-
-impl WaitMeter {
-    /// The meter kept in an event's shared state.
-    pub(crate) fn of_event(event: Arc<EventState>) -> Self {
-        Self(Meter::Event(event))
-    }
-
-    fn nanos(&self) -> &AtomicU64 {
-        match &self.0 {
-            Meter::Own(nanos) => nanos,
-            Meter::Event(event) => &event.waited,
-        }
-    }
-
-    /// Adds a wait.
-    pub fn add(&self, waited: Duration) {
-        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        self.nanos().fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    /// The total waited so far.
-    #[must_use]
-    pub fn waited(&self) -> Duration {
-        Duration::from_nanos(self.nanos().load(Ordering::Relaxed))
-    }
-}
-
-/// The riders of a context: one allocation for all of them, and clones
-/// that cost a count.
-pub(crate) type Riders = Arc<[Rider]>;
 
 /// What every call of one partition shares: where its events come from,
 /// and the partition's two shutdown signals. One per partition, so a
@@ -103,13 +50,8 @@ pub struct Context {
     attempt: u32,
     /// When the attempt's time is up (set by the timeout stage).
     deadline: Option<Instant>,
-    wait: Option<WaitMeter>,
-    timers: Option<Timers>,
-    /// What stages add to the attempt's batch, written only with the
-    /// handler's changes when the attempt succeeds.
-    riders: Option<Riders>,
-    /// The key's keyed state, if the client registered collections.
-    state: Option<Arc<AttemptState>>,
+    /// The attempt's unit of work: its timers and keyed state.
+    work: Option<UnitOfWork>,
 }
 
 impl Context {
@@ -142,44 +84,28 @@ impl Context {
             demand: Demand::Normal,
             attempt: 1,
             deadline: None,
-            wait: None,
-            timers: None,
-            riders: None,
-            state: None,
+            work: None,
         }
     }
 
-    /// The same context with access to its partition's timers.
+    /// The same context with its event's unit of work.
     #[must_use]
-    pub(crate) fn with_timers(mut self, timers: Timers) -> Self {
-        self.timers = Some(timers);
+    pub(crate) fn with_work(mut self, work: UnitOfWork) -> Self {
+        self.work = Some(work);
         self
     }
 
-    /// The same context with a fresh timer staging list, for one attempt.
+    /// The same context for the next attempt at `event`: a unit of work of
+    /// its own ([`UnitOfWork::begin`]).
     #[must_use]
-    pub(crate) fn with_fresh_timers(mut self) -> Self {
-        self.timers = self.timers.as_ref().map(Timers::fresh);
+    pub(crate) fn begin<P>(mut self, event: &Event<P>) -> Self {
+        self.work = self.work.as_ref().map(|work| work.begin(event));
         self
     }
 
-    /// The same context with access to its key's state.
-    #[must_use]
-    pub(crate) fn with_state(mut self, state: Arc<AttemptState>) -> Self {
-        self.state = Some(state);
-        self
-    }
-
-    /// The same context with nothing pending in its state, for one attempt.
-    #[must_use]
-    pub(crate) fn with_fresh_state(mut self) -> Self {
-        self.state = self.state.as_deref().map(AttemptState::fresh);
-        self
-    }
-
-    /// The attempt's state, to commit it once it succeeded.
-    pub(crate) fn attempt_state(&self) -> Option<&Arc<AttemptState>> {
-        self.state.as_ref()
+    /// The attempt's unit of work, to commit it once it succeeded.
+    pub(crate) fn work(&self) -> Option<&UnitOfWork> {
+        self.work.as_ref()
     }
 
     /// Binds this key's collection of `definition` for this attempt.
@@ -197,7 +123,7 @@ impl Context {
     /// store keeps another kind or payload under its name, and
     /// [`StateError::Unavailable`] outside the runtime.
     pub fn state<D: Definition>(&self, definition: &D) -> Result<D::Handle<'_>, StateError> {
-        let state = self.state.as_deref().ok_or(StateError::Unavailable)?;
+        let state = self.attempt_state()?;
         Ok(definition.bind(state.slot(definition.spec())?))
     }
 
@@ -208,33 +134,18 @@ impl Context {
     ///
     /// [`StateError::Unavailable`] outside the runtime or after the attempt.
     pub fn clear_state(&self) -> Result<(), StateError> {
-        self.state
-            .as_deref()
-            .ok_or(StateError::Unavailable)?
-            .clear_all()
+        self.attempt_state()?.clear_all()
     }
 
-    /// The attempt's timers, to commit them once it succeeded.
-    pub(crate) fn timers(&self) -> Option<&Timers> {
-        self.timers.as_ref()
+    fn attempt_state(&self) -> Result<&crate::state::AttemptState, StateError> {
+        self.work
+            .as_ref()
+            .and_then(UnitOfWork::state)
+            .ok_or(StateError::Unavailable)
     }
 
-    /// The same context with `rider` written in the attempt's batch if the
-    /// attempt succeeds.
-    #[must_use]
-    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
-        let riders = self.riders.as_deref().unwrap_or_default().iter().cloned();
-        self.riders = Some(riders.chain(std::iter::once(rider)).collect());
-        self
-    }
-
-    /// What the stages added to the attempt's batch.
-    pub(crate) fn riders(&self) -> Option<Riders> {
-        self.riders.clone()
-    }
-
-    fn timers_or_err(&self) -> Result<&Timers, TimerError> {
-        self.timers.as_ref().ok_or(TimerError::Unavailable)
+    fn timers_or_err(&self) -> Result<&UnitOfWork, TimerError> {
+        self.work.as_ref().ok_or(TimerError::Unavailable)
     }
 
     /// Schedules a timer for this key at `time` (rounded to the second).
@@ -301,28 +212,6 @@ impl Context {
     pub fn with_demand(mut self, demand: Demand) -> Self {
         self.demand = demand;
         self
-    }
-
-    /// The meter the scheduler reports this attempt's permit wait to: the
-    /// one a stage above it set, or else its event's, if the runtime made
-    /// the context.
-    #[must_use]
-    pub fn wait_meter(&self) -> Option<WaitMeter> {
-        self.wait
-            .clone()
-            .or_else(|| self.timers.as_ref().map(Timers::wait_meter))
-    }
-
-    /// The same context, reporting permit waits to `meter`.
-    #[must_use]
-    pub fn with_wait_meter(mut self, meter: WaitMeter) -> Self {
-        self.set_wait_meter(meter);
-        self
-    }
-
-    /// Reports permit waits to `meter` from now on.
-    pub(crate) fn set_wait_meter(&mut self, meter: WaitMeter) {
-        self.wait = Some(meter);
     }
 
     /// Which attempt at the event this is, from 1.

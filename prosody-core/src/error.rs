@@ -13,6 +13,11 @@ use std::fmt;
 /// its source chain a category; an explicit category (from
 /// [`HandlerError::new`], [`ResultExt`], or an error that carries its own,
 /// such as a `StateError`) is never reclassified.
+///
+/// The conversion of any error by `?` (`From<E>`) is implemented beside
+/// the one error type it treats apart, `StateError`, in the state module:
+/// a blanket conversion can only tell a type apart by naming it, and this
+/// way the error categories depend on nothing above them.
 pub struct HandlerError {
     category: Category,
     source: BoxError,
@@ -38,7 +43,7 @@ impl HandlerError {
     }
 
     /// An error of unknown origin: transient until classified.
-    fn assumed(source: BoxError) -> Self {
+    pub(crate) fn assumed(source: BoxError) -> Self {
         Self {
             category: Category::Transient,
             source,
@@ -125,20 +130,6 @@ impl fmt::Debug for HandlerError {
             .field("source", &self.source)
             .field("assumed", &self.assumed)
             .finish()
-    }
-}
-
-/// Any standard error converts with `?` as a transient error (until the
-/// handler's [`classify`](crate::EventHandler::classify) says otherwise),
-/// but for a [`StateError`](crate::state::StateError), which keeps its own
-/// category.
-impl<E: StdError + Send + Sync + 'static> From<E> for HandlerError {
-    fn from(error: E) -> Self {
-        let any: &dyn std::any::Any = &error;
-        match any.downcast_ref::<crate::state::StateError>() {
-            Some(state) => Self::new(state.category(), error),
-            None => Self::assumed(Box::new(error)),
-        }
     }
 }
 

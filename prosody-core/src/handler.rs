@@ -4,11 +4,8 @@ use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Excise, Message, Timer};
-use crate::state::{AttemptState, Marker, StateError, StateGuard};
-use crate::store::Batch;
 use crate::store::timer::TimerKind;
-use crate::timeout::ReturnedLate;
-use crate::timers::TimerOp;
+use crate::work::{self, Rider, UnitOfWork, WaitMeter};
 use futures_util::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -94,13 +91,89 @@ pub trait EventHandler: Send + Sync + 'static {
     }
 }
 
-/// What travels down the stack: an event and the context of its call.
+/// What travels down the stack: an event, the context its handler sees,
+/// and what only the stages read (its extensions, as `http::Extensions`
+/// carry a request's own data for tower-http's middleware).
 #[derive(Clone, Debug)]
 pub struct EventRequest<P> {
     /// The event to handle.
     pub event: Event<P>,
     /// The context of this call.
     pub context: Context,
+    /// What stages tell each other about this call.
+    pub(crate) extensions: Extensions,
+}
+
+/// What only the stages of a stack read about a call: the meter its
+/// permit waits go to, and the riders its commit writes.
+///
+/// Invariant: riders only accumulate down the stack; a clone of the
+/// request (a retry) carries the same ones, at the cost of a count.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Extensions {
+    wait: Option<WaitMeter>,
+    /// One allocation for all of them.
+    riders: Option<Arc<[Rider]>>,
+}
+
+impl Extensions {
+    /// The same extensions with `rider` written in the attempt's batch if
+    /// the attempt succeeds.
+    #[must_use]
+    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
+        let riders = self.riders.as_deref().unwrap_or_default().iter().cloned();
+        self.riders = Some(riders.chain(std::iter::once(rider)).collect());
+        self
+    }
+}
+
+impl<P> EventRequest<P> {
+    /// A request for `event` in `context`, with no extensions yet.
+    #[must_use]
+    pub fn new(event: Event<P>, context: Context) -> Self {
+        Self {
+            event,
+            context,
+            extensions: Extensions::default(),
+        }
+    }
+
+    /// The meter the scheduler reports this call's permit wait to: the one
+    /// a stage above it set, or else its event's, if the runtime made the
+    /// request.
+    #[must_use]
+    pub fn wait_meter(&self) -> Option<WaitMeter> {
+        self.extensions
+            .wait
+            .clone()
+            .or_else(|| self.context.work().map(UnitOfWork::wait_meter))
+    }
+
+    /// The same request, reporting permit waits to `meter`.
+    #[must_use]
+    pub fn with_wait_meter(mut self, meter: WaitMeter) -> Self {
+        self.set_wait_meter(meter);
+        self
+    }
+
+    /// Reports permit waits to `meter` from now on.
+    pub(crate) fn set_wait_meter(&mut self, meter: WaitMeter) {
+        self.extensions.wait = Some(meter);
+    }
+
+    /// The same request with `rider` written in the attempt's batch if the
+    /// attempt succeeds.
+    #[must_use]
+    pub(crate) fn with_rider(mut self, rider: Rider) -> Self {
+        self.extensions = self.extensions.with_rider(rider);
+        self
+    }
+
+    /// What the stages added to the attempt's batch.
+    #[cfg(test)]
+    pub(crate) fn riders(&self) -> &[Rider] {
+        self.extensions.riders.as_deref().unwrap_or_default()
+    }
 }
 
 /// What a stack's response says to the stages outside it: whether the
@@ -137,10 +210,10 @@ impl<T> Settlement for Option<T> {
 /// record its key's state marks applied (its changes landed already); a key that is
 /// not UTF-8 or a payload the codec rejects fails the call with a permanent
 /// [`DecodeError`] before the handler runs. Its
-/// response is the handler's output, or `None` for a timer. A handler that
-/// returns after its attempt's deadline passed fails with a transient
-/// [`ReturnedLate`], whatever it returned (unless it was an error), and its
-/// changes are discarded.
+/// response is the handler's output, or `None` for a timer, returned only
+/// once the attempt's unit of work is committed; the late-success rule
+/// of the attempt's unit of work decides whether a success past its deadline
+/// is committed.
 pub struct HandlerService<H, C> {
     handler: Arc<H>,
     codec: C,
@@ -210,7 +283,11 @@ where
 
     fn call(&mut self, request: EventRequest<Encoded>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
-        let EventRequest { event, context } = request;
+        let EventRequest {
+            event,
+            context,
+            extensions,
+        } = request;
         // A codec that panics fails the record as one that does not decode.
         let decoded =
             std::panic::catch_unwind(AssertUnwindSafe(|| codec::decode(&self.codec, event)));
@@ -218,9 +295,6 @@ where
             Ok(event) => event,
             Err(error) => return Box::pin(std::future::ready(Err(HandlerError::permanent(error)))),
         };
-        // Each attempt stages its own timer and state changes; they are
-        // written only if the handler succeeds.
-        let context = context.with_fresh_timers().with_fresh_state();
         if let Event::Timer(timer) = &event
             && timer.kind != TimerKind::Application
         {
@@ -231,45 +305,18 @@ where
             let error = HandlerError::permanent(ForeignTimer(timer.kind));
             return Box::pin(std::future::ready(Err(error)));
         }
-        if let (Event::Timer(timer), Some(timers)) = (&event, context.timers()) {
-            // The fired timer leaves the store in the same commit as the
-            // handler's own changes, and before them: a handler that
-            // schedules the same second again keeps that new timer.
-            timers.stage(TimerOp::Unschedule(timer.time));
-        }
-        let offset = match &event {
-            Event::Message(message) => Some(message.offset),
-            Event::Excise(excise) => Some(excise.offset),
-            Event::Timer(_) => None,
-        };
-        let fired = match &event {
-            Event::Timer(timer) => Some(timer.time),
-            _ => None,
-        };
+        // Each attempt has its own unit of work, committed only if the
+        // handler succeeds.
+        let context = context.begin(&event);
         let call = async move {
-            let timers = context.timers().cloned();
+            let work = context.work().cloned();
             let key = context.key().clone();
             let deadline = context.deadline();
-            let riders = context.riders();
-            let state = StateGuard(context.attempt_state().cloned());
-            if let (Some(attempt), Some(offset)) = (&state.0, offset)
-                && applied(attempt, Marker::Record(offset)).await?
+            let _sealed = work.as_ref().map(UnitOfWork::seal_on_drop);
+            if let Some(work) = &work
+                && work.applied().await?
             {
-                // Its state changes landed before a crash or a hand-off
-                // kept its offset from being committed: not again.
-                tracing::debug!(
-                    offset,
-                    "the record's state changes landed already: not run again"
-                );
-                return Ok(None);
-            }
-            if let (Some(attempt), Some(timers), Some(time)) = (&state.0, &timers, fired)
-                && timers.commit_started()
-                && applied(attempt, Marker::Timer(time.as_millis())).await?
-            {
-                // An earlier attempt's commit (failed or cut short as far
-                // as it knew) landed, its timer marker with it.
-                tracing::debug!("the timer's state changes landed already: not run again");
+                tracing::debug!("the event's state changes landed already: not run again");
                 return Ok(None);
             }
             let output = match event {
@@ -278,43 +325,8 @@ where
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
             }
             .map_err(|error| error.classified(|source| handler.classify(source)))?;
-            if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
-                // A success after the deadline does not count: nothing of
-                // it is written.
-                return Err(HandlerError::transient(ReturnedLate));
-            }
-            if let Some(timers) = timers {
-                let mut writes = Vec::new();
-                if let Some(attempt) = &state.0 {
-                    let mut sealed = attempt.seal();
-                    let event = match (offset, fired) {
-                        (Some(offset), _) => Some(Marker::Record(offset)),
-                        (None, Some(time)) => Some(Marker::Timer(time.as_millis())),
-                        (None, None) => None,
-                    };
-                    let markers = event
-                        .filter(|_| sealed.wrote)
-                        .map(|event| attempt.markers(event, &sealed))
-                        .unwrap_or_default();
-                    if !sealed.uncommitted.is_empty() {
-                        let batch = Batch {
-                            state: std::mem::take(&mut sealed.uncommitted),
-                            ..Batch::default()
-                        };
-                        timers
-                            .write(batch)
-                            .await
-                            .map_err(HandlerError::from_store)?;
-                    }
-                    writes = sealed.transactional;
-                    writes.extend(markers);
-                }
-                timers
-                    .commit(&key, riders.as_deref().unwrap_or_default(), writes)
-                    .await
-                    .map_err(HandlerError::from_store)?;
-            }
-            Ok(output)
+            let riders = extensions.riders.as_deref().unwrap_or_default();
+            work::settle(work.as_ref(), &key, riders, deadline, output).await
         };
         // A panic is a failure of this call, handled by the mode like any
         // other transient error, not an unwinding through the stack.
@@ -326,20 +338,6 @@ where
     }
 }
 
-/// Whether the key's state marks `event` applied: a record at or below
-/// its last applied offset, or its last applied timer.
-async fn applied(attempt: &AttemptState, event: Marker) -> Result<bool, HandlerError> {
-    let (Marker::Record(at) | Marker::Timer(at)) = event;
-    let applied = attempt
-        .applied(event)
-        .await
-        .map_err(StateError::into_handler)?;
-    Ok(match event {
-        Marker::Record(_) => applied.is_some_and(|applied| applied >= at),
-        Marker::Timer(_) => applied == Some(at),
-    })
-}
-
 /// A complete stack the runtime can drive: any cloneable `tower::Service` of
 /// [`EventRequest`]s whose future is `Send` and whose error converts to a
 /// [`BoxError`](crate::error::BoxError) (a [`HandlerError`] does, keeping its
@@ -347,7 +345,7 @@ async fn applied(attempt: &AttemptState, event: Marker) -> Result<bool, HandlerE
 pub trait EventService<P>:
     Service<
         EventRequest<P>,
-        Response: Send,
+        Response: Send + 'static,
         Error: Into<crate::error::BoxError> + Send,
         Future: Send,
     > + Clone
@@ -359,7 +357,7 @@ pub trait EventService<P>:
 impl<P, S> EventService<P> for S where
     S: Service<
             EventRequest<P>,
-            Response: Send,
+            Response: Send + 'static,
             Error: Into<crate::error::BoxError> + Send,
             Future: Send,
         > + Clone

@@ -32,7 +32,7 @@ pub mod handler;
 pub mod log;
 pub mod monopolization;
 
-pub use context::{Context, Demand, WaitMeter};
+pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
 pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};
 pub mod retry;
@@ -46,5 +46,7 @@ mod testkit;
 pub mod timeout;
 pub mod timers;
 pub mod trace;
+mod work;
+pub use work::WaitMeter;
 
 pub use runtime::{Runtime, RuntimeConfig};

@@ -38,7 +38,7 @@ pub(crate) fn message<P>(
         raw: Bytes::new(),
         headers: Headers::new(),
     });
-    (EventRequest { event, context }, shutdown, cancel)
+    (EventRequest::new(event, context), shutdown, cancel)
 }
 
 /// A store access that keeps nothing: every call fails as rejected.
@@ -70,8 +70,8 @@ fn nothing() -> crate::store::StoreError {
     crate::store::StoreError::rejected("the test store keeps nothing")
 }
 
-/// `context` as the runtime makes it: with its event's timers (over a
-/// store that keeps nothing), so its permit waits go to the event's meter.
+/// `context` as the runtime makes it: with its event's unit of work (over
+/// a store that keeps nothing), so its permit waits go to the event's meter.
 pub(crate) fn as_in_runtime(context: Context) -> Context {
-    context.with_timers(crate::timers::Timers::new(Arc::new(NoStore)))
+    context.with_work(crate::work::UnitOfWork::new(Arc::new(NoStore)))
 }

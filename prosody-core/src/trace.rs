@@ -98,7 +98,6 @@ pub fn relate(span: &Span, cause: Option<SpanContext>, link: SpanLink) {
     }
 }
 
-
 /// The two W3C fields, as the propagator writes and reads them.
 #[derive(Default)]
 struct Carrier {

@@ -6,7 +6,7 @@ use crate::handler::{EventRequest, Settlement};
 use crate::store::DedupWrite;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
-use crate::timers::Rider;
+use crate::work::Rider;
 use pin_project::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -113,14 +113,13 @@ where
 fn with_record<D, P>(
     shared: &Shared<D>,
     key: DedupKey,
-    mut request: EventRequest<P>,
+    request: EventRequest<P>,
 ) -> EventRequest<P> {
     let write = DedupWrite {
         key,
         ttl: shared.ttl,
     };
-    request.context = request.context.with_rider(Rider::Dedup(write));
-    request
+    request.with_rider(Rider::Dedup(write))
 }
 
 fn polled_after_completion() -> HandlerError {

@@ -9,13 +9,13 @@ use crate::codec;
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event};
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::{EventRequest, Extensions, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
 use crate::store::defer::{DeferStore, Deferral};
 use crate::store::timer::{TimerKind, from_seconds};
 use crate::store::{Batch, DeferWrite, TimerChange};
-use crate::timers::Rider;
+use crate::work::Rider;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +72,7 @@ where
         else {
             return Err(error);
         };
-        let Some(timers) = context.timers() else {
+        let Some(timers) = context.work() else {
             debug!(%key, offset, "{NoTimers}");
             return Err(error);
         };
@@ -146,7 +146,7 @@ async fn behind<R: Settlement>(origin: &Origin) -> Result<R, HandlerError> {
     else {
         return Ok(R::unhandled());
     };
-    let Some(timers) = context.timers() else {
+    let Some(timers) = context.work() else {
         return Err(HandlerError::transient(NoTimers));
     };
     let batch = Batch::default().deferral(DeferWrite::Defer {
@@ -204,11 +204,11 @@ where
     L: Loader,
 {
     Box::pin(async move {
-        let EventRequest { event, context } = request;
+        let (event, context, extensions) = (request.event, request.context, request.extensions);
         let Event::Timer(timer) = event else {
             return Err(HandlerError::permanent(NoTimers));
         };
-        let Some(timers) = context.timers().cloned() else {
+        let Some(timers) = context.work().cloned() else {
             return Err(HandlerError::permanent(NoTimers));
         };
         let key = timer.key;
@@ -245,11 +245,11 @@ where
                     .map_err(HandlerError::from_store)?;
                 return Ok(S::Response::unhandled());
             };
-            let head_context = context.clone().with_timers(timers.detached());
+            let head_context = context.clone().with_work(timers.detached());
             let result = try_head(
                 &shared,
                 inner.clone(),
-                head_context,
+                (head_context, extensions.clone()),
                 (&partition, &key),
                 head,
                 failures,
@@ -316,7 +316,7 @@ where
 async fn try_head<S, D, L>(
     shared: &Shared<D, L>,
     inner: S,
-    context: Context,
+    (context, extensions): (Context, Extensions),
     (partition, key): (&TopicPartition, &Key),
     head: i64,
     failures: u32,
@@ -336,12 +336,17 @@ where
             };
             let context = context
                 .with_demand(demand)
-                .with_attempt(failures.saturating_add(1))
-                .with_rider(Rider::Defer(DeferWrite::Complete {
-                    key: key.clone(),
-                    offset: head,
-                }));
-            inner.oneshot(EventRequest { event, context }).await
+                .with_attempt(failures.saturating_add(1));
+            let extensions = extensions.with_rider(Rider::Defer(DeferWrite::Complete {
+                key: key.clone(),
+                offset: head,
+            }));
+            let request = EventRequest {
+                event,
+                context,
+                extensions,
+            };
+            inner.oneshot(request).await
         }
         Loaded::Gone => Err(HandlerError::permanent(Gone)),
         Loaded::Failed(error) => Err(error),

@@ -137,7 +137,7 @@ pub(super) fn failed<R: Settlement, D, L>(
     if !shared.record(true) {
         return Failed::Returned(Err(error));
     }
-    match (origin, context.timers()) {
+    match (origin, context.work()) {
         (Origin::Record { .. }, _) => Failed::Defer(error),
         // A commit that failed partway may have removed the timer already
         // (its first change): only the retry stage can finish the job.

@@ -299,12 +299,7 @@ async fn a_timer_whose_commit_failed_partway_is_not_put_off() {
     let timers = h.access();
     timers.stage(TimerOp::Unschedule(fired));
     h.timers.fail.store(true, Ordering::Relaxed);
-    assert!(
-        timers
-            .commit(&Key::from("k"), &[], Vec::new())
-            .await
-            .is_err()
-    );
+    assert!(timers.commit(&Key::from("k"), &[]).await.is_err());
     h.timers.fail.store(false, Ordering::Relaxed);
     let (request, _shutdown) = timer("k", TimerKind::Application, fired, timers.clone());
     let error = h.send(request).await.unwrap_err();

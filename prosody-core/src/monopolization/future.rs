@@ -1,8 +1,8 @@
 //! The response future of the monopolization service.
 
 use super::{Shared, Tracker};
-use crate::context::WaitMeter;
 use crate::error::HandlerError;
+use crate::work::WaitMeter;
 use pin_project::{pin_project, pinned_drop};
 use std::fmt;
 use std::future::Future;

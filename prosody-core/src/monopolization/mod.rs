@@ -74,12 +74,12 @@ pub use config::{MonopolizationConfig, MonopolizationConfigError};
 pub use future::ResponseFuture;
 pub use layer::MonopolizationLayer;
 
-use crate::context::WaitMeter;
 use crate::error::HandlerError;
 use crate::event::Topic;
 use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
+use crate::work::WaitMeter;
 use quick_cache::Equivalent;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -342,11 +342,11 @@ where
                 return ResponseFuture::rejected(HandlerError::transient(error));
             }
         };
-        // The runtime's contexts meter their event already; another gets a
+        // The runtime's requests meter their event already; another gets a
         // meter of its own.
-        let wait = request.context.wait_meter().unwrap_or_else(|| {
+        let wait = request.wait_meter().unwrap_or_else(|| {
             let wait = WaitMeter::default();
-            request.context.set_wait_meter(wait.clone());
+            request.set_wait_meter(wait.clone());
             wait
         });
         let waited = wait.waited();

@@ -69,6 +69,7 @@ fn request(topic: &str, key: &str, work: Duration) -> EventRequest<Duration> {
             CancellationToken::new(),
             CancellationToken::new(),
         ),
+        extensions: crate::handler::Extensions::default(),
     }
 }
 

@@ -14,7 +14,8 @@ use crate::key::Key;
 use crate::state::{AttemptState, Registry};
 use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::store::{Batch, TimerChange};
-use crate::timers::{StoreAccess, Timers};
+use crate::timers::StoreAccess;
+use crate::work::UnitOfWork;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,7 +41,7 @@ pub(crate) enum Outcome {
 /// What a key queue holds: a record of the partition, or a timer of the key
 /// that came due.
 #[derive(Debug)]
-pub(crate) enum Work {
+pub(crate) enum Job {
     Record(Record),
     Timer(Fire),
 }
@@ -96,25 +97,24 @@ impl<S: Clone> Shared<S> {
     }
 }
 
-/// What every attempt at one event is made of: its key, its timers (the
-/// unit of work the attempts share) and its span.
+/// What every attempt at one event is made of: its key, its unit of work
+/// (whose event share all its attempts share) and its span.
 ///
 /// Invariant: one per event, shared by all its attempts; each attempt
-/// stages its timer changes under its own number, and only the one that
-/// commits writes them.
+/// begins its own unit of work, and only the one that commits writes it.
 pub(crate) struct Attempts {
     key: Key,
-    timers: Timers,
+    work: UnitOfWork,
     span: Span,
 }
 
 impl Attempts {
-    /// The attempts at `work` of `key`.
-    pub(crate) fn new<S>(shared: &Shared<S>, key: Key, work: &Work) -> Self {
+    /// The attempts at `job` of `key`.
+    pub(crate) fn new<S>(shared: &Shared<S>, key: Key, job: &Job) -> Self {
         let access = Arc::clone(&shared.timers);
-        let (timers, span) = match work {
-            Work::Record(record) => (
-                Timers::new(access),
+        let (work, span) = match job {
+            Job::Record(record) => (
+                UnitOfWork::new(access),
                 debug_span!(
                     "handle",
                     topic = %record.topic,
@@ -123,8 +123,8 @@ impl Attempts {
                     key = %key,
                 ),
             ),
-            Work::Timer(fire) => (
-                Timers::new(access).with_deferrals(fire.deferrals),
+            Job::Timer(fire) => (
+                UnitOfWork::new(access).with_deferrals(fire.deferrals),
                 debug_span!(
                     "timer",
                     key = %key,
@@ -133,7 +133,7 @@ impl Attempts {
                 ),
             ),
         };
-        Self { key, timers, span }
+        Self { key, work, span }
     }
 
     /// The span the attempts run in.
@@ -141,18 +141,18 @@ impl Attempts {
         &self.span
     }
 
-    /// The request of attempt number `attempt` (from 0) at `work`.
+    /// The request of attempt number `attempt` (from 0) at `job`.
     pub(crate) fn request<S>(
         &self,
         shared: &Shared<S>,
-        work: &Work,
+        job: &Job,
         demand: Demand,
         attempt: u32,
     ) -> EventRequest<Encoded> {
         let key = &self.key;
-        let event = match work {
-            Work::Record(record) => codec::encoded(key, record),
-            Work::Timer(fire) => Event::Timer(
+        let event = match job {
+            Job::Record(record) => codec::encoded(key, record),
+            Job::Timer(fire) => Event::Timer(
                 Timer::new(key.clone(), from_seconds(fire.due.second))
                     .with_kind(fire.due.kind)
                     .with_trace(fire.due.trace.clone()),
@@ -160,17 +160,28 @@ impl Attempts {
         };
         let context = Context::scoped(key.clone(), Arc::clone(&shared.scope))
             .with_demand(demand)
-            .with_attempt(attempt.saturating_add(1))
-            .with_timers(self.timers.clone());
-        let context = match &shared.state {
-            Some(registry) => context.with_state(AttemptState::new(
+            .with_attempt(attempt.saturating_add(1));
+        let work = match &shared.state {
+            Some(registry) => self.work.clone().with_state(AttemptState::new(
                 Arc::clone(&shared.timers),
                 Arc::clone(registry),
                 key.clone(),
             )),
-            None => context,
+            None => self.work.clone(),
         };
-        EventRequest { event, context }
+        EventRequest::new(event, context.with_work(work))
+    }
+
+    /// Keeps the response of the call that settled the event in its unit
+    /// of work, where it is reachable after the commit.
+    pub(crate) fn respond<R: Send + 'static>(&self, response: R) {
+        self.work.respond(Box::new(response));
+    }
+
+    /// The response the event settled with, if it is an `R`.
+    #[cfg(test)]
+    pub(crate) fn response<R: 'static>(&self) -> Option<R> {
+        self.work.take_response()
     }
 }
 
@@ -184,24 +195,24 @@ impl Attempts {
 pub(crate) async fn run<S>(
     shared: Arc<Shared<S>>,
     attempts: Attempts,
-    work: &Work,
+    job: &Job,
     first: First<S, S::Future>,
 ) -> Outcome
 where
     S: EventService<Encoded>,
 {
     let span = attempts.span.clone();
-    let outcome = attempt_loop(&shared, &attempts, work, first)
+    let outcome = attempt_loop(&shared, &attempts, job, first)
         .instrument(span)
         .await;
-    let Work::Timer(fire) = work else {
+    let Job::Timer(fire) = job else {
         return outcome;
     };
     if outcome != Outcome::Settled {
         return outcome;
     }
-    let timers = &attempts.timers;
-    if let Some(at) = timers.retry_requested() {
+    let work = &attempts.work;
+    if let Some(at) = work.retry_requested() {
         // Put off by the defer stage: it stays stored.
         return Outcome::Delayed(to_seconds(at));
     }
@@ -211,7 +222,7 @@ where
     // and its key's backlog, in the store.
     let (kind, time) = (fire.due.kind, from_seconds(fire.due.second));
     let key = &attempts.key;
-    if !timers.committed()
+    if !work.committed()
         && kind == TimerKind::Application
         && let Err(error) = shared
             .timers
@@ -226,7 +237,7 @@ where
 async fn attempt_loop<S>(
     shared: &Shared<S>,
     attempts: &Attempts,
-    work: &Work,
+    job: &Job,
     first: First<S, S::Future>,
 ) -> Outcome
 where
@@ -244,7 +255,9 @@ where
         let call = async {
             match first.take() {
                 Some(Ok(call)) => match call.await {
-                    Some(result) => result.map(drop).map_err(Into::into),
+                    Some(result) => result
+                        .map(|response| attempts.respond(response))
+                        .map_err(Into::into),
                     None => Err(first::gone()),
                 },
                 Some(Err(error)) => Err(error),
@@ -252,9 +265,11 @@ where
                 // inline would make every attempt's future (moved into its
                 // box once per record) as large again.
                 None => {
-                    let request = attempts.request(shared, work, demand, attempt);
+                    let request = attempts.request(shared, job, demand, attempt);
                     let service = service.get_or_insert_with(|| shared.stack());
-                    Box::pin(call_when_ready(service, request)).await
+                    let response = Box::pin(call_when_ready(service, request)).await?;
+                    attempts.respond(response);
+                    Ok(())
                 }
             }
         };
@@ -293,12 +308,15 @@ where
 }
 
 /// Calls `service` with `request` once it is ready.
-async fn call_when_ready<S>(service: &mut S, request: EventRequest<Encoded>) -> Result<(), BoxError>
+async fn call_when_ready<S>(
+    service: &mut S,
+    request: EventRequest<Encoded>,
+) -> Result<S::Response, BoxError>
 where
     S: EventService<Encoded>,
 {
     let ready = service.ready().await.map_err(Into::into)?;
-    ready.call(request).await.map(drop).map_err(Into::into)
+    ready.call(request).await.map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! partition's own stack, in a box the partition keeps for the next call
 //! when this one succeeded on its first poll.
 
-use super::attempt::{Attempts, Shared, Work};
+use super::attempt::{Attempts, Job, Shared};
 use crate::context::Demand;
 use crate::error::{BoxError, HandlerError};
 use crate::event::Encoded;
@@ -50,7 +50,7 @@ pub(crate) fn call<S>(
     spare: &mut Option<Slot<S::Future>>,
     shared: &Shared<S>,
     attempts: &Attempts,
-    work: &Work,
+    job: &Job,
 ) -> First<S, S::Future>
 where
     S: EventService<Encoded>,
@@ -59,7 +59,7 @@ where
     let mut cx = TaskContext::from_waker(Waker::noop());
     let called = std::panic::catch_unwind(AssertUnwindSafe(|| match service.poll_ready(&mut cx) {
         Poll::Ready(Ok(())) => {
-            let request = attempts.request(shared, work, Demand::Normal, 0);
+            let request = attempts.request(shared, job, Demand::Normal, 0);
             let mut slot = spare
                 .take()
                 .unwrap_or_else(|| Box::pin(OptionFuture::from(None)));
@@ -103,7 +103,8 @@ where
     };
     let mut cx = TaskContext::from_waker(Waker::noop());
     match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
-        Ok(Poll::Ready(Some(Ok(_)))) => {
+        Ok(Poll::Ready(Some(Ok(response)))) => {
+            attempts.respond(response);
             call.set(None.into());
             Ok(call)
         }
@@ -132,7 +133,7 @@ mod tests {
     use crate::event::Encoded;
     use crate::handler::EventRequest;
     use crate::key::Key;
-    use crate::runtime::attempt::{Attempts, Backoff, Shared, Work};
+    use crate::runtime::attempt::{Attempts, Backoff, Job, Shared};
     use crate::testkit::NoStore;
     use bytes::Bytes;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,7 +149,7 @@ mod tests {
         type Output = Result<Option<()>, HandlerError>;
 
         fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
-            Poll::Ready(Ok(None))
+            Poll::Ready(Ok(Some(())))
         }
     }
 
@@ -177,7 +178,7 @@ mod tests {
 
     /// A call done on its first poll is dropped there, before the
     /// record settles, and its box makes the next call: a spare slot
-    /// holds no call.
+    /// holds no call. Its response is kept in the event's unit of work.
     #[test]
     fn a_call_done_at_once_is_dropped_and_its_box_reused() {
         let dropped = Arc::new(AtomicUsize::new(0));
@@ -198,7 +199,7 @@ mod tests {
             lease: Arc::default(),
             stack: Mutex::new(stack.clone()),
         };
-        let work = Work::Record(Record {
+        let job = Job::Record(Record {
             topic: Arc::from("t"),
             partition: 0,
             offset: 0,
@@ -210,8 +211,8 @@ mod tests {
         let (mut service, mut spare) = (stack, None);
         let mut boxes = Vec::new();
         for n in 1..=3 {
-            let attempts = Attempts::new(&shared, Key::from("k"), &work);
-            let first = call(&mut service, &mut spare, &shared, &attempts, &work);
+            let attempts = Attempts::new(&shared, Key::from("k"), &job);
+            let first = call(&mut service, &mut spare, &shared, &attempts, &job);
             let First::Called(called) = &first else {
                 panic!("the ready stack did not make the call");
             };
@@ -220,6 +221,7 @@ mod tests {
                 panic!("a call done at once did not succeed at once");
             };
             assert_eq!(dropped.load(Ordering::Relaxed), n, "call {n} not dropped");
+            assert_eq!(attempts.response::<Option<()>>(), Some(Some(())));
             let polled = slot
                 .as_mut()
                 .poll(&mut Context::from_waker(std::task::Waker::noop()));

@@ -2,7 +2,7 @@
 //! tracker, and the handler calls in flight.
 
 use super::alarm::{Alarm, Fire};
-use super::attempt::{self, Attempts, Outcome, Shared, Work};
+use super::attempt::{self, Attempts, Job, Outcome, Shared};
 use super::filter::Filters;
 use super::first::{self, First, Slot};
 use super::offsets::OffsetTracker;
@@ -83,8 +83,8 @@ pub(crate) struct PartitionTask<S: EventService<Encoded>> {
     pub(crate) spare: Option<Slot<S::Future>>,
     pub(crate) shared: Arc<Shared<S>>,
     pub(crate) tracker: OffsetTracker,
-    pub(crate) queues: KeyQueues<Work>,
-    pub(crate) running: JoinSet<(Key, Work, Outcome)>,
+    pub(crate) queues: KeyQueues<Job>,
+    pub(crate) running: JoinSet<(Key, Job, Outcome)>,
     pub(crate) alarm: Alarm,
     /// A terminal error stopped the partition: nothing more is dispatched.
     pub(crate) halted: bool,
@@ -137,8 +137,8 @@ where
                 () = &mut self.alarm.wake, if !self.halted => {
                     for fire in self.alarm.ring().await {
                         let key = fire.due.key.clone();
-                        if let Some(work) = self.queues.arrive(key.clone(), Work::Timer(fire)) {
-                            self.start(key, work);
+                        if let Some(job) = self.queues.arrive(key.clone(), Job::Timer(fire)) {
+                            self.start(key, job);
                         }
                     }
                     self.halt_if_refused();
@@ -211,19 +211,19 @@ where
         // A key that is not UTF-8 queues under its lossy rendering; the
         // handler service refuses it, and the mode's failure path takes it.
         let key = codec::record_key(&record);
-        if let Some(work) = self.queues.arrive(key.clone(), Work::Record(record)) {
-            self.start(key, work);
+        if let Some(job) = self.queues.arrive(key.clone(), Job::Record(record)) {
+            self.start(key, job);
         }
     }
 
-    /// Starts `work` of `key`, whose queue made it next, and whatever
+    /// Starts `job` of `key`, whose queue made it next, and whatever
     /// becomes next by that: an attempt that completes on its first poll
     /// is settled at once (no task), and its key's next event starts in
     /// the same loop, not by recursion.
-    fn start(&mut self, key: Key, work: Work) {
-        let mut next = Some((key, work));
-        while let Some((key, work)) = next.take() {
-            next = self.launch(key, work);
+    fn start(&mut self, key: Key, job: Job) {
+        let mut next = Some((key, job));
+        while let Some((key, job)) = next.take() {
+            next = self.launch(key, job);
         }
     }
 
@@ -233,8 +233,8 @@ where
     /// other attempt is polled once here, and goes on in a task if it
     /// waits. Returns the key's next event when this one is done with at
     /// once.
-    fn launch(&mut self, key: Key, work: Work) -> Option<(Key, Work)> {
-        if let Work::Timer(fire) = &work {
+    fn launch(&mut self, key: Key, job: Job) -> Option<(Key, Job)> {
+        if let Job::Timer(fire) = &job {
             // Changes the handler ahead of it just committed are noticed
             // before its completion is; apply them first.
             while let Ok(notice) = self.alarm.notices.try_recv() {
@@ -249,21 +249,21 @@ where
             // An idle partition starts a busy period: stalls count from now.
             self.busy = true;
         }
-        let attempts = Attempts::new(&self.shared, key.clone(), &work);
+        let attempts = Attempts::new(&self.shared, key.clone(), &job);
         let mut first = first::call(
             &mut self.service,
             &mut self.spare,
             &self.shared,
             &attempts,
-            &work,
+            &job,
         );
         let mut pending = false;
-        if let Work::Record(_) = work {
+        if let Job::Record(_) = job {
             // A record done on its first poll needs no attempt future.
             match first::succeeded_at_once(&attempts, first) {
                 Ok(slot) => {
                     self.spare = Some(slot);
-                    return self.finish(key, work, Outcome::Settled, true);
+                    return self.finish(key, job, Outcome::Settled, true);
                 }
                 Err(rest) => {
                     pending = matches!(rest, First::Called(_));
@@ -273,8 +273,8 @@ where
         }
         let shared = Arc::clone(&self.shared);
         let mut attempt = Box::pin(async move {
-            let outcome = attempt::run(shared, attempts, &work, first).await;
-            (key, work, outcome)
+            let outcome = attempt::run(shared, attempts, &job, first).await;
+            (key, job, outcome)
         });
         if pending {
             // Its call was polled once already: its task polls it next.
@@ -285,7 +285,7 @@ where
         // and a spawned task is polled at once, with its own waker.
         let mut cx = TaskContext::from_waker(Waker::noop());
         match std::panic::catch_unwind(AssertUnwindSafe(|| attempt.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready((key, work, outcome))) => self.finish(key, work, outcome, true),
+            Ok(Poll::Ready((key, job, outcome))) => self.finish(key, job, outcome, true),
             Ok(Poll::Pending) => {
                 self.spawn(attempt);
                 None
@@ -299,7 +299,7 @@ where
     }
 
     /// Goes on with an attempt in a task of its own.
-    fn spawn(&mut self, attempt: impl Future<Output = (Key, Work, Outcome)> + Send + 'static) {
+    fn spawn(&mut self, attempt: impl Future<Output = (Key, Job, Outcome)> + Send + 'static) {
         self.running.spawn(attempt);
         self.state
             .running
@@ -309,15 +309,15 @@ where
     /// An attempt's task ended: settles it, and starts its key's next event.
     fn complete(
         &mut self,
-        done: Result<(Key, Work, Outcome), tokio::task::JoinError>,
+        done: Result<(Key, Job, Outcome), tokio::task::JoinError>,
         dispatch: bool,
     ) {
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
         match done {
-            Ok((key, work, outcome)) => {
-                if let Some((key, next)) = self.finish(key, work, outcome, dispatch) {
+            Ok((key, job, outcome)) => {
+                if let Some((key, next)) = self.finish(key, job, outcome, dispatch) {
                     self.start(key, next);
                 }
             }
@@ -333,13 +333,13 @@ where
     fn finish(
         &mut self,
         key: Key,
-        work: Work,
+        job: Job,
         outcome: Outcome,
         dispatch: bool,
-    ) -> Option<(Key, Work)> {
-        match (outcome, work) {
-            (Outcome::Settled, Work::Record(record)) => self.settle(record.offset),
-            (Outcome::Delayed(second), Work::Timer(fire)) => {
+    ) -> Option<(Key, Job)> {
+        match (outcome, job) {
+            (Outcome::Settled, Job::Record(record)) => self.settle(record.offset),
+            (Outcome::Delayed(second), Job::Timer(fire)) => {
                 let fire = Fire {
                     deferrals: fire.deferrals.saturating_add(1),
                     ..fire
@@ -348,20 +348,20 @@ where
             }
             // A settled timer was removed from the store by its attempt; an
             // unsettled one stays there for the next owner.
-            (Outcome::Settled, Work::Timer(fire)) => {
+            (Outcome::Settled, Job::Timer(fire)) => {
                 self.progressed = true;
                 self.alarm.finish(&fire.due);
             }
-            (Outcome::Unsettled, Work::Timer(fire)) => {
+            (Outcome::Unsettled, Job::Timer(fire)) => {
                 self.alarm.finish(&fire.due);
                 return None;
             }
-            (Outcome::Delayed(_), Work::Record(_)) => {}
+            (Outcome::Delayed(_), Job::Record(_)) => {}
             // Left for the next owner (only a draining partition does so):
             // the key's later records wait for it there, in order.
-            (Outcome::Unsettled, Work::Record(_)) => return None,
-            (Outcome::Terminal(reason), work) => {
-                if let Work::Timer(fire) = work {
+            (Outcome::Unsettled, Job::Record(_)) => return None,
+            (Outcome::Terminal(reason), job) => {
+                if let Job::Timer(fire) = job {
                     self.alarm.finish(&fire.due);
                 }
                 self.halt(reason);

@@ -260,7 +260,7 @@ where
         };
         let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::SeqCst) + 1;
         if unsettled == 1 && assigned.state.running.load(Ordering::Acquire) == 0 {
-            // Work reaches an idle partition: stalls count from now.
+            // Job reaches an idle partition: stalls count from now.
             assigned.state.stamp();
         }
         if assigned.held.is_empty() {

@@ -145,7 +145,7 @@ where
                         stage.set(Stage::Done);
                         return Poll::Ready(Err(HandlerError::transient(GaveUp::Closed)));
                     };
-                    if let Some(meter) = request.context.wait_meter() {
+                    if let Some(meter) = request.wait_meter() {
                         meter.add(since.elapsed());
                     }
                     let future = service.call(request);

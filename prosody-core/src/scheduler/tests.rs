@@ -154,6 +154,7 @@ fn request(
     EventRequest {
         event: Event::Timer(Timer::new(key, time)),
         context,
+        extensions: crate::handler::Extensions::default(),
     }
 }
 

@@ -6,6 +6,7 @@ use crate::broker::TopicPartition;
 use crate::error::{Category, HandlerError};
 use crate::loader::LoadError;
 use crate::store::StoreError;
+use std::error::Error as StdError;
 use std::time::Duration;
 
 /// A keyed-state operation that failed.
@@ -131,6 +132,19 @@ impl StateError {
     #[must_use]
     pub fn into_handler(self) -> HandlerError {
         HandlerError::new(self.category(), self)
+    }
+}
+
+/// Any standard error converts with `?` as a transient error (until the
+/// handler's [`classify`](crate::EventHandler::classify) says otherwise),
+/// but for a [`StateError`], which keeps its own category.
+impl<E: StdError + Send + Sync + 'static> From<E> for HandlerError {
+    fn from(error: E) -> Self {
+        let any: &dyn std::any::Any = &error;
+        match any.downcast_ref::<StateError>() {
+            Some(state) => Self::new(state.category(), error),
+            None => Self::assumed(Box::new(error)),
+        }
     }
 }
 

@@ -1,8 +1,7 @@
 //! The response future of the timeout service.
 
-use super::ReturnedLate;
 use crate::error::HandlerError;
-use crate::timers::Timers;
+use crate::work::{UnitOfWork, late_success};
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -25,10 +24,9 @@ pub struct ResponseFuture<F> {
     timeout: Duration,
     /// `None` once the deadline passed and the grace runs.
     grace: Option<Duration>,
-    /// The event's timers: a success whose changes the handler service
-    /// committed (within the deadline, as it checks) stands, however late
-    /// it comes back, so it is not run again.
-    event: Option<Timers>,
+    /// The event's unit of work, which the late-success rule asks whether
+    /// the attempt committed.
+    event: Option<UnitOfWork>,
 }
 
 impl<F> ResponseFuture<F> {
@@ -37,7 +35,7 @@ impl<F> ResponseFuture<F> {
         deadline: Option<Instant>,
         timeout: Duration,
         grace: Duration,
-        event: Option<Timers>,
+        event: Option<UnitOfWork>,
     ) -> Self {
         Self {
             attempt,
@@ -68,14 +66,11 @@ where
                 // An attempt that waited may return as its deadline passes,
                 // before this future sees its timer fire. (One that never
                 // waited had no timer to miss.)
-                let late = (this.grace.is_none()
+                let late = this.grace.is_none()
                     || (this.timer.is_some()
-                        && this.deadline.is_some_and(|at| Instant::now() >= at)))
-                    && !this.event.as_ref().is_some_and(Timers::committed);
-                return Poll::Ready(match result {
-                    Ok(_) if late => Err(HandlerError::transient(ReturnedLate)),
-                    result => result,
-                });
+                        && this.deadline.is_some_and(|at| Instant::now() >= at));
+                let committed = this.event.as_ref().is_some_and(UnitOfWork::committed);
+                return Poll::Ready(late_success(result, late, committed));
             }
             let Some(deadline) = *this.deadline else {
                 return Poll::Pending;

@@ -7,9 +7,10 @@
 //! at most ten seconds) to return. What it returns then counts as a
 //! failure: a success becomes a transient [`ReturnedLate`] (and the handler
 //! service writes nothing it staged); an error keeps its category. A
-//! success whose changes the handler service committed stands, even if
-//! the commit ended past the deadline: its changes landed, so it must not
-//! run again. An attempt still running at the end of the grace is
+//! success whose unit of work was committed stands, even if the commit
+//! ended past the deadline: its changes landed, so it must not run again
+//! (the late-success rule, which the unit of work owns and this stage
+//! applies to what the attempt returns). An attempt still running at the end of the grace is
 //! dropped (telemetry reports it abandoned) and ends with a transient
 //! [`Elapsed`]. Either way the mode tries the event again. Cancellation of
 //! the partition still reaches the attempt.
@@ -50,6 +51,7 @@ mod layer;
 #[cfg(test)]
 mod tests;
 
+pub use crate::work::ReturnedLate;
 pub use config::{DEFAULT_STALL_THRESHOLD, MAX_GRACE, TimeoutConfig};
 pub use future::{Elapsed, ResponseFuture};
 pub use layer::TimeoutLayer;
@@ -91,14 +93,8 @@ where
         if let Some(at) = at {
             request.context = request.context.with_deadline(at);
         }
-        let event = request.context.timers().cloned();
+        let event = request.context.work().cloned();
         let call = self.inner.call(request);
         ResponseFuture::new(call, at, timeout, self.config.grace(), event)
     }
 }
-
-/// A handler returned after its deadline had passed: whatever it did is
-/// discarded and the event is tried again.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("the handler returned after its deadline; its result and changes are discarded")]
-pub struct ReturnedLate;

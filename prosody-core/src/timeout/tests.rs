@@ -158,13 +158,11 @@ async fn a_success_in_the_grace_is_a_transient_failure() {
 #[tokio::test(start_paused = true)]
 async fn a_committed_success_stands_past_the_deadline() {
     let handler = service_fn(|request: EventRequest<u8>| async move {
-        let timers = request.context.timers().cloned();
+        let work = request.context.work().cloned();
         // Returns in time, commits, and the commit ends in the grace.
         tokio::time::sleep(Duration::from_millis(2_900)).await;
-        if let Some(timers) = timers {
-            timers
-                .commit(request.context.key(), &[], Vec::new())
-                .await?;
+        if let Some(work) = work {
+            work.commit(request.context.key(), &[]).await?;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         Ok::<(), HandlerError>(())

@@ -1,7 +1,6 @@
-//! Persistent per-key timers as a handler sees them: scheduled through the
-//! context, staged per attempt, and written only when the attempt succeeds,
-//! in one batch with what the stages around it add (the attempt's unit of
-//! work).
+//! Persistent per-key timers: the changes a handler stages through its
+//! context (written with the attempt's unit of work), the
+//! timers a partition holds and fires, and the partition's store access.
 
 mod access;
 mod due;
@@ -10,18 +9,13 @@ pub(crate) use access::{Notice, PartitionStores};
 pub(crate) use due::DueQueue;
 
 use crate::clock::Timestamp;
-use crate::context::WaitMeter;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{
-    Batch, DedupWrite, DeferWrite, Direction, ItemRange, StateWrite, StoreError, TimerChange,
-};
+use crate::store::{Batch, Direction, ItemRange, StoreError, TimerChange};
 use bytes::Bytes;
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 /// A timer operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,15 +53,6 @@ pub(crate) fn timer_batch(key: &Key, kind: TimerKind, ops: Vec<TimerOp>) -> Batc
     ops.into_iter().fold(Batch::default(), |batch, op| {
         batch.timer(key, kind, op.into())
     })
-}
-
-/// A write a stage adds to an attempt's batch, to land only if the attempt
-/// succeeds: the dedup record of its message, or the completion of the
-/// deferred head it retries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Rider {
-    Dedup(DedupWrite),
-    Defer(DeferWrite),
 }
 
 /// A timer of a partition as the runtime holds it: ordered by second, then
@@ -189,287 +174,7 @@ pub(crate) trait StoreAccess: Send + Sync {
     fn close(&self) {}
 }
 
-/// What every attempt of one event shares about its timers, and the
-/// time its attempts waited for a scheduler permit.
-#[derive(Debug, Default)]
-pub(crate) struct EventState {
-    /// Nanoseconds the event's attempts waited for scheduler permits.
-    pub(crate) waited: AtomicU64,
-    /// The timer changes the event's attempts staged, each under its
-    /// attempt's number; a new attempt drops those of the earlier ones.
-    staged: Mutex<Vec<(u32, TimerOp)>>,
-    /// The number of the event's latest attempt.
-    attempts: AtomicU32,
-    /// Set once an attempt began writing its changes: from then on the
-    /// event's timers may already have changed in the store.
-    commit_started: AtomicBool,
-    /// Set once an attempt committed its changes, so the runtime can tell
-    /// whether a settled timer was already removed by its handler's commit.
-    committed: AtomicBool,
-    /// For a firing application timer: when the defer stage asked to run
-    /// it again instead of removing it.
-    retry_at: Mutex<Option<Timestamp>>,
-}
-
-/// The timers of one handler attempt, and its unit of work.
-///
-/// Invariant: a handler's changes (application timers) are staged under
-/// the attempt's own number and reach the store only through
-/// `Timers::commit`, which the handler service calls after the handler
-/// succeeded, in one batch with the riders of the stages around it (a
-/// dedup record, a deferred head's completion); a failed attempt's changes
-/// are dropped when the next attempt starts, and never committed by it, so
-/// they leave no trace unless its commit had started (a store failure
-/// partway), which `commit_started` records. The event's state is one
-/// allocation for all its attempts. The defer stage writes its own batches
-/// (its [`TimerKind::Defer`] timers and offsets) directly, with
-/// `Timers::write`.
-#[derive(Clone)]
-pub struct Timers {
-    access: Arc<dyn StoreAccess>,
-    /// Shared by the fresh copies of every attempt of the event.
-    event: Arc<EventState>,
-    /// The number of the attempt these timers stage for.
-    attempt: u32,
-    /// For a firing timer: how many times it was deferred already.
-    deferrals: u32,
-}
-
-impl std::fmt::Debug for Timers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Timers").finish_non_exhaustive()
-    }
-}
-
-impl Timers {
-    pub(crate) fn new(access: Arc<dyn StoreAccess>) -> Self {
-        Self {
-            access,
-            event: Arc::default(),
-            attempt: 0,
-            deferrals: 0,
-        }
-    }
-
-    /// The timers of a firing timer that was deferred `deferrals` times.
-    #[must_use]
-    pub(crate) fn with_deferrals(mut self, deferrals: u32) -> Self {
-        self.deferrals = deferrals;
-        self
-    }
-
-    /// The same timers for a new attempt: nothing staged, and what earlier
-    /// attempts staged dropped.
-    #[must_use]
-    pub(crate) fn fresh(&self) -> Self {
-        let attempt = self
-            .event
-            .attempts
-            .fetch_add(1, Ordering::AcqRel)
-            .wrapping_add(1);
-        self.event
-            .staged()
-            .retain(|(staged_by, _)| *staged_by == attempt);
-        Self {
-            access: Arc::clone(&self.access),
-            event: Arc::clone(&self.event),
-            attempt,
-            deferrals: self.deferrals,
-        }
-    }
-
-    /// The meter of the event's permit waits.
-    pub(crate) fn wait_meter(&self) -> WaitMeter {
-        WaitMeter::of_event(Arc::clone(&self.event))
-    }
-
-    /// The same timers for another event of the key: nothing staged, not
-    /// committed, no retry asked.
-    #[must_use]
-    pub(crate) fn detached(&self) -> Self {
-        Self::new(Arc::clone(&self.access))
-    }
-
-    /// How many times the firing timer was deferred already.
-    pub(crate) fn deferrals(&self) -> u32 {
-        self.deferrals
-    }
-
-    /// Asks the runtime to keep the firing application timer and run it
-    /// again at `at`, instead of removing it once it settles.
-    pub(crate) fn retry_at(&self, at: Timestamp) {
-        *self
-            .event
-            .retry_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(at);
-    }
-
-    /// When the firing timer is to run again, if the defer stage asked.
-    pub(crate) fn retry_requested(&self) -> Option<Timestamp> {
-        *self
-            .event
-            .retry_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether an attempt of this event began writing its changes (so the
-    /// store may hold part of them).
-    pub(crate) fn commit_started(&self) -> bool {
-        self.event.commit_started.load(Ordering::Acquire)
-    }
-
-    /// Writes a batch now, unstaged.
-    pub(crate) async fn write(&self, batch: Batch) -> Result<(), StoreError> {
-        self.land(batch).await
-    }
-
-    /// Writes a batch at once when the stores can (no boxed future, no
-    /// wait), else through [`StoreAccess::commit`].
-    async fn land(&self, batch: Batch) -> Result<(), StoreError> {
-        match self.access.commit_now(batch) {
-            Ok(written) => written,
-            Err(batch) => self.access.commit(batch).await,
-        }
-    }
-
-    /// Whether an attempt of this event committed its changes.
-    pub(crate) fn committed(&self) -> bool {
-        self.event.committed.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn stage(&self, op: TimerOp) {
-        self.event.staged().push((self.attempt, op));
-    }
-
-    /// What this attempt staged, in order.
-    fn staged(&self) -> Vec<TimerOp> {
-        self.event
-            .staged()
-            .iter()
-            .filter(|(staged_by, _)| *staged_by == self.attempt)
-            .map(|(_, op)| op.clone())
-            .collect()
-    }
-
-    /// The key's times as the attempt sees them: stored, then staged.
-    pub(crate) async fn scheduled(&self, key: &Key) -> Result<Vec<Timestamp>, TimerError> {
-        let mut times: BTreeSet<Timestamp> = self
-            .access
-            .scheduled(key, TimerKind::Application)
-            .await?
-            .into_iter()
-            .collect();
-        for op in self.staged() {
-            match op {
-                TimerOp::Schedule(time, _) => {
-                    times.insert(time);
-                }
-                TimerOp::Unschedule(time) => {
-                    times.remove(&time);
-                }
-                TimerOp::Clear => times.clear(),
-            }
-        }
-        Ok(times.into_iter().collect())
-    }
-
-    /// Writes the staged changes, the `riders` and the attempt's `state`
-    /// changes in one batch; called once the attempt succeeded.
-    pub(crate) async fn commit(
-        &self,
-        key: &Key,
-        riders: &[Rider],
-        state: Vec<StateWrite>,
-    ) -> Result<(), StoreError> {
-        let ops: Vec<TimerOp> = self
-            .event
-            .staged()
-            .extract_if(.., |(staged_by, _)| *staged_by == self.attempt)
-            .map(|(_, op)| op)
-            .collect();
-        let mut batch = timer_batch(key, TimerKind::Application, ops);
-        batch.state = state;
-        for rider in riders {
-            match rider {
-                Rider::Dedup(write) => batch.dedup.push(*write),
-                Rider::Defer(write) => batch.deferrals.push(write.clone()),
-            }
-        }
-        if !batch.is_empty() {
-            self.event.commit_started.store(true, Ordering::Release);
-            self.land(batch).await?;
-        }
-        self.event.committed.store(true, Ordering::Release);
-        Ok(())
-    }
-}
-
-impl EventState {
-    /// The staged changes. Nothing panics while holding the lock, so a
-    /// poisoned list is consistent.
-    fn staged(&self) -> std::sync::MutexGuard<'_, Vec<(u32, TimerOp)>> {
-        self.staged.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// Rounds a requested time to the second, as timers are stored.
 pub(crate) fn rounded(time: Timestamp) -> Timestamp {
     round_to_second(time)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Due, StoreAccess, StoreFuture, TimerOp, Timers};
-    use crate::clock::Timestamp;
-    use crate::key::Key;
-    use crate::store::timer::TimerKind;
-    use crate::store::{Batch, StoreError};
-    use std::sync::{Arc, Mutex};
-
-    /// Keeps every batch committed.
-    #[derive(Default)]
-    struct Recorded(Mutex<Vec<Batch>>);
-
-    impl StoreAccess for Recorded {
-        fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-            Box::pin(std::future::ready(Ok(Vec::new())))
-        }
-
-        fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
-            self.0.lock().map(|mut batches| batches.push(batch)).ok();
-            Box::pin(std::future::ready(Ok::<(), StoreError>(())))
-        }
-
-        fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-            Box::pin(std::future::ready(Ok(Vec::new())))
-        }
-    }
-
-    /// What a failed attempt staged is not written by the next one, not
-    /// even what a clone of its timers stages after the next one began; the
-    /// attempt that succeeds writes exactly its own changes.
-    #[tokio::test]
-    async fn only_the_committing_attempt_writes_its_changes() {
-        let store = Arc::new(Recorded::default());
-        let event = Timers::new(Arc::clone(&store) as Arc<dyn StoreAccess>);
-        let key = Key::from("k");
-        let at = |s: i64| Timestamp::from_millis(s * 1000);
-        let failed = event.fresh();
-        failed.stage(TimerOp::Schedule(at(1), None));
-        let next = event.fresh();
-        failed.stage(TimerOp::Schedule(at(2), None));
-        next.stage(TimerOp::Schedule(at(3), None));
-        assert_eq!(next.scheduled(&key).await.ok(), Some(vec![at(3)]));
-        next.commit(&key, &[], Vec::new()).await.ok();
-        let batches = store.0.lock().map(|b| b.clone()).unwrap_or_default();
-        assert_eq!(batches.len(), 1);
-        assert_eq!(batches[0].timers.len(), 1, "{:?}", batches[0].timers);
-        assert!(next.committed());
-        // A later attempt starts with nothing staged.
-        let last = event.fresh();
-        last.commit(&key, &[], Vec::new()).await.ok();
-        assert_eq!(store.0.lock().map(|b| b.len()).unwrap_or_default(), 1);
-    }
 }

@@ -6,7 +6,7 @@ use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
-use crate::timers::Rider;
+use crate::work::Rider;
 use proptest::prelude::*;
 use std::collections::HashSet;
 use std::future::{Future, ready};
@@ -115,7 +115,7 @@ fn handler(
         if fail {
             return ready(Err(HandlerError::transient("handler failed")));
         }
-        for rider in request.context.riders().as_deref().unwrap_or_default() {
+        for rider in request.riders() {
             if let Rider::Dedup(write) = rider {
                 if store.fail_inserts.load(Ordering::Relaxed) {
                     return ready(Err(HandlerError::transient("batch failed")));
@@ -152,6 +152,7 @@ fn message(key: &str, id: Option<&str>, fail: bool) -> EventRequest<bool> {
             headers: Headers::new(),
         }),
         context: context(key),
+        extensions: crate::handler::Extensions::default(),
     }
 }
 
@@ -351,6 +352,7 @@ async fn messages_without_id_timers_and_excises_always_pass() {
     let timer = || EventRequest {
         event: Event::Timer(Timer::new("k", Timestamp::from_millis(1000))),
         context: context("k"),
+        extensions: crate::handler::Extensions::default(),
     };
     let excise = || EventRequest {
         event: Event::Excise(Excise {
@@ -363,6 +365,7 @@ async fn messages_without_id_timers_and_excises_always_pass() {
             headers: Headers::new(),
         }),
         context: context("k"),
+        extensions: crate::handler::Extensions::default(),
     };
     for _ in 0..3 {
         send(&mut service, message("k", None, false)).await.unwrap();

@@ -16,7 +16,8 @@ use crate::store::defer::DeferStore;
 use crate::store::timer::{TimerKind, round_to_second};
 use crate::store::{Batch, DeferWrite, TimerChange, TimerWrite};
 use crate::testkit;
-use crate::timers::{Due, Rider, StoreAccess, StoreFuture, TimerOp, Timers};
+use crate::timers::{Due, StoreAccess, StoreFuture, TimerOp};
+use crate::work::{Rider, UnitOfWork};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -278,7 +279,7 @@ impl Service<EventRequest<Encoded>> for Handler {
         });
         if error.is_none() {
             let store = self.store.lock().unwrap().clone();
-            for rider in request.context.riders().as_deref().unwrap_or_default() {
+            for rider in request.riders() {
                 if let (Some(store), Rider::Defer(DeferWrite::Complete { key, offset })) =
                     (&store, rider)
                 {
@@ -325,9 +326,9 @@ impl Harness {
         }
     }
 
-    /// Timers over this harness's timer access.
-    pub(super) fn access(&self) -> Timers {
-        Timers::new(Arc::clone(&self.timers) as Arc<dyn StoreAccess>)
+    /// A unit of work over this harness's timer access.
+    pub(super) fn access(&self) -> UnitOfWork {
+        UnitOfWork::new(Arc::clone(&self.timers) as Arc<dyn StoreAccess>)
     }
 
     /// A message of `key` at `offset` with timers, and its shutdown token.
@@ -341,7 +342,7 @@ impl Harness {
             message.offset = offset;
             message.raw = Bytes::from(serde_json::to_vec(&json!({ "offset": offset })).unwrap());
         }
-        request.context = request.context.with_timers(self.access());
+        request.context = request.context.with_work(self.access());
         (request, shutdown)
     }
 
@@ -370,10 +371,10 @@ pub(super) fn timer(
     key: &str,
     kind: TimerKind,
     time: Timestamp,
-    timers: Timers,
+    timers: UnitOfWork,
 ) -> (EventRequest<Encoded>, CancellationToken) {
     let (mut request, shutdown, _cancel) = testkit::message(key, Encoded, None);
     request.event = Event::Timer(Timer::new(key, time).with_kind(kind));
-    request.context = request.context.with_timers(timers);
+    request.context = request.context.with_work(timers);
     (request, shutdown)
 }

@@ -1,0 +1,228 @@
+//! The attempt's unit of work: everything one handler attempt changes,
+//! collected while it runs and committed once, after it succeeded.
+
+mod commit;
+mod event;
+mod meter;
+#[cfg(test)]
+mod tests;
+
+pub use commit::ReturnedLate;
+pub(crate) use commit::{late_success, settle};
+pub use meter::WaitMeter;
+
+use crate::clock::Timestamp;
+use crate::key::Key;
+use crate::state::{AttemptState, Marker};
+use crate::store::timer::TimerKind;
+use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
+use crate::timers::{StoreAccess, TimerError, TimerOp};
+use event::EventWork;
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A write a stage adds to an attempt's batch, to land only if the attempt
+/// succeeds: the dedup record of its message, or the completion of the
+/// deferred head it retries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rider {
+    Dedup(DedupWrite),
+    Defer(DeferWrite),
+}
+
+/// The unit of work of one handler attempt: its timer changes, its keyed
+/// state writes, the riders of the stages around it (a dedup record, a
+/// deferred head's completion) and, once the event settled, the stack's
+/// response (the handler's output).
+///
+/// Invariant: an attempt's changes reach the store only through its one
+/// [`commit`](UnitOfWork::commit), made after its handler succeeded
+/// within its deadline and before its success is returned, so they are
+/// durable before the offset the success settles is committed. A failed
+/// attempt leaves no trace: its state is sealed unwritten, and its timer
+/// changes (staged under its own number in the event's shared list) are
+/// dropped when the next attempt [begins](UnitOfWork::begin) and never
+/// written by it; only a commit cut short (a store failure partway, which
+/// `commit_started` records) may have landed in part. The event's share
+/// is one allocation for all its attempts. The defer stage writes its own
+/// batches (its [`TimerKind::Defer`] timers and offsets) directly, with
+/// [`UnitOfWork::write`].
+#[derive(Clone)]
+pub(crate) struct UnitOfWork {
+    access: Arc<dyn StoreAccess>,
+    /// Shared by every attempt of the event.
+    event: Arc<EventWork>,
+    /// The number of the attempt this unit stages for.
+    attempt: u32,
+    /// For a firing timer: how many times it was deferred already.
+    deferrals: u32,
+    /// What the attempt's success marks applied in its key's state.
+    settles: Option<Marker>,
+    /// The key's keyed state, if the client registered collections.
+    state: Option<Arc<AttemptState>>,
+}
+
+impl std::fmt::Debug for UnitOfWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitOfWork")
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UnitOfWork {
+    /// The unit of an event's attempts over a partition's stores.
+    pub(crate) fn new(access: Arc<dyn StoreAccess>) -> Self {
+        Self {
+            access,
+            event: Arc::default(),
+            attempt: 0,
+            deferrals: 0,
+            settles: None,
+            state: None,
+        }
+    }
+
+    /// The unit of a firing timer that was deferred `deferrals` times.
+    #[must_use]
+    pub(crate) fn with_deferrals(mut self, deferrals: u32) -> Self {
+        self.deferrals = deferrals;
+        self
+    }
+
+    /// The same unit with its key's state.
+    #[must_use]
+    pub(crate) fn with_state(mut self, state: Arc<AttemptState>) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// The key's state as this attempt sees it.
+    pub(crate) fn state(&self) -> Option<&AttemptState> {
+        self.state.as_deref()
+    }
+
+    /// The same unit for a new attempt: nothing staged or pending, and
+    /// what earlier attempts staged dropped.
+    #[must_use]
+    fn fresh(&self) -> Self {
+        let attempt = self
+            .event
+            .attempts
+            .fetch_add(1, Ordering::AcqRel)
+            .wrapping_add(1);
+        self.event
+            .staged()
+            .retain(|(staged_by, _)| *staged_by == attempt);
+        Self {
+            access: Arc::clone(&self.access),
+            event: Arc::clone(&self.event),
+            attempt,
+            deferrals: self.deferrals,
+            settles: self.settles,
+            state: self.state.as_deref().map(AttemptState::fresh),
+        }
+    }
+
+    /// The meter of the event's permit waits.
+    pub(crate) fn wait_meter(&self) -> WaitMeter {
+        WaitMeter::of_event(Arc::clone(&self.event))
+    }
+
+    /// The unit of another event of the key: nothing staged, not
+    /// committed, no retry asked; its state begins afresh with its attempt.
+    #[must_use]
+    pub(crate) fn detached(&self) -> Self {
+        Self {
+            state: self.state.clone(),
+            ..Self::new(Arc::clone(&self.access))
+        }
+    }
+
+    /// How many times the firing timer was deferred already.
+    pub(crate) fn deferrals(&self) -> u32 {
+        self.deferrals
+    }
+
+    /// Asks the runtime to keep the firing application timer and run it
+    /// again at `at`, instead of removing it once it settles.
+    pub(crate) fn retry_at(&self, at: Timestamp) {
+        *event::lock(&self.event.retry_at) = Some(at);
+    }
+
+    /// When the firing timer is to run again, if the defer stage asked.
+    pub(crate) fn retry_requested(&self) -> Option<Timestamp> {
+        *event::lock(&self.event.retry_at)
+    }
+
+    /// Whether an attempt of this event began writing its changes (so the
+    /// store may hold part of them).
+    pub(crate) fn commit_started(&self) -> bool {
+        self.event.commit_started.load(Ordering::Acquire)
+    }
+
+    /// Whether an attempt of this event committed its changes.
+    pub(crate) fn committed(&self) -> bool {
+        self.event.committed.load(Ordering::Acquire)
+    }
+
+    /// Keeps the stack's response once the event settled with it, for
+    /// what is sent only after the commit (the answer to a request).
+    pub(crate) fn respond(&self, response: Box<dyn Any + Send>) {
+        *event::lock(&self.event.response) = Some(response);
+    }
+
+    /// The stack's response, if the event settled with one of type `R`.
+    #[cfg(test)]
+    pub(crate) fn take_response<R: 'static>(&self) -> Option<R> {
+        let response = event::lock(&self.event.response).take()?;
+        response.downcast().ok().map(|response| *response)
+    }
+
+    /// Writes a batch now, unstaged.
+    pub(crate) async fn write(&self, batch: Batch) -> Result<(), StoreError> {
+        match self.access.commit_now(batch) {
+            Ok(written) => written,
+            Err(batch) => self.access.commit(batch).await,
+        }
+    }
+
+    /// Stages a change of the key's application timers.
+    pub(crate) fn stage(&self, op: TimerOp) {
+        self.event.staged().push((self.attempt, op));
+    }
+
+    /// What this attempt staged, in order.
+    fn staged(&self) -> Vec<TimerOp> {
+        self.event
+            .staged()
+            .iter()
+            .filter(|(staged_by, _)| *staged_by == self.attempt)
+            .map(|(_, op)| op.clone())
+            .collect()
+    }
+
+    /// The key's times as the attempt sees them: stored, then staged.
+    pub(crate) async fn scheduled(&self, key: &Key) -> Result<Vec<Timestamp>, TimerError> {
+        let mut times: BTreeSet<Timestamp> = self
+            .access
+            .scheduled(key, TimerKind::Application)
+            .await?
+            .into_iter()
+            .collect();
+        for op in self.staged() {
+            match op {
+                TimerOp::Schedule(time, _) => {
+                    times.insert(time);
+                }
+                TimerOp::Unschedule(time) => {
+                    times.remove(&time);
+                }
+                TimerOp::Clear => times.clear(),
+            }
+        }
+        Ok(times.into_iter().collect())
+    }
+}
