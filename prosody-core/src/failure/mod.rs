@@ -29,7 +29,7 @@
 //! #         key: Key::from(key), raw_key: Some(key.as_bytes().to_vec().into()), payload: Encoded,
 //! #         raw: b"{}".to_vec().into(), id: None, headers: Headers::new(),
 //! #     };
-//! #     EventRequest { event: Event::Message(message), context }
+//! #     EventRequest::new(Event::Message(message), context)
 //! # }
 //!
 //! /// Keeps what it is given; a real producer sends it to the broker.

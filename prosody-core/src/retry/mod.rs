@@ -19,7 +19,7 @@
 //! # fn request(key: &str) -> EventRequest<Encoded> {
 //! #     let stop = tokio_util::sync::CancellationToken::new();
 //! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
-//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! #     EventRequest::new(Event::Timer(Timer::new(key, Timestamp::default())), context)
 //! # }
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

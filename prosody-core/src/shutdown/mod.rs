@@ -25,7 +25,7 @@
 //! let context = Context::new(Key::from("order-7"), "orders".into(), 0, stop.child_token(), stop.clone());
 //! let event = Event::Timer(Timer::new("order-7", Timestamp::default()));
 //! stop.cancel(); // the partition was revoked
-//! let refused = stack.oneshot(EventRequest { event, context }).await;
+//! let refused = stack.oneshot(EventRequest::new(event, context)).await;
 //! assert!(refused.is_err_and(|error| error.source().is::<ShuttingDown>()));
 //! # }
 //! ```

@@ -17,7 +17,7 @@
 //! # fn request(key: &str) -> EventRequest<Encoded> {
 //! #     let stop = tokio_util::sync::CancellationToken::new();
 //! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
-//! #     EventRequest { event: Event::Timer(Timer::new(key, Timestamp::default())), context }
+//! #     EventRequest::new(Event::Timer(Timer::new(key, Timestamp::default())), context)
 //! # }
 //!
 //! /// Keeps every event; a real sink queues them and returns at once.
