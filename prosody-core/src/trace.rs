@@ -10,10 +10,11 @@
 use crate::event::Headers;
 use bytes::Bytes;
 use opentelemetry::Context;
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
-use opentelemetry::trace::{SpanContext, TraceContextExt as _};
-use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
+};
 use std::fmt;
+use std::str::FromStr;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
@@ -44,36 +45,51 @@ impl fmt::Display for SpanLink {
 /// The `traceparent` of the current span, if it has a valid context.
 #[must_use]
 pub fn current() -> Option<String> {
-    let mut carrier = Carrier::default();
-    TraceContextPropagator::new().inject_context(&Span::current().context(), &mut carrier);
-    carrier.traceparent
+    let context = Span::current().context();
+    let span = context.span();
+    let span = span.span_context();
+    span.is_valid().then(|| traceparent(span))
 }
 
-/// Writes the current span's context into `headers` (`traceparent`, and
-/// `tracestate` when it has one); nothing without one.
+/// Writes the current span's context into `headers`; nothing without one.
 pub fn inject(headers: &mut Headers) {
-    let mut carrier = Carrier::default();
-    TraceContextPropagator::new().inject_context(&Span::current().context(), &mut carrier);
-    if let Some(parent) = carrier.traceparent {
-        headers.push(TRACEPARENT, Bytes::from(parent));
-        if let Some(state) = carrier.tracestate.filter(|state| !state.is_empty()) {
-            headers.push(TRACESTATE, Bytes::from(state));
-        }
+    let context = Span::current().context();
+    let span = context.span();
+    let span = span.span_context();
+    if !span.is_valid() {
+        return;
+    }
+    headers.push(TRACEPARENT, Bytes::from(traceparent(span)));
+    let state = span.trace_state().header();
+    if !state.is_empty() {
+        headers.push(TRACESTATE, Bytes::from(state));
     }
 }
 
 /// The remote span context named by `traceparent` (and `tracestate`);
-/// `None` when absent or malformed, as the W3C Trace Context rules say
-/// (OpenTelemetry's propagator reads it).
+/// `None` when absent or malformed.
 #[must_use]
 pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
-    let carrier = Carrier {
-        traceparent: Some(traceparent.to_owned()),
-        tracestate: tracestate.map(str::to_owned),
-    };
-    let context = TraceContextPropagator::new().extract(&carrier);
-    let span = context.span().span_context().clone();
-    span.is_valid().then_some(span)
+    let mut parts = traceparent.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let well_formed = version.len() == 2
+        && version != "ff"
+        && trace.len() == 32
+        && span.len() == 16
+        && flags.len() == 2
+        && (version != "00" || parts.next().is_none());
+    if !well_formed {
+        return None;
+    }
+    let trace = TraceId::from_hex(trace).ok()?;
+    let span = SpanId::from_hex(span).ok()?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    let state = tracestate
+        .and_then(|state| TraceState::from_str(state).ok())
+        .unwrap_or_default();
+    let context = SpanContext::new(trace, span, TraceFlags::new(flags), true, state);
+    context.is_valid().then_some(context)
 }
 
 /// The cause carried by `headers`, if any.
@@ -98,35 +114,13 @@ pub fn relate(span: &Span, cause: Option<SpanContext>, link: SpanLink) {
     }
 }
 
-/// The two W3C fields, as the propagator writes and reads them.
-#[derive(Default)]
-struct Carrier {
-    traceparent: Option<String>,
-    tracestate: Option<String>,
-}
-
-impl Injector for Carrier {
-    fn set(&mut self, key: &str, value: String) {
-        match key {
-            TRACEPARENT => self.traceparent = Some(value),
-            TRACESTATE => self.tracestate = Some(value),
-            _ => {}
-        }
-    }
-}
-
-impl Extractor for Carrier {
-    fn get(&self, key: &str) -> Option<&str> {
-        match key {
-            TRACEPARENT => self.traceparent.as_deref(),
-            TRACESTATE => self.tracestate.as_deref(),
-            _ => None,
-        }
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        vec![TRACEPARENT, TRACESTATE]
-    }
+fn traceparent(span: &SpanContext) -> String {
+    format!(
+        "00-{:032x}-{:016x}-{:02x}",
+        span.trace_id(),
+        span.span_id(),
+        span.trace_flags()
+    )
 }
 
 #[cfg(test)]

@@ -28,12 +28,18 @@ pub(crate) async fn kafka(
     _settings: &Settings,
     _properties: Vec<(String, String)>,
 ) -> Result<Backend, ConfigError> {
-    Err(ConfigError::Invalid {
+    Err(no_kafka())
+}
+
+/// A client on Kafka, in a build without the `kafka` feature.
+#[cfg(not(feature = "kafka"))]
+fn no_kafka() -> ConfigError {
+    ConfigError::Invalid {
         option: "bootstrap_servers",
         reason: "this build has no Kafka broker: enable the `kafka` feature of prosody, \
                  set mock, or give the builder a broker"
             .to_owned(),
-    })
+    }
 }
 
 /// The in-memory broker every mock client of this process shares, unless
@@ -59,6 +65,12 @@ pub(crate) async fn stores(
     broker: Option<&Backend>,
     settings: &Settings,
 ) -> Result<ClientStores, ConfigError> {
+    // Without the `kafka` feature a client on Kafka cannot be built: say
+    // so before any store is reached.
+    #[cfg(not(feature = "kafka"))]
+    if broker.is_none() && settings.cluster != Cluster::Mock {
+        return Err(no_kafka());
+    }
     if let Some(stores) = given {
         return Ok(stores);
     }

@@ -175,7 +175,13 @@ impl Attempts {
     /// Keeps the response of the call that settled the event in its unit
     /// of work, where it is reachable after the commit.
     pub(crate) fn respond<R: Send + 'static>(&self, response: R) {
-        self.work.respond(Box::new(response));
+        self.work.respond(response);
+    }
+
+    /// Marks the event as one whose response a requester waits for.
+    #[cfg(test)]
+    pub(crate) fn await_response(&self) {
+        self.work.await_response();
     }
 
     /// The response the event settled with, if it is an `R`.

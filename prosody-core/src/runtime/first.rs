@@ -212,6 +212,7 @@ mod tests {
         let mut boxes = Vec::new();
         for n in 1..=3 {
             let attempts = Attempts::new(&shared, Key::from("k"), &job);
+            attempts.await_response();
             let first = call(&mut service, &mut spare, &shared, &attempts, &job);
             let First::Called(called) = &first else {
                 panic!("the ready stack did not make the call");

@@ -26,7 +26,10 @@ pub(super) struct EventWork {
     /// For a firing application timer: when the defer stage asked to run
     /// it again instead of removing it.
     pub(super) retry_at: Mutex<Option<Timestamp>>,
-    /// The stack's response, once the event settled with it.
+    /// Set when a requester waits for the event's response: only then is
+    /// the response kept, so an event nobody waits for pays nothing.
+    pub(super) awaited: AtomicBool,
+    /// The stack's response, once the event settled with it (if awaited).
     pub(super) response: Mutex<Option<Box<dyn Any + Send>>>,
 }
 

@@ -18,7 +18,6 @@ use crate::store::timer::TimerKind;
 use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
 use crate::timers::{StoreAccess, TimerError, TimerOp};
 use event::EventWork;
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -168,10 +167,19 @@ impl UnitOfWork {
         self.event.committed.load(Ordering::Acquire)
     }
 
-    /// Keeps the stack's response once the event settled with it, for
-    /// what is sent only after the commit (the answer to a request).
-    pub(crate) fn respond(&self, response: Box<dyn Any + Send>) {
-        *event::lock(&self.event.response) = Some(response);
+    /// Marks the event as one whose response a requester waits for.
+    #[allow(dead_code, reason = "set for request records once requests exist")]
+    pub(crate) fn await_response(&self) {
+        self.event.awaited.store(true, Ordering::Release);
+    }
+
+    /// Keeps the stack's response once the event settled with it, when a
+    /// requester waits for it, for what is sent only after the commit (the
+    /// answer to a request); otherwise drops it, allocating nothing.
+    pub(crate) fn respond<R: Send + 'static>(&self, response: R) {
+        if self.event.awaited.load(Ordering::Acquire) {
+            *event::lock(&self.event.response) = Some(Box::new(response));
+        }
     }
 
     /// The stack's response, if the event settled with one of type `R`.

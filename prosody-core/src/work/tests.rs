@@ -53,6 +53,20 @@ async fn only_the_committing_attempt_writes_its_changes() {
     assert_eq!(store.0.lock().map(|b| b.len()).unwrap_or_default(), 1);
 }
 
+/// A response is kept only for an event a requester waits for, and is
+/// shared by the event's attempts; any other is dropped.
+#[test]
+fn only_an_awaited_response_is_kept() {
+    let store = Arc::new(Recorded::default());
+    let unawaited = UnitOfWork::new(Arc::clone(&store) as Arc<dyn StoreAccess>);
+    unawaited.respond(Some(1_u8));
+    assert_eq!(unawaited.take_response::<Option<u8>>(), None);
+    let awaited = UnitOfWork::new(store as Arc<dyn StoreAccess>);
+    awaited.await_response();
+    awaited.fresh().respond(Some(2_u8));
+    assert_eq!(awaited.take_response::<Option<u8>>(), Some(Some(2)));
+}
+
 /// A store whose commits take `delay`, then fail (retriable or not) or
 /// land, recording when.
 struct Slow {
