@@ -7,11 +7,11 @@ use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::store::timer::TimerKind;
 use crate::work::{self, Rider, UnitOfWork, WaitMeter};
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use tower::Service;
@@ -266,7 +266,7 @@ pub struct ForeignTimer(pub TimerKind);
 /// This is the one allocation per event of a stack: an `async fn`'s future
 /// has no nameable type on stable Rust, so the leaf boxes it once; every
 /// layer above it has a named, unboxed future.
-pub type HandlerFuture<O> = Pin<Box<dyn Future<Output = Result<Option<O>, HandlerError>> + Send>>;
+pub type HandlerFuture<O> = BoxFuture<'static, Result<Option<O>, HandlerError>>;
 
 impl<H, C> Service<EventRequest<Encoded>> for HandlerService<H, C>
 where

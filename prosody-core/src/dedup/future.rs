@@ -7,6 +7,7 @@ use crate::store::DedupWrite;
 use crate::store::StoreError;
 use crate::store::dedup::{DedupKey, DedupStore};
 use crate::work::Rider;
+use futures_util::future::BoxFuture;
 use pin_project::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -17,7 +18,7 @@ use tower::Service;
 use tracing::{debug, warn};
 
 /// A store call, boxed: the store trait's futures have no nameable type.
-type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+type StoreFuture<T> = BoxFuture<'static, Result<T, StoreError>>;
 
 #[pin_project(project = StateProjection)]
 #[allow(

@@ -5,6 +5,7 @@ use crate::error::{Category, HandlerError};
 use crate::handler::Settlement;
 use crate::store::defer::DeferStore;
 use crate::store::timer::TimerKind;
+use futures_util::future::BoxFuture;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
 
 /// A boxed future of the stage's slow paths (deferring, lookups, retries).
-pub(crate) type Boxed<R> = Pin<Box<dyn Future<Output = Result<R, HandlerError>> + Send>>;
+pub(crate) type Boxed<R> = BoxFuture<'static, Result<R, HandlerError>>;
 
 #[pin_project(project = StateProjection)]
 enum State<F, R> {

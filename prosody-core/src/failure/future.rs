@@ -5,6 +5,7 @@ use crate::broker::{BrokerError, Delivery, Producer};
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::handler::Settlement;
+use futures_util::future::BoxFuture;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
 use tracing::{error, warn};
 
-type Send = Pin<Box<dyn Future<Output = Result<Delivery, BrokerError>> + std::marker::Send>>;
+type Send = BoxFuture<'static, Result<Delivery, BrokerError>>;
 
 #[pin_project(project = StateProjection)]
 enum State<F> {

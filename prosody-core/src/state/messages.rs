@@ -8,9 +8,8 @@ use crate::codec;
 use crate::event::{Encoded, Event, Message};
 use crate::loader::{LoadError, Loader};
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::future::BoxFuture;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 /// The first byte of a message cell: its format.
@@ -41,7 +40,7 @@ fn position(cell: &[u8]) -> Option<(TopicPartition, i64)> {
     Some((partition, i64::from_be_bytes(*offset)))
 }
 
-type ReadFuture<'a> = Pin<Box<dyn Future<Output = Result<Option<Record>, LoadError>> + Send + 'a>>;
+type ReadFuture<'a> = BoxFuture<'a, Result<Option<Record>, LoadError>>;
 
 /// A [`Loader`] behind a pointer: message reads leave the store for the
 /// broker, so one dynamic call is nothing beside them.

@@ -13,8 +13,7 @@ use crate::key::Key;
 use crate::store::timer::{TimerKind, round_to_second};
 use crate::store::{Batch, Direction, ItemRange, StoreError, TimerChange};
 use bytes::Bytes;
-use std::future::Future;
-use std::pin::Pin;
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 
 /// A timer operation that failed.
@@ -113,8 +112,7 @@ impl std::hash::Hash for Due {
 /// A boxed future of the store access (store calls that write, or read
 /// timers, are off the hot path: a handler's usual commit is written at
 /// once, unboxed, by [`StoreAccess::commit_now`] where the stores can).
-pub(crate) type StoreFuture<'a, T> =
-    Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+pub(crate) type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
 
 /// What the runtime gives a context to reach its partition's stores.
 pub(crate) trait StoreAccess: Send + Sync {
