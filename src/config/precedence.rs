@@ -145,6 +145,20 @@ fn every_default_parses() {
     assert!(layered.is_ok(), "{:?}", layered.err());
 }
 
+/// No two rows of the table read the same variable.
+#[test]
+fn each_variable_belongs_to_one_option() {
+    let mut seen = BTreeMap::new();
+    for row in LISTED {
+        if let Some(other) = seen.insert(row.variable, row.option) {
+            panic!(
+                "{} is read by both {other} and {}",
+                row.variable, row.option
+            );
+        }
+    }
+}
+
 /// The options `CONFIGURATION.md` lists outside the table: they have no
 /// variable.
 const OUTSIDE: [&str; 2] = ["mode", "state_collections"];
