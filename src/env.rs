@@ -86,35 +86,23 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
         Self(lookup)
     }
 
-    /// Reads `variable`: `None` when unset, an error naming it when
-    /// unparsable.
-    pub(crate) fn read<T: FromEnv>(
+    /// Reads `variable` with `parse`: `None` when unset, an error naming
+    /// it when unparsable.
+    pub(crate) fn read_with<T>(
         &self,
         variable: &'static str,
+        parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, ConfigError> {
         let Some(value) = (self.0)(variable) else {
             return Ok(None);
         };
-        T::parse(&value)
+        parse(&value)
             .map(Some)
             .map_err(|reason| ConfigError::Environment {
                 variable,
                 value,
                 reason,
             })
-    }
-
-    /// The builder's value, else the environment's, else `default`.
-    pub(crate) fn layer<T: FromEnv>(
-        &self,
-        builder: Option<T>,
-        variable: &'static str,
-        default: impl FnOnce() -> T,
-    ) -> Result<T, ConfigError> {
-        match builder {
-            Some(value) => Ok(value),
-            None => Ok(self.read(variable)?.unwrap_or_else(default)),
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The Cassandra stores' options.
 
-use super::{ConfigError, non_empty, positive_duration, positive_size};
-use crate::env::Env;
+use super::{ConfigError, Values};
+use crate::env::FromEnv;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;
@@ -36,17 +36,10 @@ impl fmt::Display for Secret {
     }
 }
 
-/// The options as given to the builder.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct CassandraOptions {
-    pub(crate) nodes: Option<Vec<String>>,
-    pub(crate) keyspace: Option<String>,
-    pub(crate) user: Option<String>,
-    pub(crate) password: Option<Secret>,
-    pub(crate) datacenter: Option<String>,
-    pub(crate) rack: Option<String>,
-    pub(crate) retention: Option<Duration>,
-    pub(crate) defer_store_cache_size: Option<usize>,
+impl FromEnv for Secret {
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(Self::new(text))
+    }
 }
 
 /// The options resolved.
@@ -67,29 +60,10 @@ pub(crate) struct Cassandra {
     pub(crate) defer_store_cache_size: NonZeroUsize,
 }
 
-impl CassandraOptions {
-    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
-        &self,
-        env: &Env<F>,
-    ) -> Result<Cassandra, ConfigError> {
-        let optional =
-            |value: Option<String>, option| value.map(|v| non_empty(option, v)).transpose();
-        let nodes = env.layer(self.nodes.clone(), "PROSODY_CASSANDRA_NODES", Vec::new)?;
-        let nodes = nodes
-            .into_iter()
-            .map(|node| non_empty("cassandra_nodes", node))
-            .collect::<Result<Vec<_>, _>>()?;
-        let user = optional(
-            self.user.clone().or(env.read("PROSODY_CASSANDRA_USER")?),
-            "cassandra_user",
-        )?;
-        let password = match &self.password {
-            Some(password) => Some(password.clone()),
-            None => env
-                .read::<String>("PROSODY_CASSANDRA_PASSWORD")?
-                .map(Secret),
-        };
-        match (&user, &password) {
+impl Values {
+    pub(super) fn cassandra(&self) -> Result<Cassandra, ConfigError> {
+        let (user, password) = (&self.cassandra_user, &self.cassandra_password);
+        match (user, password) {
             (None, Some(_)) => {
                 return Err(ConfigError::Invalid {
                     option: "cassandra_password",
@@ -105,40 +79,14 @@ impl CassandraOptions {
             _ => {}
         }
         Ok(Cassandra {
-            nodes,
-            keyspace: non_empty(
-                "cassandra_keyspace",
-                env.layer(self.keyspace.clone(), "PROSODY_CASSANDRA_KEYSPACE", || {
-                    "prosody".to_owned()
-                })?,
-            )?,
-            user,
-            password,
-            datacenter: optional(
-                self.datacenter
-                    .clone()
-                    .or(env.read("PROSODY_CASSANDRA_DATACENTER")?),
-                "cassandra_datacenter",
-            )?,
-            rack: optional(
-                self.rack.clone().or(env.read("PROSODY_CASSANDRA_RACK")?),
-                "cassandra_rack",
-            )?,
-            retention: positive_duration(
-                "cassandra_retention",
-                env.layer(self.retention, "PROSODY_CASSANDRA_RETENTION", || {
-                    // One year as humantime counts it (`1y`): 365.25 days.
-                    Duration::from_secs(31_557_600)
-                })?,
-            )?,
-            defer_store_cache_size: positive_size(
-                "defer_store_cache_size",
-                env.layer(
-                    self.defer_store_cache_size,
-                    "PROSODY_DEFER_STORE_CACHE_SIZE",
-                    || 8192,
-                )?,
-            )?,
+            nodes: self.cassandra_nodes.clone().unwrap_or_default(),
+            keyspace: self.cassandra_keyspace.clone(),
+            user: user.clone(),
+            password: password.clone(),
+            datacenter: self.cassandra_datacenter.clone(),
+            rack: self.cassandra_rack.clone(),
+            retention: self.cassandra_retention,
+            defer_store_cache_size: self.defer_store_cache_size,
         })
     }
 }

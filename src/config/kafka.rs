@@ -1,8 +1,8 @@
 //! How the client reaches Kafka: the group protocol, the connection check,
 //! and the security settings (TLS, SASL).
 
-use super::{ConfigError, Secret, non_empty, positive_duration};
-use crate::env::{Env, FromEnv};
+use super::{ConfigError, Secret, Values};
+use crate::env::FromEnv;
 pub use prosody_core::broker::GroupProtocol;
 use std::fmt;
 use std::path::PathBuf;
@@ -109,18 +109,6 @@ impl FromEnv for PathBuf {
     }
 }
 
-/// The options as given to the builder.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct KafkaOptions {
-    pub(crate) group_protocol: Option<GroupProtocol>,
-    pub(crate) connect_timeout: Option<Duration>,
-    pub(crate) security_protocol: Option<SecurityProtocol>,
-    pub(crate) sasl_mechanism: Option<SaslMechanism>,
-    pub(crate) sasl_username: Option<String>,
-    pub(crate) sasl_password: Option<Secret>,
-    pub(crate) ssl_ca_location: Option<PathBuf>,
-}
-
 /// The options resolved.
 ///
 /// Invariant: a SASL protocol comes with a mechanism, a username and a
@@ -168,36 +156,10 @@ fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-impl KafkaOptions {
-    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
-        &self,
-        env: &Env<F>,
-    ) -> Result<Kafka, ConfigError> {
-        let protocol = env.layer(
-            self.security_protocol,
-            "PROSODY_SECURITY_PROTOCOL",
-            SecurityProtocol::default,
-        )?;
-        let mechanism = match self.sasl_mechanism {
-            Some(mechanism) => Some(mechanism),
-            None => env.read("PROSODY_SASL_MECHANISM")?,
-        };
-        let username = match &self.sasl_username {
-            Some(username) => Some(username.clone()),
-            None => env.read::<String>("PROSODY_SASL_USERNAME")?,
-        }
-        .map(|username| non_empty("sasl_username", username))
-        .transpose()?;
-        let password = match &self.sasl_password {
-            Some(password) => Some(password.clone()),
-            None => env
-                .read::<String>("PROSODY_SASL_PASSWORD")?
-                .map(Secret::new),
-        };
-        let ca = match &self.ssl_ca_location {
-            Some(path) => Some(path.clone()),
-            None => env.read("PROSODY_SSL_CA_LOCATION")?,
-        };
+impl Values {
+    pub(super) fn kafka(&self) -> Result<Kafka, ConfigError> {
+        let protocol = self.security_protocol;
+        let mechanism = self.sasl_mechanism;
         if protocol.tls() && !cfg!(feature = "tls") {
             return Err(invalid(
                 "security_protocol",
@@ -216,7 +178,13 @@ impl KafkaOptions {
                 "SCRAM needs the OpenSSL that comes with the `tls` feature of the prosody crate",
             ));
         }
-        let sasl = sasl(protocol, mechanism, username, password)?;
+        let sasl = sasl(
+            protocol,
+            mechanism,
+            self.sasl_username.clone(),
+            self.sasl_password.clone(),
+        )?;
+        let ca = self.ssl_ca_location.clone();
         if let Some(path) = &ca {
             if !protocol.tls() {
                 return Err(invalid(
@@ -235,17 +203,8 @@ impl KafkaOptions {
             }
         }
         Ok(Kafka {
-            group_protocol: env.layer(
-                self.group_protocol,
-                "PROSODY_GROUP_PROTOCOL",
-                GroupProtocol::default,
-            )?,
-            connect_timeout: positive_duration(
-                "connect_timeout",
-                env.layer(self.connect_timeout, "PROSODY_CONNECT_TIMEOUT", || {
-                    Duration::from_secs(10)
-                })?,
-            )?,
+            group_protocol: self.group_protocol,
+            connect_timeout: self.connect_timeout,
             security_protocol: protocol,
             sasl,
             ssl_ca_location: ca,

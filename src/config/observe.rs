@@ -1,8 +1,8 @@
 //! Options for watching a running client: the probe server, librdkafka's
 //! statistics, and how handler spans relate to the spans that caused them.
 
-use super::{Cluster, ConfigError};
-use crate::env::{Env, FromEnv};
+use super::{Cluster, Values};
+use crate::env::FromEnv;
 use prosody_core::telemetry::Links;
 pub use prosody_core::trace::SpanLink;
 use std::fmt;
@@ -48,17 +48,8 @@ impl FromEnv for SpanLink {
     }
 }
 
-/// The statistics interval's bounds, as librdkafka accepts them.
-const STATISTICS: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(86_400));
-
-/// The options as given to the builder.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ObserveOptions {
-    pub(crate) probe_port: Option<ProbePort>,
-    pub(crate) statistics_interval: Option<Duration>,
-    pub(crate) message_spans: Option<SpanLink>,
-    pub(crate) timer_spans: Option<SpanLink>,
-}
+/// The probe server's port unless one is set.
+const PROBE_PORT: u16 = 8000;
 
 /// The options resolved.
 ///
@@ -93,40 +84,14 @@ impl Observe {
     }
 }
 
-impl ObserveOptions {
-    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
-        &self,
-        env: &Env<F>,
-    ) -> Result<Observe, ConfigError> {
-        let statistics_interval = env.layer(
-            self.statistics_interval,
-            "PROSODY_STATISTICS_INTERVAL",
-            || Duration::from_secs(5),
-        )?;
-        let (low, high) = STATISTICS;
-        if !(low..=high).contains(&statistics_interval) {
-            return Err(ConfigError::Invalid {
-                option: "statistics_interval",
-                reason: format!(
-                    "{} is not between 1ms and 24h",
-                    super::shown(statistics_interval)
-                ),
-            });
+impl Values {
+    pub(super) fn observe(&self) -> Observe {
+        Observe {
+            probe_port: self.probe_port.unwrap_or(ProbePort::Port(PROBE_PORT)),
+            probe_port_set: self.probe_port.is_some(),
+            statistics_interval: self.statistics_interval,
+            message_spans: self.message_spans,
+            timer_spans: self.timer_spans,
         }
-        let set = match self.probe_port {
-            Some(port) => Some(port),
-            None => env.read("PROSODY_PROBE_PORT")?,
-        };
-        Ok(Observe {
-            probe_port: set.unwrap_or(ProbePort::Port(8000)),
-            probe_port_set: set.is_some(),
-            statistics_interval,
-            message_spans: env.layer(self.message_spans, "PROSODY_MESSAGE_SPANS", || {
-                SpanLink::Child
-            })?,
-            timer_spans: env.layer(self.timer_spans, "PROSODY_TIMER_SPANS", || {
-                SpanLink::FollowsFrom
-            })?,
-        })
     }
 }

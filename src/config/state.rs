@@ -1,24 +1,10 @@
 //! The keyed-state options: the collections handlers may bind, the
 //! recovery delay their TTLs must exceed, and the owners' disk cache.
 
-use super::{ConfigError, shown};
+use super::{ConfigError, Values};
 use crate::builder::ClientBuilder;
-use crate::env::{Env, Size};
 use prosody_core::state::{Registry, Spec};
 use std::path::PathBuf;
-use std::time::Duration;
-
-/// The default `state_recovery_delay`.
-pub(crate) const RECOVERY_DELAY: Duration = Duration::from_secs(30);
-
-/// The keyed-state options as given.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StateOptions {
-    pub(crate) collections: Vec<Spec>,
-    pub(crate) recovery_delay: Option<Duration>,
-    pub(crate) cache_dir: Option<PathBuf>,
-    pub(crate) owned_cache_size: Option<u64>,
-}
 
 /// Where and how large the owners' disk cache is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,56 +15,22 @@ pub(crate) struct CacheSettings {
     pub(crate) memory: Option<u64>,
 }
 
-impl StateOptions {
+impl Values {
     /// The disk cache's settings.
-    pub(crate) fn cache<F: Fn(&str) -> Option<String>>(
-        &self,
-        env: &Env<F>,
-    ) -> Result<CacheSettings, ConfigError> {
-        let dir = match self.cache_dir.clone() {
-            Some(dir) => Some(dir),
-            None => env
-                .read::<String>("PROSODY_STATE_CACHE_DIR")?
-                .map(PathBuf::from),
-        };
-        if dir.as_ref().is_some_and(|dir| dir.as_os_str().is_empty()) {
-            return Err(ConfigError::Invalid {
-                option: "state_cache_dir",
-                reason: "must not be empty".to_owned(),
-            });
+    pub(super) fn cache(&self) -> CacheSettings {
+        CacheSettings {
+            dir: self.state_cache_dir.clone(),
+            memory: self.state_owned_cache_size,
         }
-        let memory = match self.owned_cache_size {
-            Some(bytes) => Some(bytes),
-            None => env
-                .read::<Size>("PROSODY_STATE_OWNED_CACHE_SIZE")?
-                .map(|size| size.0),
-        };
-        if memory == Some(0) {
-            return Err(ConfigError::Invalid {
-                option: "state_owned_cache_size",
-                reason: "must be positive".to_owned(),
-            });
-        }
-        Ok(CacheSettings { dir, memory })
     }
 
     /// The registry of the collections, checked against the recovery delay.
-    pub(crate) fn resolve<F: Fn(&str) -> Option<String>>(
-        self,
-        env: &Env<F>,
-    ) -> Result<Registry, ConfigError> {
-        let delay = env.layer(self.recovery_delay, "PROSODY_STATE_RECOVERY_DELAY", || {
-            RECOVERY_DELAY
-        })?;
-        if delay.subsec_nanos() != 0 || delay < Duration::from_secs(1) {
-            return Err(ConfigError::Invalid {
-                option: "state_recovery_delay",
-                reason: format!("got {}; must be whole seconds, at least 1s", shown(delay)),
-            });
-        }
-        Registry::new(self.collections, delay).map_err(|error| ConfigError::Invalid {
-            option: "state_collections",
-            reason: error.to_string(),
+    pub(super) fn registry(&self, collections: Vec<Spec>) -> Result<Registry, ConfigError> {
+        Registry::new(collections, self.state_recovery_delay).map_err(|error| {
+            ConfigError::Invalid {
+                option: "state_collections",
+                reason: error.to_string(),
+            }
         })
     }
 }
@@ -145,52 +97,22 @@ impl<C> ClientBuilder<C> {
     /// }
     /// ```
     pub fn state_collections(mut self, collections: impl IntoIterator<Item = Spec>) -> Self {
-        self.options_mut().state.collections = collections.into_iter().collect();
-        self
-    }
-
-    /// The delay of the recovery sweep (`state_recovery_delay`;
-    /// `PROSODY_STATE_RECOVERY_DELAY`; default 30s, whole seconds, at least
-    /// 1s): on Cassandra, a commit larger than one batch that failed before
-    /// its commit point stays undecided this long after it was staged
-    /// (reads of its keys retry), then is forgotten (the README's Keyed
-    /// state section). Every collection's TTL must be longer.
-    pub fn state_recovery_delay(mut self, delay: Duration) -> Self {
-        self.options_mut().state.recovery_delay = Some(delay);
-        self
-    }
-
-    /// The directory of the partition owners' disk cache of state cells
-    /// (`state_cache_dir`; `PROSODY_STATE_CACHE_DIR`; default a temporary
-    /// directory of the client's own). The cache is used with the
-    /// Cassandra stores of `cassandra_nodes`, and with any stores when
-    /// this is set. Each live client needs its own directory (it is
-    /// locked, and emptied when the client starts). Use a mounted path in
-    /// production.
-    pub fn state_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.options_mut().state.cache_dir = Some(dir.into());
-        self
-    }
-
-    /// The disk cache's block cache in memory, in bytes
-    /// (`state_owned_cache_size`; `PROSODY_STATE_OWNED_CACHE_SIZE`, sizes
-    /// like `64 MiB` or `500 MB`; default 32 MiB; positive). Recent writes
-    /// not yet flushed take at most 64 MiB more.
-    pub fn state_owned_cache_size(mut self, bytes: u64) -> Self {
-        self.options_mut().state.owned_cache_size = Some(bytes);
+        self.options_mut().state_collections = collections.into_iter().collect();
         self
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::StateOptions;
-    use crate::config::ConfigError;
+    use super::CacheSettings;
+    use crate::config::{ConfigError, Options, Settings};
     use crate::env::Env;
     use prosody_core::state::{Kind, Payload, ReadCache, Spec};
     use std::time::Duration;
 
-    fn resolve(collections: Vec<Spec>, vars: &[(&str, &str)]) -> Result<usize, ConfigError> {
+    /// The options of a mock client of group `g` with these collections,
+    /// resolved in an environment of `vars`.
+    fn settings(collections: Vec<Spec>, vars: &[(&str, &str)]) -> Result<Settings, ConfigError> {
         let vars: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -198,11 +120,21 @@ mod tests {
         let env = Env::from_fn(move |name: &str| {
             vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
         });
-        let options = StateOptions {
-            collections,
-            ..StateOptions::default()
+        let options = Options {
+            group_id: Some("g".to_owned()),
+            mock: Some(true),
+            state_collections: collections,
+            ..Options::default()
         };
-        options.resolve(&env).map(|registry| registry.specs().len())
+        options.resolve(&env)
+    }
+
+    fn resolve(collections: Vec<Spec>, vars: &[(&str, &str)]) -> Result<usize, ConfigError> {
+        settings(collections, vars).map(|settings| settings.runtime.state.specs().len())
+    }
+
+    fn cache(vars: &[(&str, &str)]) -> Result<CacheSettings, ConfigError> {
+        settings(vec![], vars).map(|settings| settings.state_cache)
     }
 
     fn spec(name: &'static str, kind: Kind) -> Spec {
@@ -218,22 +150,15 @@ mod tests {
     /// The disk cache's options: sizes with units, and the rules named.
     #[test]
     fn the_disk_cache_options_are_read_and_checked() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            Env::from_fn(move |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| (*v).to_owned())
-            })
-        };
-        let read = StateOptions::default().cache(&env(&[
+        let read = cache(&[
             ("PROSODY_STATE_CACHE_DIR", "/var/cache/prosody"),
             ("PROSODY_STATE_OWNED_CACHE_SIZE", "64 MiB"),
-        ]));
+        ]);
         assert_eq!(
             read.map(|c| (c.dir, c.memory)),
             Ok((Some("/var/cache/prosody".into()), Some(64 << 20)))
         );
-        let zero = StateOptions::default().cache(&env(&[("PROSODY_STATE_OWNED_CACHE_SIZE", "0")]));
+        let zero = cache(&[("PROSODY_STATE_OWNED_CACHE_SIZE", "0")]);
         assert!(
             matches!(
                 &zero,
@@ -244,7 +169,7 @@ mod tests {
             ),
             "{zero:?}"
         );
-        let empty = StateOptions::default().cache(&env(&[("PROSODY_STATE_CACHE_DIR", "")]));
+        let empty = cache(&[("PROSODY_STATE_CACHE_DIR", "")]);
         assert!(
             matches!(
                 &empty,
@@ -255,8 +180,7 @@ mod tests {
             ),
             "{empty:?}"
         );
-        let bad =
-            StateOptions::default().cache(&env(&[("PROSODY_STATE_OWNED_CACHE_SIZE", "lots")]));
+        let bad = cache(&[("PROSODY_STATE_OWNED_CACHE_SIZE", "lots")]);
         assert!(
             matches!(&bad, Err(ConfigError::Environment { .. })),
             "{bad:?}"

@@ -1,6 +1,4 @@
 use super::Mode;
-use super::kafka::KafkaOptions;
-use super::qos::QosOptions;
 use super::{ConfigError, Options};
 use super::{SaslMechanism, SecurityProtocol};
 use crate::env::Env;
@@ -98,10 +96,7 @@ fn each_bad_value_names_its_option() {
         ),
         (
             Options {
-                qos: QosOptions {
-                    max_concurrency: Some(0),
-                    ..QosOptions::default()
-                },
+                max_concurrency: Some(0),
                 ..base()
             },
             &[],
@@ -259,10 +254,7 @@ fn each_bad_value_names_its_option() {
         ),
         (
             Options {
-                qos: QosOptions {
-                    mode: Some(Mode::LowLatency),
-                    ..QosOptions::default()
-                },
+                mode: Some(Mode::LowLatency),
                 ..base()
             },
             &[],
@@ -325,11 +317,8 @@ fn each_bad_value_names_its_option() {
         ),
         (
             Options {
-                kafka: KafkaOptions {
-                    security_protocol: Some(SecurityProtocol::SaslSsl),
-                    sasl_mechanism: Some(SaslMechanism::ScramSha512),
-                    ..KafkaOptions::default()
-                },
+                security_protocol: Some(SecurityProtocol::SaslSsl),
+                sasl_mechanism: Some(SaslMechanism::ScramSha512),
                 ..base()
             },
             &[],
@@ -337,12 +326,9 @@ fn each_bad_value_names_its_option() {
         ),
         (
             Options {
-                kafka: KafkaOptions {
-                    security_protocol: Some(SecurityProtocol::SaslSsl),
-                    sasl_mechanism: Some(SaslMechanism::ScramSha512),
-                    sasl_username: Some("app".to_owned()),
-                    ..KafkaOptions::default()
-                },
+                security_protocol: Some(SecurityProtocol::SaslSsl),
+                sasl_mechanism: Some(SaslMechanism::ScramSha512),
+                sasl_username: Some("app".to_owned()),
                 ..base()
             },
             &[],
@@ -361,10 +347,7 @@ fn each_bad_value_names_its_option() {
         ),
         (
             Options {
-                kafka: KafkaOptions {
-                    security_protocol: Some(SecurityProtocol::Ssl),
-                    ..KafkaOptions::default()
-                },
+                security_protocol: Some(SecurityProtocol::Ssl),
                 ..base()
             },
             &[("PROSODY_SSL_CA_LOCATION", "/no/such/ca.pem")],
@@ -394,7 +377,7 @@ fn each_bad_value_names_its_option() {
 #[test]
 fn a_password_never_shows() {
     let mut options = base();
-    options.cassandra.password = Some(super::Secret::new("hunter2"));
+    options.cassandra_password = Some(super::Secret::new("hunter2"));
     assert!(!format!("{options:?}").contains("hunter2"));
     let error = resolve(options, &[]).err().map(|e| e.to_string());
     let error = error.unwrap_or_default();
@@ -433,7 +416,7 @@ fn a_user_needs_a_password() {
 #[test]
 fn a_zero_discard_threshold_is_refused() {
     let mut options = base();
-    options.qos.loader_discard_threshold = Some(0);
+    options.loader_discard_threshold = Some(0);
     let error = resolve(options, &[]).expect_err("0 from the builder");
     assert_eq!(option_of(&error), "loader_discard_threshold", "{error}");
     let error = resolve(base(), &[("PROSODY_LOADER_DISCARD_THRESHOLD", "0")]).expect_err("0");
