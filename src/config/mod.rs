@@ -129,7 +129,7 @@ pub(crate) struct Settings {
     /// How the Kafka clients connect (unused in mock mode).
     #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) kafka: Kafka,
-    /// The state owners' disk cache (Cassandra stores only).
+    /// The state owners' disk cache (durable stores, or any once `state_cache_dir` is set).
     pub(crate) state_cache: state::CacheSettings,
 }
 
