@@ -16,7 +16,16 @@ use std::sync::Arc;
 
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
-/// [`Stores`] with boxed futures, so any backend fits behind one pointer.
+/// [`Stores`] with boxed futures, so any backend fits behind one pointer:
+/// one method for each of the contracts' reads and of `Stores`' own.
+///
+/// Written by hand rather than generated with `dynosaur`: its macro erases
+/// only the trait it annotates and copies that trait's supertraits into the
+/// erased one, so on `Stores` (whose supertraits are the four read traits,
+/// with their `impl Future` methods, and `Clone`) the erased trait is not
+/// dyn-compatible, and the generated type implements none of the
+/// supertraits. Erasing a flat trait instead would repeat these signatures
+/// and still leave [`ClientStores`]' impls to write.
 trait DynStores: Send + Sync {
     fn scheduled<'a>(
         &'a self,
