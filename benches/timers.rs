@@ -26,13 +26,13 @@ use prosody::{
     MemoryStores, MemoryTimerStore, Message, ProsodyClient, Timer, Timestamp,
 };
 use prosody_core::clock;
-use prosody_core::store::timer::{TimerEntry, TimerStore};
+use prosody_core::store::timer::TimerEntry;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-async fn schedule_rate_and_memory() {
+fn schedule_rate_and_memory() {
     const TIMERS: u64 = 1_000_000;
     const KEYS: u64 = 100_000;
     let before = memory::status_mib("VmRSS");
@@ -48,10 +48,7 @@ async fn schedule_rate_and_memory() {
         let time = Timestamp::from_millis(
             base + ((n / KEYS) as i64 * 17_280 + (n % 17_280) as i64) * 1000,
         );
-        store
-            .schedule(partition, TimerEntry::new(key.clone(), time))
-            .await
-            .expect("schedule");
+        store.schedule(partition, TimerEntry::new(key.clone(), time));
     }
     let elapsed = start.elapsed();
     println!(
@@ -104,13 +101,10 @@ async fn firing_lateness() {
         let key = format!("key-{}", n % 10_000);
         let partition = prosody::broker::partition_for_key(key.as_bytes(), 8);
         let time = Timestamp::from_millis((first + n / PER_SECOND) * 1000);
-        store
-            .schedule(
-                &TopicPartition::new("bench", partition),
-                TimerEntry::new(key, time),
-            )
-            .await
-            .expect("schedule");
+        store.schedule(
+            &TopicPartition::new("bench", partition),
+            TimerEntry::new(key, time),
+        );
     }
     let client = ProsodyClient::builder()
         .broker(broker)
@@ -159,6 +153,6 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio");
-    rt.block_on(schedule_rate_and_memory());
+    rt.block_on(async { schedule_rate_and_memory() });
     rt.block_on(firing_lateness());
 }

@@ -6,33 +6,27 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
+    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
-/// [`Stores`] with boxed futures, so any backend fits behind one pointer.
+/// [`Stores`] with boxed futures, so any backend fits behind one pointer:
+/// one method for each of the contracts' reads and of `Stores`' own.
+///
+/// Written by hand rather than generated with `dynosaur`: its macro erases
+/// only the trait it annotates and copies that trait's supertraits into the
+/// erased one, so on `Stores` (whose supertraits are the four read traits,
+/// with their `impl Future` methods, and `Clone`) the erased trait is not
+/// dyn-compatible, and the generated type implements none of the
+/// supertraits. Erasing a flat trait instead would repeat these signatures
+/// and still leave [`ClientStores`]' impls to write.
 trait DynStores: Send + Sync {
-    fn schedule<'a>(&'a self, partition: &'a TopicPartition, entry: TimerEntry) -> Call<'a, ()>;
-    fn unschedule<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Call<'a, ()>;
-    fn clear<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        kind: TimerKind,
-    ) -> Call<'a, ()>;
     fn scheduled<'a>(
         &'a self,
         partition: &'a TopicPartition,
@@ -46,29 +40,13 @@ trait DynStores: Send + Sync {
         until: Timestamp,
     ) -> Call<'a, Vec<TimerEntry>>;
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool>;
-    fn defer<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Call<'a, ()>;
     fn deferred<'a>(
         &'a self,
         partition: &'a TopicPartition,
         key: &'a Key,
     ) -> Call<'a, Option<Deferred>>;
-    fn complete<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        offset: i64,
-    ) -> Call<'a, Option<i64>>;
-    fn failed<'a>(&'a self, partition: &'a TopicPartition, key: &'a Key) -> Call<'a, u32>;
-    fn keys<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, Vec<Key>>;
     fn contains(&self, key: DedupKey) -> Call<'_, bool>;
     fn contains_now(&self, key: DedupKey) -> Option<bool>;
-    fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()>;
     fn identify<'a>(&'a self, name: &'a str, identity: &'a str) -> Call<'a, String>;
     fn cell<'a>(
         &'a self,
@@ -87,7 +65,6 @@ trait DynStores: Send + Sync {
         direction: Direction,
         limit: usize,
     ) -> Call<'a, Vec<(Bytes, Bytes)>>;
-    fn write<'a>(&'a self, partition: &'a TopicPartition, write: StateWrite) -> Call<'a, ()>;
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()>;
     fn commit_now(
         &self,
@@ -102,29 +79,6 @@ trait DynStores: Send + Sync {
 impl<S: Stores> DynStores for S {
     fn durable(&self) -> bool {
         Stores::durable(self)
-    }
-
-    fn schedule<'a>(&'a self, partition: &'a TopicPartition, entry: TimerEntry) -> Call<'a, ()> {
-        Box::pin(TimerStore::schedule(self, partition, entry))
-    }
-
-    fn unschedule<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Call<'a, ()> {
-        Box::pin(TimerStore::unschedule(self, partition, key, kind, time))
-    }
-
-    fn clear<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        kind: TimerKind,
-    ) -> Call<'a, ()> {
-        Box::pin(TimerStore::clear(self, partition, key, kind))
     }
 
     fn scheduled<'a>(
@@ -149,16 +103,6 @@ impl<S: Stores> DynStores for S {
         DeferStore::peek(self, partition, key)
     }
 
-    fn defer<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Call<'a, ()> {
-        Box::pin(DeferStore::defer(self, partition, key, offset, deferral))
-    }
-
     fn deferred<'a>(
         &'a self,
         partition: &'a TopicPartition,
@@ -167,33 +111,12 @@ impl<S: Stores> DynStores for S {
         Box::pin(DeferStore::deferred(self, partition, key))
     }
 
-    fn complete<'a>(
-        &'a self,
-        partition: &'a TopicPartition,
-        key: &'a Key,
-        offset: i64,
-    ) -> Call<'a, Option<i64>> {
-        Box::pin(DeferStore::complete(self, partition, key, offset))
-    }
-
-    fn failed<'a>(&'a self, partition: &'a TopicPartition, key: &'a Key) -> Call<'a, u32> {
-        Box::pin(DeferStore::failed(self, partition, key))
-    }
-
-    fn keys<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, Vec<Key>> {
-        Box::pin(DeferStore::keys(self, partition))
-    }
-
     fn contains(&self, key: DedupKey) -> Call<'_, bool> {
         Box::pin(DedupStore::contains(self, key))
     }
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         DedupStore::contains_now(self, key)
-    }
-
-    fn insert(&self, key: DedupKey, ttl: Duration) -> Call<'_, ()> {
-        Box::pin(DedupStore::insert(self, key, ttl))
     }
 
     fn identify<'a>(&'a self, name: &'a str, identity: &'a str) -> Call<'a, String> {
@@ -222,10 +145,6 @@ impl<S: Stores> DynStores for S {
         Box::pin(StateStore::cells(
             self, partition, collection, key, range, direction, limit,
         ))
-    }
-
-    fn write<'a>(&'a self, partition: &'a TopicPartition, write: StateWrite) -> Call<'a, ()> {
-        Box::pin(StateStore::write(self, partition, write))
     }
 
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()> {
@@ -278,33 +197,6 @@ impl fmt::Debug for ClientStores {
 }
 
 impl TimerStore for ClientStores {
-    async fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> Result<(), StoreError> {
-        self.stores.schedule(partition, entry).await
-    }
-
-    async fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.stores.unschedule(partition, key, kind, time).await
-    }
-
-    async fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<(), StoreError> {
-        self.stores.clear(partition, key, kind).await
-    }
-
     async fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -329,39 +221,12 @@ impl DeferStore for ClientStores {
         self.stores.peek(partition, key)
     }
 
-    async fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        self.stores.defer(partition, key, offset, deferral).await
-    }
-
     async fn deferred(
         &self,
         partition: &TopicPartition,
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
         self.stores.deferred(partition, key).await
-    }
-
-    async fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        self.stores.complete(partition, key, offset).await
-    }
-
-    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.stores.failed(partition, key).await
-    }
-
-    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.stores.keys(partition).await
     }
 }
 
@@ -372,10 +237,6 @@ impl DedupStore for ClientStores {
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         self.stores.contains_now(key)
-    }
-
-    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.stores.insert(key, ttl).await
     }
 }
 
@@ -406,10 +267,6 @@ impl StateStore for ClientStores {
         self.stores
             .cells(partition, collection, key, range, direction, limit)
             .await
-    }
-
-    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        self.stores.write(partition, write).await
     }
 }
 

@@ -13,7 +13,7 @@ mod forward;
 
 use prosody::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use prosody::store::{
-    Batch, DeferStore, Deferral, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DeferStore, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{
     ConfigError, Context, EventHandler, Excise, HandlerError, Key, MemoryBroker, MemoryStores,
@@ -105,29 +105,6 @@ impl Stores for Picky {
 }
 
 impl TimerStore for Picky {
-    async fn schedule(&self, p: &TopicPartition, entry: TimerEntry) -> Result<(), StoreError> {
-        self.inner.schedule(p, entry).await
-    }
-
-    async fn unschedule(
-        &self,
-        p: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.inner.unschedule(p, key, kind, time).await
-    }
-
-    async fn clear(
-        &self,
-        p: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<(), StoreError> {
-        self.inner.clear(p, key, kind).await
-    }
-
     async fn scheduled(
         &self,
         p: &TopicPartition,
@@ -151,39 +128,12 @@ impl TimerStore for Picky {
 }
 
 impl DeferStore for Picky {
-    async fn defer(
-        &self,
-        p: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        self.inner.defer(p, key, offset, deferral).await
-    }
-
     async fn deferred(
         &self,
         p: &TopicPartition,
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
         DeferStore::deferred(&self.inner, p, key).await
-    }
-
-    async fn complete(
-        &self,
-        p: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        self.inner.complete(p, key, offset).await
-    }
-
-    async fn failed(&self, p: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.inner.failed(p, key).await
-    }
-
-    async fn keys(&self, p: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.inner.keys(p).await
     }
 }
 

@@ -5,13 +5,12 @@
 use bytes::Bytes;
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
+    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{Key, Timestamp};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 tokio::task_local! {
     /// The state reads of the call being timed: a task that sets it
@@ -67,36 +66,6 @@ impl<S: Stores> Stores for Counting<S> {
 }
 
 impl<S: Stores> TimerStore for Counting<S> {
-    async fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> Result<(), StoreError> {
-        self.count();
-        self.inner.schedule(partition, entry).await
-    }
-
-    async fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.count();
-        self.inner.unschedule(partition, key, kind, time).await
-    }
-
-    async fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<(), StoreError> {
-        self.count();
-        self.inner.clear(partition, key, kind).await
-    }
-
     async fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -123,17 +92,6 @@ impl<S: Stores> DeferStore for Counting<S> {
         self.inner.peek(partition, key)
     }
 
-    async fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        self.count();
-        self.inner.defer(partition, key, offset, deferral).await
-    }
-
     async fn deferred(
         &self,
         partition: &TopicPartition,
@@ -141,26 +99,6 @@ impl<S: Stores> DeferStore for Counting<S> {
     ) -> Result<Option<Deferred>, StoreError> {
         self.count();
         DeferStore::deferred(&self.inner, partition, key).await
-    }
-
-    async fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        self.count();
-        self.inner.complete(partition, key, offset).await
-    }
-
-    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.count();
-        self.inner.failed(partition, key).await
-    }
-
-    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.count();
-        self.inner.keys(partition).await
     }
 }
 
@@ -196,10 +134,6 @@ impl<S: Stores> StateStore for Counting<S> {
             .cells(partition, collection, key, range, direction, limit)
             .await
     }
-
-    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        self.inner.write(partition, write).await
-    }
 }
 
 impl<S: Stores> DedupStore for Counting<S> {
@@ -211,10 +145,5 @@ impl<S: Stores> DedupStore for Counting<S> {
     /// Not counted: it answers only without reaching the backend.
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         self.inner.contains_now(key)
-    }
-
-    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.count();
-        self.inner.insert(key, ttl).await
     }
 }

@@ -66,9 +66,8 @@ use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::timer::SlabSize;
 use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferral, Deferred, Direction,
-    ItemRange, StateStore, StateWrite, StoreError, Stores, TimerChange, TimerEntry, TimerKind,
-    TimerStore,
+    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
+    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
@@ -237,15 +236,15 @@ impl CassandraStores {
         Ok(unsure.landed())
     }
 
-    async fn deferral(
-        &self,
-        partition: &TopicPartition,
-        write: DeferWrite,
-    ) -> Result<Option<Deferred>, StoreError> {
-        let changes = self
-            .write(partition, Batch::default().deferral(write))
-            .await?;
-        Ok(changes.into_iter().next().and_then(|change| change.after))
+    /// Every key of the partition with deferred offsets, in no particular
+    /// order: the index a new owner loads at [`Stores::open`], for
+    /// operators and checks.
+    ///
+    /// # Errors
+    ///
+    /// The read's.
+    pub async fn deferred_keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
+        self.0.deferred_keys(partition).await
     }
 }
 
@@ -305,47 +304,6 @@ impl Stores for CassandraStores {
 }
 
 impl TimerStore for CassandraStores {
-    async fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> Result<(), StoreError> {
-        let change = TimerChange::Schedule {
-            time: entry.time,
-            trace: entry.trace,
-        };
-        self.commit(
-            partition,
-            Batch::default().timer(&entry.key, entry.kind, change),
-        )
-        .await
-    }
-
-    async fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Result<(), StoreError> {
-        let change = TimerChange::Unschedule { time };
-        self.commit(partition, Batch::default().timer(key, kind, change))
-            .await
-    }
-
-    async fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<(), StoreError> {
-        self.commit(
-            partition,
-            Batch::default().timer(key, kind, TimerChange::Clear),
-        )
-        .await
-    }
-
     async fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -370,55 +328,12 @@ impl DeferStore for CassandraStores {
         self.0.known.peek(partition, key)
     }
 
-    async fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        let write = DeferWrite::Defer {
-            key: key.clone(),
-            offset,
-            deferral,
-        };
-        self.deferral(partition, write).await.map(drop)
-    }
-
     async fn deferred(
         &self,
         partition: &TopicPartition,
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
         self.0.deferred(partition, key).await
-    }
-
-    async fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        let write = DeferWrite::Complete {
-            key: key.clone(),
-            offset,
-        };
-        Ok(self
-            .deferral(partition, write)
-            .await?
-            .and_then(|after| after.head()))
-    }
-
-    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        let write = DeferWrite::Failed { key: key.clone() };
-        Ok(self
-            .deferral(partition, write)
-            .await?
-            .map_or(0, |after| after.failures))
-    }
-
-    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.0.deferred_keys(partition).await
     }
 }
 
@@ -452,26 +367,10 @@ impl StateStore for CassandraStores {
             .cells(partition, collection, key, range, direction, limit)
             .await
     }
-
-    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        let batch = Batch {
-            state: vec![write],
-            ..Batch::default()
-        };
-        self.commit(partition, batch).await
-    }
 }
 
 impl DedupStore for CassandraStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
         self.0.contains(key).await
-    }
-
-    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        let batch = Batch {
-            dedup: vec![DedupWrite { key, ttl }],
-            ..Batch::default()
-        };
-        self.commit(&TopicPartition::new("", 0), batch).await
     }
 }

@@ -16,15 +16,22 @@ use prosody_conformance::broker::Failure;
 use prosody_conformance::services;
 use prosody_conformance::store as conformance;
 use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::timer::{SlabSize, TimerKind, TimerStore};
-use prosody_contracts::store::{DeferStore, Deferral, Deferred, StoreError, Stores};
+use prosody_contracts::store::{
+    Batch, DeferStore, DeferWrite, Deferral, Deferred, StoreError, Stores, TimerChange,
+};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+#[path = "support/owner.rs"]
+mod owner;
+
+use owner::Owner;
 
 const SUITE: &str = "prosody-cassandra/tests/conformance.rs (real Cassandra)";
 
@@ -96,69 +103,27 @@ async fn the_defer_suite_passes() -> Result<(), Failure> {
     conformance::defer::run_all(&stores).await
 }
 
-/// The stores with every partition opened before its first use, as the
-/// runtime does: the defer suite then runs on what the owner knows and
-/// caches, not only on reads.
-#[derive(Clone)]
-struct Owner {
-    stores: CassandraStores,
-    opened: Arc<Mutex<HashSet<TopicPartition>>>,
-}
-
-impl Owner {
-    async fn own(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        let first = self.opened.lock().unwrap().insert(partition.clone());
-        if first {
-            self.stores.open(partition).await?;
-        }
-        Ok(())
-    }
-}
-
-impl DeferStore for Owner {
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.stores.peek(partition, key)
-    }
-
-    async fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        self.own(partition).await?;
-        self.stores.defer(partition, key, offset, deferral).await
-    }
-
-    async fn deferred(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> Result<Option<Deferred>, StoreError> {
-        self.own(partition).await?;
-        self.stores.deferred(partition, key).await
-    }
-
-    async fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        self.own(partition).await?;
-        self.stores.complete(partition, key, offset).await
-    }
-
-    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.own(partition).await?;
-        self.stores.failed(partition, key).await
-    }
-
-    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.own(partition).await?;
-        self.stores.keys(partition).await
-    }
+/// Commits one deferral write of `key`, as an attempt of the runtime
+/// would: a defer of `offset` (`Some(deferral)`) or a completion of it.
+async fn commit_deferral(
+    stores: &impl Stores,
+    partition: &TopicPartition,
+    key: &Key,
+    offset: i64,
+    deferral: Option<Deferral>,
+) -> Result<(), StoreError> {
+    let key = key.clone();
+    let write = match deferral {
+        Some(deferral) => DeferWrite::Defer {
+            key,
+            offset,
+            deferral,
+        },
+        None => DeferWrite::Complete { key, offset },
+    };
+    stores
+        .commit(partition, Batch::default().deferral(write))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,26 +165,25 @@ async fn an_owner_knows_its_deferred_keys() {
     let p = TopicPartition::new(services::unique("peek"), 0);
     let (waiting, idle) = (Key::from("waiting"), Key::from("idle"));
     // Deferred before this member owns the partition: found at open.
-    stores
-        .defer(&p, &waiting, 3, Deferral::AfterFailure)
+    commit_deferral(&stores, &p, &waiting, 3, Some(Deferral::AfterFailure))
         .await
         .unwrap();
     assert_eq!(stores.peek(&p, &idle), None, "not owned yet");
     stores.open(&p).await.unwrap();
     assert_eq!(stores.peek(&p, &waiting), Some(true));
     assert_eq!(stores.peek(&p, &idle), Some(false));
-    stores
-        .defer(&p, &idle, 9, Deferral::AfterFailure)
+    commit_deferral(&stores, &p, &idle, 9, Some(Deferral::AfterFailure))
         .await
         .unwrap();
     assert_eq!(stores.peek(&p, &idle), Some(true));
-    assert_eq!(stores.complete(&p, &idle, 9).await.unwrap(), None);
+    commit_deferral(&stores, &p, &idle, 9, None).await.unwrap();
     assert_eq!(stores.peek(&p, &idle), Some(false));
+    assert_eq!(stores.deferred(&p, &idle).await.unwrap(), None);
     stores.close(&p);
     assert_eq!(stores.peek(&p, &waiting), None, "closed");
     // Closed, it writes nothing more to the partition: it could not take
     // an epoch above the next owner's.
-    let late = stores.defer(&p, &idle, 10, Deferral::AfterFailure).await;
+    let late = commit_deferral(&stores, &p, &idle, 10, Some(Deferral::AfterFailure)).await;
     assert!(
         late.as_ref().is_err_and(|e| !e.is_retriable()),
         "a write after close: {late:?}"
@@ -229,8 +193,7 @@ async fn an_owner_knows_its_deferred_keys() {
     let other = CassandraStores::connect(&config(keyspace()).unwrap(), "peek")
         .await
         .unwrap();
-    other
-        .defer(&p, &idle, 11, Deferral::AfterFailure)
+    commit_deferral(&other, &p, &idle, 11, Some(Deferral::AfterFailure))
         .await
         .unwrap();
     stores.open(&p).await.unwrap();
@@ -250,21 +213,32 @@ async fn an_old_owner_cannot_erase_a_new_owners_writes() {
     let new = stores("owners").await.unwrap();
     let p = TopicPartition::new(services::unique("owners"), 0);
     let key = Key::from("k");
-    let later = prosody_contracts::clock::Timestamp::from_millis(1_893_456_000_000);
+    let later = Timestamp::from_millis(1_893_456_000_000);
     old.open(&p).await.unwrap();
-    old.defer(&p, &key, 5, Deferral::AfterFailure)
+    commit_deferral(&old, &p, &key, 5, Some(Deferral::AfterFailure))
         .await
         .unwrap();
     // The partition moves; the old owner does not know yet.
     new.open(&p).await.unwrap();
-    new.defer(&p, &key, 12, Deferral::Behind).await.unwrap();
-    new.schedule(&p, prosody_contracts::store::TimerEntry::new("k", later))
+    commit_deferral(&new, &p, &key, 12, Some(Deferral::Behind))
         .await
         .unwrap();
+    let schedule = TimerChange::Schedule {
+        time: later,
+        trace: None,
+    };
+    let batch = Batch::default().timer(&key, TimerKind::Application, schedule);
+    new.commit(&p, batch).await.unwrap();
     // The old owner's retry of 5 succeeds: it believes the queue is now
     // empty and deletes it; and it clears the key's timers.
-    assert_eq!(old.complete(&p, &key, 5).await.unwrap(), None);
-    old.clear(&p, &key, TimerKind::Application).await.unwrap();
+    commit_deferral(&old, &p, &key, 5, None).await.unwrap();
+    assert_eq!(
+        old.peek(&p, &key),
+        Some(false),
+        "what the old owner believes"
+    );
+    let clear = Batch::default().timer(&key, TimerKind::Application, TimerChange::Clear);
+    old.commit(&p, clear).await.unwrap();
 
     let next = stores("owners").await.unwrap();
     next.open(&p).await.unwrap();
@@ -276,7 +250,7 @@ async fn an_old_owner_cannot_erase_a_new_owners_writes() {
         }),
         "the new owner's deferral after the old owner's late completion"
     );
-    assert_eq!(next.keys(&p).await.unwrap(), vec![key.clone()]);
+    assert_eq!(next.deferred_keys(&p).await.unwrap(), vec![key.clone()]);
     assert_eq!(next.peek(&p, &key), Some(true));
     assert_eq!(
         next.scheduled(&p, &key, TimerKind::Application)
@@ -291,14 +265,13 @@ async fn an_old_owner_cannot_erase_a_new_owners_writes() {
 /// key scheduled, then cleared, in one attempt) is written, not refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_commit_is_written() {
-    use prosody_contracts::store::{Batch, TimerChange};
     let Some(stores) = stores("large").await else {
         return;
     };
     let p = TopicPartition::new(services::unique("large"), 0);
     let key = Key::from("k");
     let times: Vec<_> = (0..400)
-        .map(|n| prosody_contracts::clock::Timestamp::from_millis(1_893_456_000_000 + n * 1000))
+        .map(|n| Timestamp::from_millis(1_893_456_000_000 + n * 1000))
         .collect();
     let trace = Some(Arc::from(
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",

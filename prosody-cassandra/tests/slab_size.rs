@@ -182,12 +182,12 @@ async fn a_group_without_a_record_gets_the_size_of_its_first_client() {
     let partition = TopicPartition::new("t", 0);
     let old = connect(&keyspace, "g", HOUR).await.unwrap();
     old.open(&partition).await.unwrap();
-    old.schedule(
-        &partition,
-        prosody_contracts::store::timer::TimerEntry::new(Key::from("k"), from_seconds(AT)),
-    )
-    .await
-    .unwrap();
+    let schedule = TimerChange::Schedule {
+        time: from_seconds(AT),
+        trace: None,
+    };
+    let batch = Batch::default().timer(&Key::from("k"), TimerKind::Application, schedule);
+    old.commit(&partition, batch).await.unwrap();
     old.close(&partition);
     drop(old);
     // As before this version: the timers, and no recorded size.

@@ -1,8 +1,11 @@
 //! The store conformance suites: one per store trait, generic over the
 //! backend, which every backend (memory, Cassandra, any later one) runs.
 //!
-//! A check reports what differed as a [`Failure`] (the broker suite's
-//! type); it never panics, and every store call has a deadline.
+//! The store traits hold only reads, so every suite writes through
+//! [`Stores::commit`] and observes through the reads; a suite is generic
+//! over `S: Stores`. A check reports what differed as a [`Failure`] (the
+//! broker suite's type); it never panics, and every store call has a
+//! deadline.
 
 pub mod dedup;
 pub mod defer;
@@ -11,7 +14,8 @@ pub mod stores;
 pub mod timer;
 
 use crate::broker::Failure;
-use prosody_contracts::store::StoreError;
+use prosody_contracts::broker::TopicPartition;
+use prosody_contracts::store::{Batch, StoreError, Stores};
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
@@ -35,6 +39,18 @@ pub(crate) async fn call<T>(
             "{what} took longer than {DEADLINE:?}"
         ))),
     }
+}
+
+/// Writes `batch` with [`Stores::commit`], within [`DEADLINE`], naming
+/// `what` (the write, as a single call would read) in any failure.
+pub(crate) async fn commit(
+    stores: &impl Stores,
+    what: &str,
+    partition: &TopicPartition,
+    batch: Batch,
+) -> Checked {
+    let what = format!("commit({partition}) of {what}");
+    call(&what, stores.commit(partition, batch)).await
 }
 
 /// A failure naming `what` unless `got` equals `expected`.

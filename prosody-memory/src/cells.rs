@@ -61,7 +61,8 @@ impl MemoryStateStore {
         (partition.clone(), Arc::from(collection), key.clone())
     }
 
-    fn apply(&self, partition: &TopicPartition, write: StateWrite) {
+    /// Applies one change: what a commit's [`StateWrite`] does.
+    pub fn write(&self, partition: &TopicPartition, write: StateWrite) {
         let now = Instant::now();
         let mut cells = self.lock();
         let slot = (partition.clone(), write.collection, write.key);
@@ -157,14 +158,5 @@ impl StateStore for MemoryStateStore {
             })
             .unwrap_or_default();
         ready(Ok(page))
-    }
-
-    fn write(
-        &self,
-        partition: &TopicPartition,
-        write: StateWrite,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.apply(partition, write);
-        ready(Ok(()))
     }
 }

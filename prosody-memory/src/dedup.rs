@@ -135,7 +135,9 @@ impl Entries {
 /// A dedup store in memory; clones share the same entries.
 ///
 /// Expiry runs on tokio's clock, so under a paused clock advancing time
-/// expires entries. It passes the shared conformance suite
+/// expires entries. Its one write, [`insert`](Self::insert), is inherent;
+/// [`MemoryStores`](crate::MemoryStores) commits through it, and those
+/// stores pass the shared conformance suite
 /// (`prosody_conformance::store::dedup`, see `tests/dedup.rs`).
 /// Memory holds live entries plus expired ones not yet swept, never more
 /// than its capacity; see the removal path on the (internal) `Entries` type.
@@ -174,6 +176,14 @@ impl MemoryDedupStore {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Records `key` for `ttl` from now, replacing any earlier expiry:
+    /// what a commit's [`DedupWrite`] does.
+    ///
+    /// [`DedupWrite`]: prosody_contracts::store::DedupWrite
+    pub fn insert(&self, key: DedupKey, ttl: Duration) {
+        self.lock().insert(key, ttl, Instant::now(), self.capacity);
+    }
+
     /// How many entries the store holds, live or expired but not yet
     /// removed: what its memory is proportional to.
     #[must_use]
@@ -189,15 +199,6 @@ impl DedupStore for MemoryDedupStore {
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         Some(self.lock().contains(key, Instant::now()))
-    }
-
-    fn insert(
-        &self,
-        key: DedupKey,
-        ttl: Duration,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.lock().insert(key, ttl, Instant::now(), self.capacity);
-        ready(Ok(()))
     }
 }
 

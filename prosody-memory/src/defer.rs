@@ -1,4 +1,4 @@
-//! An in-memory [`DeferStore`].
+//! An in-memory [`DeferStore`] (its reads; its writes are inherent).
 
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::hash::FastMap;
@@ -99,8 +99,10 @@ impl Queues {
 
 /// A defer store in memory; clones share the same queues.
 ///
-/// It passes the shared conformance suite
-/// (`prosody_conformance::store::defer`, see `tests/defer.rs`).
+/// Its writes are inherent methods, which
+/// [`MemoryStores`](crate::MemoryStores) commits through; those stores pass
+/// the shared conformance suite (`prosody_conformance::store::defer`, see
+/// `tests/defer.rs`).
 /// Memory holds one entry per key with deferred offsets and one per such
 /// offset: a key's entry is removed when its last offset completes (see the
 /// removal path on the internal `Queues` type). Nothing is bounded by a
@@ -131,20 +133,35 @@ impl MemoryDeferStore {
     }
 }
 
+impl MemoryDeferStore {
+    /// Adds `offset` to the key's queue: what a commit's
+    /// [`DeferWrite::Defer`] does.
+    ///
+    /// [`DeferWrite::Defer`]: prosody_contracts::store::DeferWrite::Defer
+    pub fn defer(&self, partition: &TopicPartition, key: &Key, offset: i64, deferral: Deferral) {
+        self.lock().defer(partition, key, offset, deferral);
+    }
+
+    /// Removes `offset` if it is the head: what a commit's
+    /// [`DeferWrite::Complete`] does.
+    ///
+    /// [`DeferWrite::Complete`]: prosody_contracts::store::DeferWrite::Complete
+    pub fn complete(&self, partition: &TopicPartition, key: &Key, offset: i64) {
+        self.lock().complete(partition, key, offset);
+    }
+
+    /// Counts one more failure of the head, if the key has one: what a
+    /// commit's [`DeferWrite::Failed`] does.
+    ///
+    /// [`DeferWrite::Failed`]: prosody_contracts::store::DeferWrite::Failed
+    pub fn failed(&self, partition: &TopicPartition, key: &Key) {
+        self.lock().failed(partition, key);
+    }
+}
+
 impl DeferStore for MemoryDeferStore {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         Some(self.lock().queue(partition, key).is_some())
-    }
-
-    fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.lock().defer(partition, key, offset, deferral);
-        ready(Ok(()))
     }
 
     fn deferred(
@@ -156,36 +173,6 @@ impl DeferStore for MemoryDeferStore {
             .lock()
             .queue(partition, key)
             .map(Queue::to_deferred)))
-    }
-
-    fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
-        ready(Ok(self.lock().complete(partition, key, offset)))
-    }
-
-    fn failed(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> impl Future<Output = Result<u32, StoreError>> + Send {
-        ready(Ok(self.lock().failed(partition, key)))
-    }
-
-    fn keys(
-        &self,
-        partition: &TopicPartition,
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
-        let keys = self
-            .lock()
-            .by_partition
-            .get(partition)
-            .map(|keys| keys.keys().cloned().collect())
-            .unwrap_or_default();
-        ready(Ok(keys))
     }
 }
 

@@ -6,13 +6,11 @@ use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferral, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore, apply,
+    Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferred, Direction,
+    ItemRange, StateStore, StoreError, Stores, TimerChange, TimerEntry, TimerKind, TimerStore,
+    TimerWrite,
 };
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::future::{Future, ready};
 
 /// A client's timers, deferrals, keyed state and dedup records, in memory;
 /// clones share them (so several clients of a test can share one set, as
@@ -108,34 +106,50 @@ impl MemoryStores {
     }
 }
 
+impl MemoryStores {
+    /// Applies a batch write by write, in its order, each write under its
+    /// store's lock. No write fails.
+    fn write(&self, partition: &TopicPartition, batch: Batch) {
+        for TimerWrite { key, kind, change } in batch.timers {
+            match change {
+                TimerChange::Schedule { time, trace } => {
+                    let entry = TimerEntry {
+                        key,
+                        time,
+                        kind,
+                        trace,
+                    };
+                    self.timers.schedule(partition, entry);
+                }
+                TimerChange::Unschedule { time } => {
+                    self.timers.unschedule(partition, &key, kind, time);
+                }
+                TimerChange::Clear => self.timers.clear(partition, &key, kind),
+            }
+        }
+        for write in batch.deferrals {
+            match write {
+                DeferWrite::Defer {
+                    key,
+                    offset,
+                    deferral,
+                } => self.deferred.defer(partition, &key, offset, deferral),
+                DeferWrite::Complete { key, offset } => {
+                    self.deferred.complete(partition, &key, offset);
+                }
+                DeferWrite::Failed { key } => self.deferred.failed(partition, &key),
+            }
+        }
+        for write in batch.state {
+            self.state.write(partition, write);
+        }
+        for DedupWrite { key, ttl } in batch.dedup {
+            self.dedup.insert(key, ttl);
+        }
+    }
+}
+
 impl TimerStore for MemoryStores {
-    fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.timers.schedule(partition, entry)
-    }
-
-    fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.timers.unschedule(partition, key, kind, time)
-    }
-
-    fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.timers.clear(partition, key, kind)
-    }
-
     fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -160,46 +174,12 @@ impl DeferStore for MemoryStores {
         self.deferred.peek(partition, key)
     }
 
-    fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.deferred.defer(partition, key, offset, deferral)
-    }
-
     fn deferred(
         &self,
         partition: &TopicPartition,
         key: &Key,
     ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
-        self.deferred.deferred(partition, key)
-    }
-
-    fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
-        self.deferred.complete(partition, key, offset)
-    }
-
-    fn failed(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> impl Future<Output = Result<u32, StoreError>> + Send {
-        self.deferred.failed(partition, key)
-    }
-
-    fn keys(
-        &self,
-        partition: &TopicPartition,
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
-        self.deferred.keys(partition)
+        DeferStore::deferred(&self.deferred, partition, key)
     }
 }
 
@@ -210,14 +190,6 @@ impl DedupStore for MemoryStores {
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         self.dedup.contains_now(key)
-    }
-
-    fn insert(
-        &self,
-        key: DedupKey,
-        ttl: Duration,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.dedup.insert(key, ttl)
     }
 }
 
@@ -252,14 +224,6 @@ impl StateStore for MemoryStores {
         self.state
             .cells(partition, collection, key, range, direction, limit)
     }
-
-    fn write(
-        &self,
-        partition: &TopicPartition,
-        write: StateWrite,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.state.write(partition, write)
-    }
 }
 
 impl Stores for MemoryStores {
@@ -268,22 +232,24 @@ impl Stores for MemoryStores {
         false
     }
 
-    /// Applies the batch now. Each write of these stores is done when it
-    /// is called and returns a ready future, so [`apply`] completes on its
-    /// first poll; were one ever pending, the batch counts as failed (it
-    /// may have landed in part) and the caller writes it again, as the
-    /// contract allows.
+    /// Applies the batch now, write by write; it never fails.
+    fn commit(
+        &self,
+        partition: &TopicPartition,
+        batch: Batch,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.write(partition, batch);
+        ready(Ok(()))
+    }
+
+    /// Takes every batch: applies it now, as [`commit`](Self::commit)
+    /// does.
     fn commit_now(
         &self,
         partition: &TopicPartition,
         batch: Batch,
     ) -> Result<Result<(), StoreError>, Batch> {
-        let commit = pin!(apply(self, partition, batch));
-        Ok(match commit.poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(result) => result,
-            Poll::Pending => Err(StoreError::unavailable(
-                "a memory store write did not complete at once",
-            )),
-        })
+        self.write(partition, batch);
+        Ok(Ok(()))
     }
 }

@@ -1,4 +1,4 @@
-//! An in-memory [`TimerStore`], laid out like the persistent ones: slabs of
+//! An in-memory [`TimerStore`] (its reads; its writes are inherent), laid out like the persistent ones: slabs of
 //! time per partition, plus an index by key.
 
 use prosody_contracts::Timestamp;
@@ -170,8 +170,10 @@ impl Timers {
 /// the timers held: per timer, an entry in a slab and one in its key's set,
 /// sharing the key's and the trace's allocations with the caller's. Timers
 /// stay until unscheduled or cleared; see the removal path on the (internal)
-/// `PartitionTimers` type. It passes the shared conformance suite
-/// (`prosody_conformance::store::timer`, see `tests/timer.rs`).
+/// `PartitionTimers` type. Its writes are inherent methods, which
+/// [`MemoryStores`](crate::MemoryStores) commits through; those stores pass
+/// the shared conformance suite (`prosody_conformance::store::timer`, see
+/// `tests/timer.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryTimerStore {
     timers: Arc<Mutex<Timers>>,
@@ -234,45 +236,47 @@ impl MemoryTimerStore {
     }
 }
 
-impl TimerStore for MemoryTimerStore {
-    fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+impl MemoryTimerStore {
+    /// Adds a timer, or replaces the trace of the same (key, kind, time):
+    /// what a commit's [`TimerChange::Schedule`] does.
+    ///
+    /// [`TimerChange::Schedule`]: prosody_contracts::store::TimerChange::Schedule
+    pub fn schedule(&self, partition: &TopicPartition, entry: TimerEntry) {
         self.lock()
             .partitions
             .entry(partition.clone())
             .or_default()
             .schedule(self.slab_size, entry);
-        ready(Ok(()))
     }
 
-    fn unschedule(
+    /// Removes the key's timer of `kind` at `time`, if there is one: what a
+    /// commit's [`TimerChange::Unschedule`] does.
+    ///
+    /// [`TimerChange::Unschedule`]: prosody_contracts::store::TimerChange::Unschedule
+    pub fn unschedule(
         &self,
         partition: &TopicPartition,
         key: &Key,
         kind: TimerKind,
         time: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+    ) {
         let seconds = to_seconds(time);
         self.lock().change(partition, |p| {
             p.unschedule(self.slab_size, key, kind, seconds);
         });
-        ready(Ok(()))
     }
 
-    fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+    /// Removes every timer of the key of `kind`: what a commit's
+    /// [`TimerChange::Clear`] does.
+    ///
+    /// [`TimerChange::Clear`]: prosody_contracts::store::TimerChange::Clear
+    pub fn clear(&self, partition: &TopicPartition, key: &Key, kind: TimerKind) {
         self.lock()
             .change(partition, |p| p.clear(self.slab_size, key, kind));
-        ready(Ok(()))
     }
+}
 
+impl TimerStore for MemoryTimerStore {
     fn scheduled(
         &self,
         partition: &TopicPartition,

@@ -1,5 +1,5 @@
-//! The memory timer store runs the shared timer store conformance suite,
-//! one test per check, under a paused clock and with several slab sizes; a
+//! The memory stores run the shared timer store conformance suite, one
+//! test per check, under a paused clock and with several slab sizes; a
 //! proptest checks that its slabs and key index stay consistent under any
 //! interleaving (with shrinking); and it drops what it no longer needs.
 
@@ -10,7 +10,7 @@ use prosody_contracts::Timestamp;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
-use prosody_memory::MemoryTimerStore;
+use prosody_memory::{MemoryDedupStore, MemoryDeferStore, MemoryStores, MemoryTimerStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ macro_rules! checks {
     ($($check:ident),* $(,)?) => {$(
         #[tokio::test(start_paused = true)]
         async fn $check() -> Result<(), Failure> {
-            conformance::$check(&MemoryTimerStore::new()).await
+            conformance::$check(&MemoryStores::new()).await
         }
     )*};
 }
@@ -38,7 +38,7 @@ checks!(
 
 #[tokio::test(start_paused = true)]
 async fn run_all_on_one_shared_store() -> Result<(), Failure> {
-    conformance::run_all(&MemoryTimerStore::new()).await
+    conformance::run_all(&MemoryStores::new()).await
 }
 
 /// Slabs of a second (every timer its own slab), a minute and a day pass
@@ -46,7 +46,9 @@ async fn run_all_on_one_shared_store() -> Result<(), Failure> {
 #[tokio::test(start_paused = true)]
 async fn run_all_with_other_slab_sizes() -> Result<(), Failure> {
     for seconds in [1, 60, 86_400] {
-        let store = MemoryTimerStore::with_slab_size(Duration::from_secs(seconds));
+        let timers = MemoryTimerStore::with_slab_size(Duration::from_secs(seconds));
+        let store =
+            MemoryStores::from_parts(timers, MemoryDeferStore::new(), MemoryDedupStore::new());
         conformance::run_all(&store)
             .await
             .map_err(|f| Failure::new(format!("slabs of {seconds} s: {f}")))?;
@@ -66,19 +68,10 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
     let (p0, p1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
     let (a, b) = (Key::from("a"), Key::from("b"));
     for t in [0, 30, 60, 120, 180] {
-        store
-            .schedule(&p0, TimerEntry::new(a.clone(), at(t)))
-            .await
-            .unwrap();
+        store.schedule(&p0, TimerEntry::new(a.clone(), at(t)));
     }
-    store
-        .schedule(&p0, TimerEntry::new(b.clone(), at(30)))
-        .await
-        .unwrap();
-    store
-        .schedule(&p1, TimerEntry::new(a.clone(), at(0)))
-        .await
-        .unwrap();
+    store.schedule(&p0, TimerEntry::new(b.clone(), at(30)));
+    store.schedule(&p1, TimerEntry::new(a.clone(), at(0)));
     assert_eq!(
         (
             store.stored_timers(),
@@ -88,10 +81,7 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         (7, 5, 3)
     );
     // 60 s was alone in its slab.
-    store
-        .unschedule(&p0, &a, TimerKind::Application, at(60))
-        .await
-        .unwrap();
+    store.unschedule(&p0, &a, TimerKind::Application, at(60));
     assert_eq!(
         (
             store.stored_timers(),
@@ -101,10 +91,7 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         (6, 4, 3)
     );
     // b's only timer: its key goes, its slab stays for a's 0 s and 30 s.
-    store
-        .unschedule(&p0, &b, TimerKind::Application, at(30))
-        .await
-        .unwrap();
+    store.unschedule(&p0, &b, TimerKind::Application, at(30));
     assert_eq!(
         (
             store.stored_timers(),
@@ -113,7 +100,7 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         ),
         (5, 4, 2)
     );
-    store.clear(&p0, &a, TimerKind::Application).await.unwrap();
+    store.clear(&p0, &a, TimerKind::Application);
     assert_eq!(
         (
             store.stored_timers(),
@@ -122,7 +109,7 @@ async fn emptied_slabs_and_keys_are_dropped_at_once() {
         ),
         (1, 1, 1)
     );
-    store.clear(&p1, &a, TimerKind::Application).await.unwrap();
+    store.clear(&p1, &a, TimerKind::Application);
     assert_eq!(
         (
             store.stored_timers(),
@@ -139,10 +126,7 @@ async fn clones_share_the_timers() {
     let store = MemoryTimerStore::new();
     let clone = store.clone();
     let p = TopicPartition::new("t", 0);
-    store
-        .schedule(&p, TimerEntry::new("k", at(5)))
-        .await
-        .unwrap();
+    store.schedule(&p, TimerEntry::new("k", at(5)));
     assert_eq!(
         clone
             .scheduled(&p, &Key::from("k"), TimerKind::Application)
@@ -181,7 +165,7 @@ fn op() -> impl Strategy<Value = Op> {
 type Model = BTreeMap<(i32, Timestamp, Key), Option<Arc<str>>>;
 
 /// Applies `op` to the store and the model.
-async fn apply(store: &MemoryTimerStore, model: &mut Model, op: &Op) -> Result<(), TestCaseError> {
+fn apply(store: &MemoryTimerStore, model: &mut Model, op: &Op) {
     let partition = |p: i32| TopicPartition::new("t", p);
     match *op {
         Op::Schedule(p, k, millis, trace) => {
@@ -193,24 +177,19 @@ async fn apply(store: &MemoryTimerStore, model: &mut Model, op: &Op) -> Result<(
                 kind: TimerKind::Application,
                 trace: trace.clone(),
             };
-            store.schedule(&partition(p), entry).await?;
+            store.schedule(&partition(p), entry);
             model.insert((p, round_to_second(time), key(k)), trace);
         }
         Op::Unschedule(p, k, millis) => {
             let time = Timestamp::from_millis(millis);
-            store
-                .unschedule(&partition(p), &key(k), TimerKind::Application, time)
-                .await?;
+            store.unschedule(&partition(p), &key(k), TimerKind::Application, time);
             model.remove(&(p, round_to_second(time), key(k)));
         }
         Op::Clear(p, k) => {
-            store
-                .clear(&partition(p), &key(k), TimerKind::Application)
-                .await?;
+            store.clear(&partition(p), &key(k), TimerKind::Application);
             model.retain(|(q, _, kk), _| !(*q == p && *kk == key(k)));
         }
     }
-    Ok(())
 }
 
 /// The store agrees with the model: each key's `scheduled`, each
@@ -284,7 +263,7 @@ proptest! {
             let store = MemoryTimerStore::with_slab_size(Duration::from_secs(60));
             let mut model = Model::new();
             for op in &ops {
-                apply(&store, &mut model, op).await?;
+                apply(&store, &mut model, op);
                 agrees(&store, &model, range).await?;
             }
             Ok::<(), TestCaseError>(())

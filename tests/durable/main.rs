@@ -33,7 +33,7 @@ mod window;
 use member::{MEMBER, Seen, World, builder, member_main, spawn_member};
 use prosody::Timestamp;
 use prosody::broker::TopicPartition;
-use prosody::store::{DeferStore, TimerStore};
+use prosody::store::TimerStore;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -242,7 +242,7 @@ async fn a_killed_member_loses_nothing() -> Option<()> {
         let mut deferred_keys = 0;
         let mut timers = 0;
         for p in world.partitions() {
-            deferred_keys += stores.keys(&p).await.unwrap().len();
+            deferred_keys += stores.deferred_keys(&p).await.unwrap().len();
             timers += stores
                 .load(
                     &p,
@@ -306,7 +306,7 @@ async fn a_deferred_record_moves_with_its_partition() -> Option<()> {
     let stores = world.stores().await;
     let p = TopicPartition::new(world.topic.as_str(), 0);
     until("A deferred the record and committed past it", async || {
-        world.committed_to(&ends) && !stores.keys(&p).await.unwrap().is_empty()
+        world.committed_to(&ends) && !stores.deferred_keys(&p).await.unwrap().is_empty()
     })
     .await;
     a.shutdown().await;
@@ -317,7 +317,7 @@ async fn a_deferred_record_moves_with_its_partition() -> Option<()> {
     .await;
     b.shutdown().await;
     until("the backlog drained", async || {
-        stores.keys(&p).await.unwrap().is_empty()
+        stores.deferred_keys(&p).await.unwrap().is_empty()
     })
     .await;
     Some(())

@@ -15,10 +15,10 @@ use prosody::broker::{
 use prosody_core::Key;
 use prosody_core::clock::Timestamp;
 use prosody_core::store::dedup::{DedupKey, DedupStore};
-use prosody_core::store::defer::{DeferStore, Deferral, Deferred};
+use prosody_core::store::defer::{DeferStore, Deferred};
 use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore};
 use prosody_core::store::{
-    Batch, Direction, ItemRange, StateStore, StateWrite, StoreError, Stores, TimerChange,
+    Batch, Direction, ItemRange, StateStore, StoreError, Stores, TimerChange,
 };
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -322,49 +322,6 @@ impl Stores for FaultyStores {
 }
 
 impl TimerStore for FaultyStores {
-    async fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> Result<(), StoreError> {
-        let batch = Batch::default().timer(
-            &entry.key,
-            entry.kind,
-            TimerChange::Schedule {
-                time: entry.time,
-                trace: entry.trace.clone(),
-            },
-        );
-        self.call("scheduling a timer", self.inner.schedule(partition, entry))
-            .await?;
-        self.written(&batch);
-        Ok(())
-    }
-
-    async fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.call(
-            "unscheduling a timer",
-            self.inner.unschedule(partition, key, kind, time),
-        )
-        .await
-    }
-
-    async fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<(), StoreError> {
-        self.call("clearing timers", self.inner.clear(partition, key, kind))
-            .await
-    }
-
     async fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -394,20 +351,6 @@ impl DeferStore for FaultyStores {
         self.inner.peek(partition, key)
     }
 
-    async fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> Result<(), StoreError> {
-        self.call(
-            "deferring",
-            self.inner.defer(partition, key, offset, deferral),
-        )
-        .await
-    }
-
     async fn deferred(
         &self,
         partition: &TopicPartition,
@@ -418,29 +361,6 @@ impl DeferStore for FaultyStores {
             DeferStore::deferred(&self.inner, partition, key),
         )
         .await
-    }
-
-    async fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        self.call(
-            "completing a deferred offset",
-            self.inner.complete(partition, key, offset),
-        )
-        .await
-    }
-
-    async fn failed(&self, partition: &TopicPartition, key: &Key) -> Result<u32, StoreError> {
-        self.call("counting a failure", self.inner.failed(partition, key))
-            .await
-    }
-
-    async fn keys(&self, partition: &TopicPartition) -> Result<Vec<Key>, StoreError> {
-        self.call("listing deferred keys", self.inner.keys(partition))
-            .await
     }
 }
 
@@ -479,19 +399,10 @@ impl StateStore for FaultyStores {
         )
         .await
     }
-
-    async fn write(&self, partition: &TopicPartition, write: StateWrite) -> Result<(), StoreError> {
-        self.inner.write(partition, write).await
-    }
 }
 
 impl DedupStore for FaultyStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
         self.call("a dedup lookup", self.inner.contains(key)).await
-    }
-
-    async fn insert(&self, key: DedupKey, ttl: Duration) -> Result<(), StoreError> {
-        self.call("a dedup insert", self.inner.insert(key, ttl))
-            .await
     }
 }

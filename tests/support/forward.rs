@@ -43,13 +43,6 @@ macro_rules! forward_state {
                     .await
             }
 
-            async fn write(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                write: ::prosody::store::StateWrite,
-            ) -> Result<(), ::prosody::store::StoreError> {
-                self.inner.write(partition, write).await
-            }
         }
     };
 }
@@ -66,13 +59,6 @@ macro_rules! forward_dedup {
                 self.inner.contains(key).await
             }
 
-            async fn insert(
-                &self,
-                key: ::prosody::store::DedupKey,
-                ttl: ::std::time::Duration,
-            ) -> Result<(), ::prosody::store::StoreError> {
-                self.inner.insert(key, ttl).await
-            }
         }
     };
 }
@@ -82,33 +68,6 @@ macro_rules! forward_dedup {
 macro_rules! forward_timer {
     ([$($generics:tt)*] $ty:ty) => {
         impl<$($generics)*> ::prosody::store::TimerStore for $ty {
-            async fn schedule(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                entry: ::prosody::store::TimerEntry,
-            ) -> Result<(), ::prosody::store::StoreError> {
-                self.inner.schedule(partition, entry).await
-            }
-
-            async fn unschedule(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                key: &::prosody::Key,
-                kind: ::prosody::store::TimerKind,
-                time: ::prosody::Timestamp,
-            ) -> Result<(), ::prosody::store::StoreError> {
-                self.inner.unschedule(partition, key, kind, time).await
-            }
-
-            async fn clear(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                key: &::prosody::Key,
-                kind: ::prosody::store::TimerKind,
-            ) -> Result<(), ::prosody::store::StoreError> {
-                self.inner.clear(partition, key, kind).await
-            }
-
             async fn scheduled(
                 &self,
                 partition: &::prosody::broker::TopicPartition,
@@ -143,16 +102,6 @@ macro_rules! forward_defer {
                 self.inner.peek(partition, key)
             }
 
-            async fn defer(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                key: &::prosody::Key,
-                offset: i64,
-                deferral: ::prosody::store::Deferral,
-            ) -> Result<(), ::prosody::store::StoreError> {
-                self.inner.defer(partition, key, offset, deferral).await
-            }
-
             async fn deferred(
                 &self,
                 partition: &::prosody::broker::TopicPartition,
@@ -161,29 +110,6 @@ macro_rules! forward_defer {
                 self.inner.deferred(partition, key).await
             }
 
-            async fn complete(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                key: &::prosody::Key,
-                offset: i64,
-            ) -> Result<Option<i64>, ::prosody::store::StoreError> {
-                self.inner.complete(partition, key, offset).await
-            }
-
-            async fn failed(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-                key: &::prosody::Key,
-            ) -> Result<u32, ::prosody::store::StoreError> {
-                self.inner.failed(partition, key).await
-            }
-
-            async fn keys(
-                &self,
-                partition: &::prosody::broker::TopicPartition,
-            ) -> Result<Vec<::prosody::Key>, ::prosody::store::StoreError> {
-                self.inner.keys(partition).await
-            }
         }
     };
 }

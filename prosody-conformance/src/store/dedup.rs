@@ -1,4 +1,6 @@
-//! The [`DedupStore`] conformance suite.
+//! The [`DedupStore`] conformance suite: keys inserted through
+//! [`Stores::commit`] (a batch of one [`DedupWrite`], named an insert) and
+//! looked up through [`DedupStore::contains`].
 //!
 //! Run each check against a backend, one test per check, or all with
 //! [`run_all`]. Every lookup asks [`DedupStore::contains_now`] too, which must
@@ -13,9 +15,11 @@
 //! suite waits about nine seconds.
 
 pub use super::DEADLINE;
-use super::{Checked, call, ensure_eq};
+use super::{Checked, call, commit, ensure_eq};
 use crate::broker::Failure;
+use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::store::dedup::{DedupKey, DedupStore};
+use prosody_contracts::store::{Batch, DedupWrite, Stores};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::sleep;
@@ -57,9 +61,13 @@ impl Keys {
 /// same at the same moment, in every check.
 ///
 /// [`contains_now`]: DedupStore::contains_now
-async fn contains(store: &impl DedupStore, key: DedupKey) -> Result<bool, Failure> {
-    let held = call(&format!("contains({key})"), store.contains(key)).await?;
-    if let Some(peeked) = store.contains_now(key) {
+async fn contains(store: &impl Stores, key: DedupKey) -> Result<bool, Failure> {
+    let held = call(
+        &format!("contains({key})"),
+        DedupStore::contains(store, key),
+    )
+    .await?;
+    if let Some(peeked) = DedupStore::contains_now(store, key) {
         ensure_eq(
             &format!("contains_now({key}) beside contains"),
             &held,
@@ -69,12 +77,25 @@ async fn contains(store: &impl DedupStore, key: DedupKey) -> Result<bool, Failur
     Ok(held)
 }
 
-async fn insert(store: &impl DedupStore, key: DedupKey, ttl: Duration) -> Checked {
-    call(&format!("insert({key}, {ttl:?})"), store.insert(key, ttl)).await
+/// Inserts `key` for `ttl`: commits a batch of that one dedup write (for
+/// a partition of its own: dedup records belong to none).
+async fn insert(store: &impl Stores, key: DedupKey, ttl: Duration) -> Checked {
+    let batch = Batch {
+        dedup: vec![DedupWrite { key, ttl }],
+        ..Batch::default()
+    };
+    let partition = TopicPartition::new(format!("conformance-dedup-{key}"), 0);
+    commit(
+        store,
+        &format!("an insert of ({key}, {ttl:?})"),
+        &partition,
+        batch,
+    )
+    .await
 }
 
 /// An inserted key is contained, and inserting it twice is no error.
-pub async fn insert_then_contains(store: &impl DedupStore) -> Checked {
+pub async fn insert_then_contains(store: &impl Stores) -> Checked {
     let keys = Keys::new("insert");
     let key = keys.key(0);
     insert(store, key, LONG_TTL).await?;
@@ -85,7 +106,7 @@ pub async fn insert_then_contains(store: &impl DedupStore) -> Checked {
 
 /// Keys never inserted are absent, including keys that differ from an
 /// inserted one only in their version, record key or id.
-pub async fn absent_keys_are_absent(store: &impl DedupStore) -> Checked {
+pub async fn absent_keys_are_absent(store: &impl Stores) -> Checked {
     let keys = Keys::new("absent");
     ensure_eq(
         "a key never inserted",
@@ -112,7 +133,7 @@ pub async fn absent_keys_are_absent(store: &impl DedupStore) -> Checked {
 }
 
 /// A key is gone once its ttl has passed; a key with a longer ttl stays.
-pub async fn entries_expire_after_their_ttl(store: &impl DedupStore) -> Checked {
+pub async fn entries_expire_after_their_ttl(store: &impl Stores) -> Checked {
     let keys = Keys::new("expiry");
     let (short, long) = (keys.key(0), keys.key(1));
     insert(store, short, SHORT_TTL).await?;
@@ -137,7 +158,7 @@ pub async fn entries_expire_after_their_ttl(store: &impl DedupStore) -> Checked 
 
 /// Inserting a key again replaces its expiry: it outlives its first ttl and
 /// expires after the second.
-pub async fn reinsert_refreshes_the_ttl(store: &impl DedupStore) -> Checked {
+pub async fn reinsert_refreshes_the_ttl(store: &impl Stores) -> Checked {
     let keys = Keys::new("refresh");
     let key = keys.key(0);
     // t = 0: expires at 2 s.
@@ -163,7 +184,7 @@ pub async fn reinsert_refreshes_the_ttl(store: &impl DedupStore) -> Checked {
 }
 
 /// Many keys are each contained, and as many others each absent.
-pub async fn many_keys(store: &impl DedupStore) -> Checked {
+pub async fn many_keys(store: &impl Stores) -> Checked {
     const COUNT: usize = 200;
     let keys = Keys::new("many");
     for i in 0..COUNT {
@@ -185,7 +206,7 @@ pub async fn many_keys(store: &impl DedupStore) -> Checked {
 }
 
 /// Runs every check; the failure names each check that failed.
-pub async fn run_all(store: &impl DedupStore) -> Checked {
+pub async fn run_all(store: &impl Stores) -> Checked {
     let mut failures = Vec::new();
     let mut record = |name: &str, result: Checked| {
         if let Err(failure) = result {

@@ -1,4 +1,9 @@
-//! The [`DeferStore`] conformance suite.
+//! The [`DeferStore`] conformance suite: deferrals written through
+//! [`Stores::commit`] (one [`DeferWrite`] a commit) and read back through
+//! [`DeferStore::deferred`] (and [`DeferStore::peek`], which must agree
+//! with it whenever it answers). What the single writes once returned is
+//! read after the commit: the head after a completion, the head's failure
+//! count after a failure.
 //!
 //! Run each check against a backend, one test per check, or all with
 //! [`run_all`]. Checks use topics no other check or run uses, so they can
@@ -11,15 +16,17 @@
 //! seeded pseudo-random sequences, and a backend may replay its own (a
 //! property test with shrinking, say).
 
+mod replay;
+
 pub use super::DEADLINE;
-use super::{Checked, call, ensure_eq};
+use super::{Checked, call, commit, ensure_eq};
 use crate::broker::Failure;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::defer::Deferral::{self, AfterFailure, Behind};
 use prosody_contracts::store::defer::{DeferStore, Deferred};
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Debug;
+use prosody_contracts::store::{Batch, DeferWrite, Stores};
+pub use replay::{Call, KEYS, Op, PARTITIONS, random_interleaving_matches_the_model, replay};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -47,17 +54,20 @@ impl Topics {
     }
 }
 
-/// The partition's keys, sorted (the contract leaves the order open).
-async fn keys(store: &impl DeferStore, tp: &TopicPartition) -> Result<Vec<Key>, Failure> {
-    let mut keys = call(&format!("keys({tp})"), store.keys(tp)).await?;
-    keys.sort();
-    Ok(keys)
-}
-
-/// Checks the partition's keys against `expected`, given in order.
-async fn expect_keys(store: &impl DeferStore, tp: &TopicPartition, expected: &[&str]) -> Checked {
-    let expected: Vec<Key> = expected.iter().map(|&key| Key::from(key)).collect();
-    ensure_eq(&format!("keys({tp})"), &expected, &keys(store, tp).await?)
+/// Checks which of `keys` have deferred offsets in the partition: exactly
+/// those in `expected`.
+async fn expect_keys(
+    store: &impl Stores,
+    tp: &TopicPartition,
+    keys: &[&str],
+    expected: &[&str],
+) -> Checked {
+    for &key in keys {
+        let deferred = Queue::new(store, tp, key).deferred().await?;
+        let what = format!("whether {key:?} has deferred offsets in {tp}");
+        ensure_eq(&what, &expected.contains(&key), &deferred.is_some())?;
+    }
+    Ok(())
 }
 
 /// One key of one partition of the store under test.
@@ -67,17 +77,28 @@ struct Queue<'a, S> {
     key: Key,
 }
 
-impl<'a, S: DeferStore> Queue<'a, S> {
+impl<'a, S: Stores> Queue<'a, S> {
     fn new(store: &'a S, tp: &TopicPartition, key: &str) -> Self {
         let (tp, key) = (tp.clone(), Key::from(key));
         Self { store, tp, key }
     }
 
+    /// Commits one write of the queue.
+    async fn write(&self, what: &str, write: DeferWrite) -> Checked {
+        let batch = Batch::default().deferral(write);
+        commit(self.store, what, &self.tp, batch).await
+    }
+
     async fn defer(&self, offsets: &[i64], deferral: Deferral) -> Checked {
-        let Self { store, tp, key } = self;
+        let key = &self.key;
         for &offset in offsets {
-            let what = format!("defer({tp}, {key:?}, {offset}, {deferral:?})");
-            call(&what, store.defer(tp, key, offset, deferral)).await?;
+            let what = format!("a defer of ({key:?}, {offset}, {deferral:?})");
+            let write = DeferWrite::Defer {
+                key: key.clone(),
+                offset,
+                deferral,
+            };
+            self.write(&what, write).await?;
         }
         Ok(())
     }
@@ -85,8 +106,12 @@ impl<'a, S: DeferStore> Queue<'a, S> {
     /// The queue, after checking that `peek`, when it answers, agrees.
     async fn deferred(&self) -> Result<Option<Deferred>, Failure> {
         let Self { store, tp, key } = self;
-        let deferred = call(&format!("deferred({tp}, {key:?})"), store.deferred(tp, key)).await?;
-        if let Some(peeked) = store.peek(tp, key) {
+        let deferred = call(
+            &format!("deferred({tp}, {key:?})"),
+            DeferStore::deferred(*store, tp, key),
+        )
+        .await?;
+        if let Some(peeked) = DeferStore::peek(*store, tp, key) {
             let what = format!("peek({tp}, {key:?}) against deferred");
             ensure_eq(&what, &deferred.is_some(), &peeked)?;
         }
@@ -104,34 +129,44 @@ impl<'a, S: DeferStore> Queue<'a, S> {
         ensure_eq(&what, &expected, &self.deferred().await?)
     }
 
-    /// Completes `offset` and checks the head it returns.
+    /// Completes `offset`, then checks the queue's head (`None` for an
+    /// empty queue).
     async fn complete(&self, offset: i64, head: Option<i64>) -> Checked {
-        let Self { store, tp, key } = self;
-        let what = format!("complete({tp}, {key:?}, {offset})");
-        let got = call(&what, store.complete(tp, key, offset)).await?;
-        ensure_eq(&what, &head, &got)
+        let key = &self.key;
+        let what = format!("a complete of ({key:?}, {offset})");
+        let write = DeferWrite::Complete {
+            key: key.clone(),
+            offset,
+        };
+        self.write(&what, write).await?;
+        let got = self.deferred().await?.and_then(|queue| queue.head());
+        ensure_eq(&format!("the head after {what}"), &head, &got)
     }
 
-    /// Counts a failure and checks the count it returns.
+    /// Counts a failure, then checks the head's failure count (zero for a
+    /// key with nothing deferred).
     async fn failed(&self, count: u32) -> Checked {
-        let Self { store, tp, key } = self;
-        let what = format!("failed({tp}, {key:?})");
-        ensure_eq(&what, &count, &call(&what, store.failed(tp, key)).await?)
+        let key = &self.key;
+        let what = format!("a failure of ({key:?})");
+        self.write(&what, DeferWrite::Failed { key: key.clone() })
+            .await?;
+        let got = self.deferred().await?.map_or(0, |queue| queue.failures);
+        ensure_eq(&format!("the failure count after {what}"), &count, &got)
     }
 }
 
 /// Offsets deferred out of order and more than once read back ascending,
 /// each once; deferring a queued offset again keeps the failure count; a
 /// key never deferred has nothing deferred.
-pub async fn offsets_are_ascending_and_unique(store: &impl DeferStore) -> Checked {
+pub async fn offsets_are_ascending_and_unique(store: &impl Stores) -> Checked {
     let tp = Topics::new("ascending").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
     queue.holds("never deferred", None).await?;
-    expect_keys(store, &tp, &[]).await?;
+    expect_keys(store, &tp, &["k"], &[]).await?;
     queue.defer(&[30, 10, 20, 10, 30, 20], Behind).await?;
     let what = "deferred as 30, 10, 20, 10, 30, 20";
     queue.holds(what, Some((&[10, 20, 30], 0))).await?;
-    expect_keys(store, &tp, &["k"]).await?;
+    expect_keys(store, &tp, &["k"], &["k"]).await?;
     queue.failed(1).await?;
     queue.defer(&[10], AfterFailure).await?;
     queue.defer(&[20], Behind).await?;
@@ -139,9 +174,9 @@ pub async fn offsets_are_ascending_and_unique(store: &impl DeferStore) -> Checke
     queue.holds(what, Some((&[10, 20, 30], 1))).await
 }
 
-/// Completing the head removes it and returns the next head, until the
+/// Completing the head removes it and leaves the next head, until the
 /// queue is empty.
-pub async fn complete_removes_the_head_and_returns_the_next(store: &impl DeferStore) -> Checked {
+pub async fn complete_removes_the_head_and_returns_the_next(store: &impl Stores) -> Checked {
     let tp = Topics::new("complete").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
     queue.defer(&[5], AfterFailure).await?;
@@ -154,9 +189,9 @@ pub async fn complete_removes_the_head_and_returns_the_next(store: &impl DeferSt
 }
 
 /// Completing an offset that is not the head, queued or not, changes
-/// nothing (not even the failure count) and returns the head; completing
-/// for a key with nothing deferred returns `None` and leaves no trace.
-pub async fn complete_of_another_offset_changes_nothing(store: &impl DeferStore) -> Checked {
+/// nothing (not even the failure count) and leaves the head; completing
+/// for a key with nothing deferred leaves it with nothing deferred.
+pub async fn complete_of_another_offset_changes_nothing(store: &impl Stores) -> Checked {
     let tp = Topics::new("non-head").partition("t", 0);
     let (queue, other) = (Queue::new(store, &tp, "k"), Queue::new(store, &tp, "o"));
     queue.defer(&[1], AfterFailure).await?;
@@ -169,21 +204,21 @@ pub async fn complete_of_another_offset_changes_nothing(store: &impl DeferStore)
     }
     other.complete(1, None).await?;
     other.holds("completed, never deferred", None).await?;
-    expect_keys(store, &tp, &["k"]).await
+    expect_keys(store, &tp, &["k", "o"], &["k"]).await
 }
 
-/// The failure count grows by one per `failed` and belongs to the head: a
+/// The failure count grows by one per failure and belongs to the head: a
 /// failed deferral into an empty queue starts at one, a deferral behind
 /// the head keeps it, the next head after a completion starts at zero (it
 /// has not run), and an offset deferred in front starts with its
-/// deferral's count; `failed` for a key with nothing deferred returns zero
-/// and leaves no trace.
-pub async fn failure_count_follows_the_head(store: &impl DeferStore) -> Checked {
+/// deferral's count; a failure of a key with nothing deferred leaves it
+/// with nothing deferred.
+pub async fn failure_count_follows_the_head(store: &impl Stores) -> Checked {
     let tp = Topics::new("failures").partition("t", 0);
     let queue = Queue::new(store, &tp, "k");
     queue.failed(0).await?;
     queue.holds("failed, never deferred", None).await?;
-    expect_keys(store, &tp, &[]).await?;
+    expect_keys(store, &tp, &["k"], &[]).await?;
     queue.defer(&[10], AfterFailure).await?;
     queue
         .holds("10 deferred as failed", Some((&[10], 1)))
@@ -210,30 +245,30 @@ pub async fn failure_count_follows_the_head(store: &impl DeferStore) -> Checked 
     queue.holds(what, Some((&[5, 15, 20, 30], 1))).await
 }
 
-/// A key whose last offset completes is gone from `deferred` and `keys`;
+/// A key whose last offset completes is gone from `deferred` (and `peek`);
 /// deferring for it again starts a fresh queue.
-pub async fn drained_keys_disappear(store: &impl DeferStore) -> Checked {
+pub async fn drained_keys_disappear(store: &impl Stores) -> Checked {
     let tp = Topics::new("drained").partition("t", 0);
     let (a, b) = (Queue::new(store, &tp, "a"), Queue::new(store, &tp, "b"));
     a.defer(&[1], AfterFailure).await?;
     b.defer(&[2], AfterFailure).await?;
     a.failed(2).await?;
-    expect_keys(store, &tp, &["a", "b"]).await?;
+    expect_keys(store, &tp, &["a", "b"], &["a", "b"]).await?;
     a.complete(1, None).await?;
     a.holds("drained", None).await?;
-    expect_keys(store, &tp, &["b"]).await?;
+    expect_keys(store, &tp, &["a", "b"], &["b"]).await?;
     a.defer(&[3], Behind).await?;
     a.holds("drained, then deferred again", Some((&[3], 0)))
         .await?;
     a.complete(3, None).await?;
     b.complete(2, None).await?;
-    expect_keys(store, &tp, &[]).await
+    expect_keys(store, &tp, &["a", "b"], &[]).await
 }
 
 /// The same key in another partition of the topic or the same partition of
 /// another topic, and another key (the empty key among them), are separate
 /// queues with separate failure counts.
-pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Checked {
+pub async fn partitions_and_keys_are_independent(store: &impl Stores) -> Checked {
     let topics = Topics::new("independent");
     let [a0, a1, b0, b1] = [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
         .map(|(topic, number)| topics.partition(topic, number));
@@ -258,11 +293,11 @@ pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Che
         }
     };
     check("all deferred", 0).await?;
-    expect_keys(store, &a0, &["", "k"]).await?;
+    expect_keys(store, &a0, &["", "k"], &["", "k"]).await?;
     for tp in [&a1, &b0] {
-        expect_keys(store, tp, &[""]).await?;
+        expect_keys(store, tp, &["", "k"], &[""]).await?;
     }
-    expect_keys(store, &b1, &[]).await?;
+    expect_keys(store, &b1, &["", "k"], &[]).await?;
     for (queue, i) in queues.iter().zip(0..).skip(1) {
         queue
             .complete(i64::from(100 * i + 1), Some(i64::from(100 * i)))
@@ -274,197 +309,8 @@ pub async fn partitions_and_keys_are_independent(store: &impl DeferStore) -> Che
     check("another drained", 1).await
 }
 
-/// Partitions of the model universe (see [`Op`]).
-pub const PARTITIONS: usize = 3;
-
-/// Keys of the model universe (see [`Op`]).
-pub const KEYS: usize = 3;
-
-/// One store call of a [`replay`], on the queue of key `key % KEYS` in
-/// partition `partition % PARTITIONS` of the replay's universe: partitions
-/// 0 and 1 are two partitions of one topic, partition 2 is partition 0 of
-/// another topic; key 0 is the empty key, key 2 is not ASCII.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Op {
-    /// The partition's index.
-    pub partition: usize,
-    /// The key's index.
-    pub key: usize,
-    /// The call.
-    pub call: Call,
-}
-
-/// The store call of an [`Op`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Call {
-    /// [`DeferStore::defer`] of an offset.
-    Defer(i64, Deferral),
-    /// [`DeferStore::complete`] of the queue's head (of offset 0 if the
-    /// queue is empty).
-    CompleteHead,
-    /// [`DeferStore::complete`] of an offset.
-    Complete(i64),
-    /// [`DeferStore::failed`].
-    Failed,
-}
-
-/// The contract, executed: queues by (partition index, key index), with
-/// their heads' failure counts; never an empty queue.
-#[derive(Debug, Default)]
-struct Model {
-    queues: BTreeMap<(usize, usize), (BTreeSet<i64>, u32)>,
-}
-
-impl Model {
-    fn head(&self, at: (usize, usize)) -> Option<i64> {
-        let (offsets, _) = self.queues.get(&at)?;
-        offsets.first().copied()
-    }
-
-    fn defer(&mut self, at: (usize, usize), offset: i64, deferral: Deferral) {
-        let (offsets, failures) = self.queues.entry(at).or_default();
-        if offsets.insert(offset) && offsets.first() == Some(&offset) {
-            *failures = deferral.failures();
-        }
-    }
-
-    fn complete(&mut self, at: (usize, usize), offset: i64) -> Option<i64> {
-        if let Some((offsets, failures)) = self.queues.get_mut(&at)
-            && offsets.first() == Some(&offset)
-        {
-            offsets.pop_first();
-            *failures = 0;
-            if offsets.is_empty() {
-                self.queues.remove(&at);
-            }
-        }
-        self.head(at)
-    }
-
-    fn failed(&mut self, at: (usize, usize)) -> u32 {
-        self.queues.get_mut(&at).map_or(0, |(_, failures)| {
-            *failures = failures.saturating_add(1);
-            *failures
-        })
-    }
-
-    fn deferred(&self, at: (usize, usize)) -> Option<Deferred> {
-        self.queues.get(&at).map(|(offsets, failures)| Deferred {
-            offsets: offsets.iter().copied().collect(),
-            failures: *failures,
-        })
-    }
-}
-
-/// The partitions of a replay's universe (see [`Op`]).
-fn universe(topics: &Topics, index: usize) -> TopicPartition {
-    match index % PARTITIONS {
-        0 => topics.partition("a", 0),
-        1 => topics.partition("a", 1),
-        _ => topics.partition("b", 0),
-    }
-}
-
-/// The keys of a replay's universe (see [`Op`]).
-fn universe_key(index: usize) -> &'static str {
-    match index % KEYS {
-        0 => "",
-        1 => "user-1",
-        _ => "ключ-2",
-    }
-}
-
-/// Every queue and every partition's keys, store against model.
-async fn compare(store: &impl DeferStore, topics: &Topics, model: &Model) -> Checked {
-    for p in 0..PARTITIONS {
-        let tp = universe(topics, p);
-        let mut expected = Vec::new();
-        for k in 0..KEYS {
-            let queue = Queue::new(store, &tp, universe_key(k));
-            let modelled = model.deferred((p, k));
-            if modelled.is_some() {
-                expected.push(universe_key(k));
-            }
-            let what = format!("deferred({tp}, {:?})", queue.key);
-            ensure_eq(&what, &modelled, &queue.deferred().await?)?;
-        }
-        expected.sort_unstable();
-        expect_keys(store, &tp, &expected).await?;
-    }
-    Ok(())
-}
-
-/// Runs `ops` against the store (in topics of its own) and the model of the
-/// contract; after every step, the call's result and then every queue and
-/// every partition's keys must match the model's.
-pub async fn replay(store: &impl DeferStore, ops: &[Op]) -> Checked {
-    let topics = Topics::new("model");
-    let mut model = Model::default();
-    for (step, op) in ops.iter().enumerate() {
-        let at = (op.partition % PARTITIONS, op.key % KEYS);
-        let queue = Queue::new(store, &universe(&topics, at.0), universe_key(at.1));
-        let in_step = |failure: Failure| Failure::new(format!("step {step}, {op:?}: {failure}"));
-        // The model first: its results are what the store must return.
-        let checked = match op.call {
-            Call::Defer(offset, deferral) => {
-                model.defer(at, offset, deferral);
-                queue.defer(&[offset], deferral).await
-            }
-            Call::CompleteHead => {
-                let offset = model.head(at).unwrap_or(0);
-                queue.complete(offset, model.complete(at, offset)).await
-            }
-            Call::Complete(offset) => queue.complete(offset, model.complete(at, offset)).await,
-            Call::Failed => queue.failed(model.failed(at)).await,
-        };
-        checked.map_err(in_step)?;
-        compare(store, &topics, &model).await.map_err(in_step)?;
-    }
-    Ok(())
-}
-
-/// Seeded pseudo-random sequences of [`Op`]s over few offsets, so that
-/// duplicates, out-of-order defers, drained and refilled keys all occur,
-/// match the model ([`replay`]).
-pub async fn random_interleaving_matches_the_model(store: &impl DeferStore) -> Checked {
-    const STEPS: usize = 200;
-    for seed in [0x9e37_79b9_7f4a_7c15_u64, 0x2545_f491_4f6c_dd1d, 42] {
-        // xorshift64: deterministic, and enough to shuffle store calls.
-        let mut state = seed;
-        let mut next = |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
-        let ops: Vec<Op> = (0..STEPS)
-            .map(|_| {
-                let kind = next(10);
-                let [partition, key] = [next(3), next(3)].map(|i| usize::try_from(i).unwrap_or(0));
-                let offset = i64::try_from(next(8)).unwrap_or(0);
-                let call = match kind {
-                    0 | 1 => Call::Defer(offset, AfterFailure),
-                    2 | 3 => Call::Defer(offset, Behind),
-                    4..=6 => Call::CompleteHead,
-                    7 => Call::Complete(offset),
-                    _ => Call::Failed,
-                };
-                Op {
-                    partition,
-                    key,
-                    call,
-                }
-            })
-            .collect();
-        replay(store, &ops)
-            .await
-            .map_err(|failure| Failure::new(format!("seed {seed:#x}: {failure}")))?;
-    }
-    Ok(())
-}
-
 /// Runs every check; the failure names each check that failed.
-pub async fn run_all(store: &impl DeferStore) -> Checked {
+pub async fn run_all(store: &impl Stores) -> Checked {
     let mut failures = Vec::new();
     macro_rules! run {
         ($($check:ident),* $(,)?) => {$(

@@ -1,4 +1,12 @@
-//! The [`TimerStore`] conformance suite.
+//! The [`TimerStore`] conformance suite: timers written through
+//! [`Stores::commit`] (one [`TimerChange`] a commit, named after the single
+//! write it stands for: schedule, unschedule, clear) and read back through
+//! [`TimerStore::scheduled`] and [`TimerStore::load`].
+//!
+//! [`TimerStore`]: prosody_contracts::store::TimerStore
+//! [`TimerStore::scheduled`]: prosody_contracts::store::TimerStore::scheduled
+//! [`TimerStore::load`]: prosody_contracts::store::TimerStore::load
+//! [`TimerChange`]: prosody_contracts::store::TimerChange
 //!
 //! Run each check against a backend, one test per check, or all with
 //! [`run_all`]. Each check uses topics no other check or run uses, so checks
@@ -24,7 +32,8 @@ use fixture::{
 };
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
+use prosody_contracts::store::Stores;
+use prosody_contracts::store::timer::{TimerEntry, TimerKind};
 
 /// The time the checks' timers lie around: 2030-01-01T00:00:00Z.
 pub const BASE: Timestamp = Timestamp::from_millis(1_893_456_000_000);
@@ -33,7 +42,7 @@ pub const BASE: Timestamp = Timestamp::from_millis(1_893_456_000_000);
 const HOUR: i64 = 3600;
 
 /// Scheduling the same timer twice leaves one timer.
-pub async fn schedule_is_idempotent(store: &impl TimerStore) -> Checked {
+pub async fn schedule_is_idempotent(store: &impl Stores) -> Checked {
     let topics = Topics::new("idempotent");
     let p = topics.partition(0);
     let key = Key::from("k");
@@ -51,7 +60,7 @@ pub async fn schedule_is_idempotent(store: &impl TimerStore) -> Checked {
 
 /// Every method rounds times to the nearest second, halves up: 12:00:00.4
 /// and 12:00:00.0 are one timer.
-pub async fn times_round_to_the_second(store: &impl TimerStore) -> Checked {
+pub async fn times_round_to_the_second(store: &impl Stores) -> Checked {
     let topics = Topics::new("rounding");
     let p = topics.partition(0);
     let key = Key::from("k");
@@ -95,7 +104,7 @@ pub async fn times_round_to_the_second(store: &impl TimerStore) -> Checked {
 
 /// Scheduling an existing timer again replaces its trace, and no other
 /// timer's.
-pub async fn schedule_replaces_the_trace(store: &impl TimerStore) -> Checked {
+pub async fn schedule_replaces_the_trace(store: &impl Stores) -> Checked {
     let topics = Topics::new("trace");
     let p = topics.partition(0);
     let (a, b) = (Key::from("a"), Key::from("b"));
@@ -128,7 +137,7 @@ pub async fn schedule_replaces_the_trace(store: &impl TimerStore) -> Checked {
 /// `unschedule` removes exactly one timer: not the key's others, not
 /// another key's at the same time, not the same timer in another partition
 /// or topic. Removing a timer that is not there is no error.
-pub async fn unschedule_removes_exactly_one_timer(store: &impl TimerStore) -> Checked {
+pub async fn unschedule_removes_exactly_one_timer(store: &impl Stores) -> Checked {
     let topics = Topics::new("unschedule");
     let (p0, p1, other) = (
         topics.partition(0),
@@ -169,7 +178,7 @@ pub async fn unschedule_removes_exactly_one_timer(store: &impl TimerStore) -> Ch
 
 /// `clear` removes every timer of the key, across slabs, and nothing else;
 /// the key can be scheduled again afterwards.
-pub async fn clear_removes_every_timer_of_the_key(store: &impl TimerStore) -> Checked {
+pub async fn clear_removes_every_timer_of_the_key(store: &impl Stores) -> Checked {
     let topics = Topics::new("clear");
     let (p0, p1, other) = (
         topics.partition(0),
@@ -212,7 +221,7 @@ pub async fn clear_removes_every_timer_of_the_key(store: &impl TimerStore) -> Ch
 
 /// `scheduled` lists a key's times ascending, whatever order they were
 /// scheduled in, and only that key's; a key with no timers has none.
-pub async fn scheduled_is_ascending(store: &impl TimerStore) -> Checked {
+pub async fn scheduled_is_ascending(store: &impl Stores) -> Checked {
     let topics = Topics::new("ascending");
     let p = topics.partition(0);
     let (a, a2, b) = (Key::from("a"), Key::from("a2"), Key::from("b"));
@@ -249,7 +258,7 @@ pub async fn scheduled_is_ascending(store: &impl TimerStore) -> Checked {
 /// `load` returns exactly the timers with `from <= time < until`, ordered
 /// by (time, key), across slabs and on slab boundaries, and none of other
 /// partitions or topics.
-pub async fn load_returns_exactly_the_range(store: &impl TimerStore) -> Checked {
+pub async fn load_returns_exactly_the_range(store: &impl Stores) -> Checked {
     let topics = Topics::new("load");
     let (p0, p1, other) = (
         topics.partition(0),
@@ -324,7 +333,7 @@ pub async fn load_returns_exactly_the_range(store: &impl TimerStore) -> Checked 
 /// Kinds are independent: a key's application and defer timers at the same
 /// second are two timers; `scheduled`, `unschedule` and `clear` of one kind
 /// leave the other; `load` returns both, ordered by (time, key, kind).
-pub async fn kinds_are_independent(store: &impl TimerStore) -> Checked {
+pub async fn kinds_are_independent(store: &impl Stores) -> Checked {
     let topics = Topics::new("kinds");
     let p = topics.partition(0);
     let key = Key::from("k");
@@ -373,7 +382,7 @@ pub async fn kinds_are_independent(store: &impl TimerStore) -> Checked {
 }
 
 /// Runs every check; the failure names each check that failed.
-pub async fn run_all(store: &impl TimerStore) -> Checked {
+pub async fn run_all(store: &impl Stores) -> Checked {
     let mut failures = Vec::new();
     let mut record = |name: &str, result: Checked| {
         if let Err(failure) = result {

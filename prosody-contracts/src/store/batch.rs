@@ -10,7 +10,7 @@ use super::StoreError;
 use super::dedup::{DedupKey, DedupStore};
 use super::defer::{DeferStore, Deferral};
 use super::state::{StateStore, StateWrite};
-use super::timer::{TimerEntry, TimerKind, TimerStore};
+use super::timer::{TimerKind, TimerStore};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
@@ -48,10 +48,13 @@ pub struct TimerWrite {
     pub change: TimerChange,
 }
 
-/// A change to a key's deferred offsets.
+/// A change to a key's deferred offsets (their contract is
+/// [`DeferStore`]'s).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeferWrite {
-    /// [`DeferStore::defer`].
+    /// Adds `offset` to the key's queue, keeping it ascending; an offset
+    /// already queued is not added again. An offset that becomes the head
+    /// starts with the failure count of `deferral`.
     Defer {
         /// The key.
         key: Key,
@@ -60,14 +63,18 @@ pub enum DeferWrite {
         /// Why it is deferred.
         deferral: Deferral,
     },
-    /// [`DeferStore::complete`]: the head is done with.
+    /// Removes `offset` if it is the head (the message just handled) and
+    /// starts the next head's failure count at zero; any other offset
+    /// changes nothing.
     Complete {
         /// The key.
         key: Key,
         /// The head's offset.
         offset: i64,
     },
-    /// [`DeferStore::failed`]: the head failed once more.
+    /// Counts one more failed attempt of the head (saturating at
+    /// `u32::MAX`); a key with nothing deferred has no head, and nothing
+    /// changes.
     Failed {
         /// The key.
         key: Key,
@@ -140,6 +147,11 @@ impl Batch {
 /// The stores of one client: its timers, deferrals, keyed state and dedup
 /// records, in one backend, for one consumer group.
 ///
+/// [`commit`](Self::commit) is the one way to write them (besides
+/// [`StateStore::identify`]); the supertraits hold only reads. What each
+/// write does is its store's contract ([`TimerStore`], [`DeferStore`],
+/// [`DedupStore`], [`StateStore`]).
+///
 /// Contract (checked by the conformance suite, `store::conformance::stores`):
 /// - a store instance belongs to one consumer group: two instances for two
 ///   groups on one backend (one Cassandra keyspace, say) never see each
@@ -190,17 +202,14 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
         let _ = partition;
     }
 
-    /// Writes one attempt's batch for `partition`. The default applies each
-    /// write through the single-write methods: timers, then deferrals, then
-    /// state, then dedup records; it is not atomic (a failure stops it
-    /// partway).
+    /// Writes one attempt's batch for `partition`, each store's writes in
+    /// the batch's order, as the contract above says: once it returns `Ok`,
+    /// every write is durable and visible to every read.
     fn commit(
         &self,
         partition: &TopicPartition,
         batch: Batch,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move { apply(self, partition, batch).await }
-    }
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Writes one attempt's batch at once, when the backend can without
     /// I/O (one in memory): `Ok` holds what [`commit`](Self::commit) would
@@ -224,51 +233,4 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
         let _ = partition;
         Err(batch)
     }
-}
-
-/// Applies a batch write by write, in the contract's order.
-///
-/// # Errors
-///
-/// The first write that fails; the ones before it have landed.
-pub async fn apply<S: Stores>(
-    stores: &S,
-    partition: &TopicPartition,
-    batch: Batch,
-) -> Result<(), StoreError> {
-    for TimerWrite { key, kind, change } in batch.timers {
-        match change {
-            TimerChange::Schedule { time, trace } => {
-                let mut entry = TimerEntry::new(key, time).with_kind(kind);
-                entry.trace = trace;
-                stores.schedule(partition, entry).await?;
-            }
-            TimerChange::Unschedule { time } => {
-                stores.unschedule(partition, &key, kind, time).await?;
-            }
-            TimerChange::Clear => stores.clear(partition, &key, kind).await?,
-        }
-    }
-    for write in batch.deferrals {
-        match write {
-            DeferWrite::Defer {
-                key,
-                offset,
-                deferral,
-            } => stores.defer(partition, &key, offset, deferral).await?,
-            DeferWrite::Complete { key, offset } => {
-                stores.complete(partition, &key, offset).await?;
-            }
-            DeferWrite::Failed { key } => {
-                stores.failed(partition, &key).await?;
-            }
-        }
-    }
-    for write in batch.state {
-        stores.write(partition, write).await?;
-    }
-    for DedupWrite { key, ttl } in batch.dedup {
-        stores.insert(key, ttl).await?;
-    }
-    Ok(())
 }

@@ -3,7 +3,6 @@
 use super::StoreError;
 use std::fmt;
 use std::future::Future;
-use std::time::Duration;
 
 /// The identity of a handled message for deduplication: a 128-bit hash of
 /// the idempotence version, the record key and the payload's `id`.
@@ -74,16 +73,20 @@ impl fmt::Display for DedupKey {
     }
 }
 
-/// A persistent set of dedup keys, each kept for the ttl it was inserted
-/// with.
+/// The reads of a persistent set of dedup keys, each kept for the ttl it
+/// was inserted with. Keys are inserted by [`Stores::commit`] alone, as
+/// [`DedupWrite`]s.
 ///
 /// Contract (checked by the conformance suite, `store::conformance::dedup`):
-/// a key inserted with ttl `t` is contained from the insert's completion
+/// a key inserted with ttl `t` is contained from the commit's completion
 /// until at least `t` later, and not contained once `t` has passed (give or
 /// take the backend's clock granularity, at most a second); a key never
 /// inserted is not contained; inserting a key again replaces its expiry with
 /// the new ttl; keys are independent of each other. Backends keep ttls in
 /// whole seconds at least, so ttls below a second may be rounded up.
+///
+/// [`Stores::commit`]: super::Stores::commit
+/// [`DedupWrite`]: super::DedupWrite
 pub trait DedupStore: Send + Sync + 'static {
     /// Whether `key` is present and not expired.
     fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send;
@@ -98,13 +101,6 @@ pub trait DedupStore: Send + Sync + 'static {
         let _ = key;
         None
     }
-
-    /// Records `key` for `ttl` from now, replacing any earlier expiry.
-    fn insert(
-        &self,
-        key: DedupKey,
-        ttl: Duration,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 #[cfg(test)]

@@ -2,22 +2,28 @@
 //! defer stage set aside after a transient failure, to retry them later in
 //! offset order.
 //!
-//! How the defer stage uses it: on a transient failure of a message it calls
-//! [`DeferStore::defer`] with the message's offset
-//! ([`Deferral::AfterFailure`]), schedules a retry timer and settles the
+//! How the defer stage uses it (writing each change as a
+//! [`DeferWrite`] in its attempt's [`Batch`]): on a transient failure of a
+//! message it defers the message's offset ([`DeferWrite::Defer`],
+//! [`Deferral::AfterFailure`]), schedules a retry timer and settles the
 //! event, so the partition advances. While a key has deferred messages its
 //! later messages are deferred behind them ([`Deferral::Behind`], per-key
 //! order). When the timer fires, the loader reads the head offset
 //! ([`DeferStore::deferred`]) back from the broker and tries it: on success
-//! [`DeferStore::complete`] removes it and names the next head, tried at
-//! once; on failure (of the handler, or of the read) [`DeferStore::failed`]
+//! [`DeferWrite::Complete`] removes it and the next head is tried at once;
+//! on failure (of the handler, or of the read) [`DeferWrite::Failed`]
 //! counts it, and the stage computes the next delay from the count. The
 //! head's next attempt number and scheduling class follow from the count
 //! too: a head that never ran is fresh work. The stage never needs to scan:
-//! every key with deferred offsets has a defer timer in the timer store (written before the first
-//! offset, replaced before it is removed), and a new owner of the partition
-//! loads those timers. [`DeferStore::keys`] lists a partition's waiting
-//! keys for operators and checks.
+//! every key with deferred offsets has a defer timer in the timer store
+//! (written before the first offset, replaced before it is removed), and a
+//! new owner of the partition loads those timers.
+//!
+//! [`Batch`]: super::Batch
+//! [`DeferWrite`]: super::DeferWrite
+//! [`DeferWrite::Defer`]: super::DeferWrite::Defer
+//! [`DeferWrite::Complete`]: super::DeferWrite::Complete
+//! [`DeferWrite::Failed`]: super::DeferWrite::Failed
 
 use super::StoreError;
 use crate::broker::TopicPartition;
@@ -72,28 +78,35 @@ impl Deferred {
     }
 }
 
-/// A persistent queue of deferred offsets per key of a partition, with the
-/// failure count of each queue's head.
+/// The reads of a persistent queue of deferred offsets per key of a
+/// partition, with the failure count of each queue's head. The queues are
+/// written by [`Stores::commit`] alone, as [`DeferWrite`]s.
 ///
-/// Contract (checked by the conformance suite, `store::conformance::defer`):
+/// Contract (checked by the conformance suite, `store::conformance::defer`),
+/// for the writes a commit applies and the reads here:
 ///
 /// - A key's queue holds each offset deferred for it at most once, in
-///   ascending order, whatever the order of the [`defer`](Self::defer) calls.
-/// - [`complete`](Self::complete) removes an offset only if it is the head;
-///   any other offset (queued or not) changes nothing. Either way it returns
-///   the head afterwards.
-/// - The failure count belongs to the head: [`failed`](Self::failed) adds
-///   one. A head that completes leaves the next head at zero; an offset
-///   deferred in front of the head (or into an empty queue) becomes the head
-///   with the count of its [`Deferral`]. Deferring an offset behind the
-///   head, or one already queued, keeps the count.
+///   ascending order, whatever the order of the [`DeferWrite::Defer`]s.
+/// - [`DeferWrite::Complete`] removes an offset only if it is the head;
+///   any other offset (queued or not) changes nothing.
+/// - The failure count belongs to the head: [`DeferWrite::Failed`] adds
+///   one (saturating at `u32::MAX`), and changes nothing for a key with
+///   nothing deferred. A head that completes leaves the next head at zero;
+///   an offset deferred in front of the head (or into an empty queue)
+///   becomes the head with the count of its [`Deferral`]. Deferring an
+///   offset behind the head, or one already queued, keeps the count.
 /// - A key whose last offset completes is gone: [`deferred`](Self::deferred)
-///   is `None` and [`keys`](Self::keys) omits it; deferring for it again
-///   starts a fresh queue.
+///   is `None`; deferring for it again starts a fresh queue.
 /// - Partitions (topic and number) and keys are independent; the empty key
 ///   is a key like any other.
 /// - [`peek`](Self::peek), when it answers, agrees with
 ///   [`deferred`](Self::deferred).
+///
+/// [`Stores::commit`]: super::Stores::commit
+/// [`DeferWrite`]: super::DeferWrite
+/// [`DeferWrite::Defer`]: super::DeferWrite::Defer
+/// [`DeferWrite::Complete`]: super::DeferWrite::Complete
+/// [`DeferWrite::Failed`]: super::DeferWrite::Failed
 pub trait DeferStore: Clone + Send + Sync + 'static {
     /// Whether the key has deferred messages, when the store can tell at
     /// once, without I/O: `Some(true)` exactly when
@@ -106,48 +119,10 @@ pub trait DeferStore: Clone + Send + Sync + 'static {
         None
     }
 
-    /// Adds `offset` to the key's queue, keeping it ascending; an offset
-    /// already queued is not added again. An offset that becomes the head
-    /// starts with the failure count of `deferral`.
-    fn defer(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-        deferral: Deferral,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
     /// The key's queue; `None` when the key has nothing deferred.
     fn deferred(
         &self,
         partition: &TopicPartition,
         key: &Key,
     ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send;
-
-    /// Removes `offset` if it is the head (the message just handled) and
-    /// starts the next head's failure count at zero; returns the head
-    /// afterwards: the next one, `None` if the queue is now empty, or the
-    /// unchanged head if `offset` was not the head.
-    fn complete(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        offset: i64,
-    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
-
-    /// Counts one more failed attempt of the head and returns the new count
-    /// (saturating at `u32::MAX`). A key with nothing deferred has no head:
-    /// the call changes nothing and returns zero.
-    fn failed(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> impl Future<Output = Result<u32, StoreError>> + Send;
-
-    /// Every key of the partition that has deferred messages, in no
-    /// particular order, each once.
-    fn keys(
-        &self,
-        partition: &TopicPartition,
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send;
 }

@@ -7,8 +7,9 @@
 //!
 //! # Batches
 //!
-//! A handler's attempt reads the stores as it goes but writes nothing
-//! until it succeeds. Its changes (timers, keyed state, the defer stage's
+//! The store traits hold only reads; every write goes through
+//! [`Stores::commit`]. A handler's attempt reads the stores as it goes but
+//! writes nothing until it succeeds. Its changes (timers, keyed state, the defer stage's
 //! bookkeeping, the dedup record of its message) gather in one [`Batch`],
 //! which [`Stores::commit`] writes for the attempt's partition, each
 //! store's writes in order. A failed attempt drops its batch. Every write
@@ -40,7 +41,7 @@ pub mod defer;
 pub mod state;
 pub mod timer;
 
-pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite, apply};
+pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite};
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferStore, Deferral, Deferred};
 pub use state::{Direction, ItemRange, StateChange, StateStore, StateWrite};

@@ -89,7 +89,8 @@ pub struct StateWrite {
     pub ttl: Option<Duration>,
 }
 
-/// The keyed state of one consumer group.
+/// The reads of the keyed state of one consumer group. Cells are written
+/// by [`Stores::commit`] alone, as [`StateWrite`]s.
 ///
 /// Contract (checked by `store::conformance::state`, run by every backend):
 /// - reads see every write of each committed batch, in its order (a clear
@@ -101,9 +102,14 @@ pub struct StateWrite {
 ///   see each other's cells;
 /// - [`identify`](Self::identify) keeps the first identity recorded for a
 ///   name, for the group, across restarts.
+///
+/// [`Stores::commit`]: super::Stores::commit
 pub trait StateStore: Send + Sync {
     /// Records `identity` (kind and payload) for the collection `name`
-    /// unless one is recorded already, and returns the recorded one.
+    /// unless one is recorded already, and returns the recorded one. The
+    /// one write outside [`Stores::commit`](super::Stores::commit): a
+    /// client calls it once per collection when it connects, before it
+    /// owns any partition, so it belongs to no attempt and no partition.
     fn identify(
         &self,
         name: &str,
@@ -129,12 +135,4 @@ pub trait StateStore: Send + Sync {
         direction: Direction,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(Bytes, Bytes)>, StoreError>> + Send;
-
-    /// Applies one change: what [`apply`](super::apply) and a backend
-    /// without batches use.
-    fn write(
-        &self,
-        partition: &TopicPartition,
-        write: StateWrite,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

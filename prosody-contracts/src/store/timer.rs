@@ -1,12 +1,16 @@
 //! The timer store: the persistent timers of each partition's keys, grouped
 //! in time slabs.
 //!
-//! A timer is a (partition, key, time) with second precision: every method
-//! rounds the times it is given with [`round_to_second`], so scheduling
-//! 12:00:00.4 and 12:00:00.0 gives one timer, at 12:00:00. Backends keep the
-//! timers of a partition in slabs of [`SlabSize`] (an hour by default), so a
-//! node loads only the slabs near now, plus an index by key for
-//! [`TimerStore::scheduled`] and [`TimerStore::clear`].
+//! A timer is a (partition, key, time) with second precision: every read
+//! and write rounds the times it is given with [`round_to_second`], so
+//! scheduling 12:00:00.4 and 12:00:00.0 gives one timer, at 12:00:00.
+//! Timers are written only in a [`Batch`](super::Batch)
+//! ([`TimerChange`](super::TimerChange)), with the attempt that made them.
+//! Backends keep the timers of a partition in slabs of [`SlabSize`] (an
+//! hour by default), so a node loads only the slabs near now, plus an index
+//! by key for [`TimerStore::scheduled`] and [`TimerChange::Clear`].
+//!
+//! [`TimerChange::Clear`]: super::TimerChange::Clear
 
 use super::StoreError;
 use crate::broker::TopicPartition;
@@ -109,8 +113,8 @@ impl Default for SlabSize {
 /// One timer of a partition: a key, a time and a kind.
 ///
 /// Invariant: entries a store returns have whole-second times (see
-/// [`round_to_second`]); entries given to [`TimerStore::schedule`] may have
-/// any time and are rounded by the store.
+/// [`round_to_second`]); the times a batch schedules may be any and are
+/// rounded by the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimerEntry {
     /// The key the timer belongs to.
@@ -151,45 +155,24 @@ impl TimerEntry {
     }
 }
 
-/// A persistent store of timers, per partition and key, with second
-/// precision.
+/// The reads of a persistent store of timers, per partition and key, with
+/// second precision. Timers are written by [`Stores::commit`] alone.
 ///
 /// Contract (checked by the conformance suite,
-/// `store::conformance::timer`): every method rounds the times it is given
-/// with [`round_to_second`]; a partition holds at most one timer per (key,
-/// kind, time), so scheduling one twice leaves one (with the trace of the
-/// last schedule); [`unschedule`](Self::unschedule) removes that one timer
-/// and [`clear`](Self::clear) every timer of the key and kind, both
-/// succeeding when there is nothing to remove; [`scheduled`](Self::scheduled) and
-/// [`load`](Self::load) always agree with each other and with the
-/// operations that completed before them; partitions (and topics) are
+/// `store::conformance::timer`), for the [`TimerChange`]s a commit writes
+/// and the reads here: every time is rounded with [`round_to_second`]; a
+/// partition holds at most one timer per (key, kind, time), so scheduling
+/// one twice leaves one (with the trace of the last schedule);
+/// [`Unschedule`](super::TimerChange::Unschedule) removes that one timer and
+/// [`Clear`](super::TimerChange::Clear) every timer of the key and kind, both
+/// succeeding when there is nothing to remove; [`scheduled`](Self::scheduled)
+/// and [`load`](Self::load) always agree with each other and with the
+/// commits that completed before them; partitions (and topics) are
 /// independent of each other. Clones share the same timers.
+///
+/// [`Stores::commit`]: super::Stores::commit
+/// [`TimerChange`]: super::TimerChange
 pub trait TimerStore: Clone + Send + Sync + 'static {
-    /// Adds a timer. Idempotent: scheduling an existing (key, kind, time)
-    /// again only replaces its `trace`.
-    fn schedule(
-        &self,
-        partition: &TopicPartition,
-        entry: TimerEntry,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Removes the key's timer of `kind` at `time`, if there is one.
-    fn unschedule(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-        time: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Removes every timer of the key of `kind`.
-    fn clear(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
     /// The times of the key's timers of `kind`, ascending.
     fn scheduled(
         &self,

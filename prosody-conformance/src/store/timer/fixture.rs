@@ -1,13 +1,15 @@
 //! What the timer checks share: unique topics, times around the base, and
-//! store calls with deadlines that report failures.
+//! store calls with deadlines that report failures: each write a commit of
+//! one timer change.
 
 use super::BASE;
 use crate::broker::Failure;
-use crate::store::{Checked, call, ensure_eq};
+use crate::store::{Checked, call, commit, ensure_eq};
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore};
+use prosody_contracts::store::timer::{TimerEntry, TimerKind};
+use prosody_contracts::store::{Batch, Stores, TimerChange};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,55 +52,72 @@ impl Topics {
     }
 }
 
+/// Commits one timer change of `key`.
+async fn change(
+    stores: &impl Stores,
+    what: &str,
+    partition: &TopicPartition,
+    key: &Key,
+    kind: TimerKind,
+    change: TimerChange,
+) -> Checked {
+    let batch = Batch::default().timer(key, kind, change);
+    commit(stores, what, partition, batch).await
+}
+
 pub(super) async fn schedule(
-    store: &impl TimerStore,
+    stores: &impl Stores,
     partition: &TopicPartition,
     entry: TimerEntry,
 ) -> Checked {
-    let what = format!("schedule({partition}, {entry:?})");
-    call(&what, store.schedule(partition, entry)).await
+    let what = format!("a schedule of {entry:?}");
+    let TimerEntry {
+        key,
+        time,
+        kind,
+        trace,
+    } = entry;
+    let schedule = TimerChange::Schedule { time, trace };
+    change(stores, &what, partition, &key, kind, schedule).await
 }
 
 pub(super) async fn unschedule(
-    store: &impl TimerStore,
+    stores: &impl Stores,
     partition: &TopicPartition,
     key: &Key,
     time: Timestamp,
 ) -> Checked {
-    unschedule_kind(store, partition, key, TimerKind::Application, time).await
+    unschedule_kind(stores, partition, key, TimerKind::Application, time).await
 }
 
 pub(super) async fn unschedule_kind(
-    store: &impl TimerStore,
+    stores: &impl Stores,
     partition: &TopicPartition,
     key: &Key,
     kind: TimerKind,
     time: Timestamp,
 ) -> Checked {
-    let what = format!("unschedule({partition}, {key:?}, {kind:?}, {time:?})");
-    call(&what, store.unschedule(partition, key, kind, time)).await
+    let what = format!("an unschedule of ({key:?}, {kind:?}, {time:?})");
+    let unschedule = TimerChange::Unschedule { time };
+    change(stores, &what, partition, key, kind, unschedule).await
 }
 
-pub(super) async fn clear(
-    store: &impl TimerStore,
-    partition: &TopicPartition,
-    key: &Key,
-) -> Checked {
-    clear_kind(store, partition, key, TimerKind::Application).await
+pub(super) async fn clear(stores: &impl Stores, partition: &TopicPartition, key: &Key) -> Checked {
+    clear_kind(stores, partition, key, TimerKind::Application).await
 }
 
 pub(super) async fn clear_kind(
-    store: &impl TimerStore,
+    stores: &impl Stores,
     partition: &TopicPartition,
     key: &Key,
     kind: TimerKind,
 ) -> Checked {
-    let what = format!("clear({partition}, {key:?}, {kind:?})");
-    call(&what, store.clear(partition, key, kind)).await
+    let what = format!("a clear of ({key:?}, {kind:?})");
+    change(stores, &what, partition, key, kind, TimerChange::Clear).await
 }
 
 pub(super) async fn scheduled(
-    store: &impl TimerStore,
+    store: &impl Stores,
     partition: &TopicPartition,
     key: &Key,
     kind: TimerKind,
@@ -108,7 +127,7 @@ pub(super) async fn scheduled(
 }
 
 pub(super) async fn load(
-    store: &impl TimerStore,
+    store: &impl Stores,
     partition: &TopicPartition,
     from: Timestamp,
     until: Timestamp,
@@ -120,7 +139,7 @@ pub(super) async fn load(
 /// Checks that `scheduled` of `key`'s application timers in `partition` is
 /// `expected`.
 pub(super) async fn ensure_scheduled(
-    store: &impl TimerStore,
+    store: &impl Stores,
     partition: &TopicPartition,
     key: &Key,
     expected: &[Timestamp],

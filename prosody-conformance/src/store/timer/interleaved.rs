@@ -8,7 +8,8 @@ use crate::broker::Failure;
 use crate::store::ensure_eq;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::timer::{TimerEntry, TimerKind, TimerStore, round_to_second};
+use prosody_contracts::store::Stores;
+use prosody_contracts::store::timer::{TimerEntry, TimerKind, round_to_second};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -182,7 +183,7 @@ fn entries<'a>(
 /// The store agrees with the model: `scheduled` of every key and `load` of
 /// the whole span and of a random range of each partition.
 async fn verify(
-    store: &impl TimerStore,
+    store: &impl Stores,
     topics: &Topics,
     models: &[Partition],
     rng: &mut XorShift,
@@ -224,9 +225,7 @@ async fn verify(
 /// sub-second parts: after every step, `scheduled` of every key and `load`
 /// (of the whole span and of a random range) agree with a model. That is,
 /// the slabs and the key index stay consistent with each other.
-pub async fn interleaved_operations_keep_slabs_and_keys_consistent(
-    store: &impl TimerStore,
-) -> Checked {
+pub async fn interleaved_operations_keep_slabs_and_keys_consistent(store: &impl Stores) -> Checked {
     for seed in SEEDS {
         let topics = Topics::new("interleaved");
         let mut rng = XorShift::new(seed);

@@ -52,19 +52,6 @@ impl DedupStore for TestStore {
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         self.peeks.then(|| self.keys.lock().unwrap().contains(&key))
     }
-
-    fn insert(
-        &self,
-        key: DedupKey,
-        _ttl: Duration,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        ready(if self.fail_inserts.load(Ordering::Relaxed) {
-            Err(StoreError::unavailable("insert down"))
-        } else {
-            self.keys.lock().unwrap().insert(key);
-            Ok(())
-        })
-    }
 }
 
 /// A store that knows nothing: only the cache deduplicates.
@@ -73,14 +60,6 @@ struct NullStore;
 impl DedupStore for NullStore {
     fn contains(&self, _key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
         ready(Ok(false))
-    }
-
-    fn insert(
-        &self,
-        _key: DedupKey,
-        _ttl: Duration,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        ready(Ok(()))
     }
 }
 

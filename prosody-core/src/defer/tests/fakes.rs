@@ -12,7 +12,6 @@ use crate::handler::EventRequest;
 use crate::key::Key;
 use crate::loader::{LoadError, Loader};
 use crate::store::StoreError;
-use crate::store::defer::DeferStore;
 use crate::store::timer::{TimerKind, round_to_second};
 use crate::store::{Batch, DeferWrite, TimerChange, TimerWrite};
 use crate::testkit;

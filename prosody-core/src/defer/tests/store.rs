@@ -70,26 +70,9 @@ impl FakeStore {
         }
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.queues.lock().unwrap().len()
-    }
-
-    fn down(&self) -> Result<(), StoreError> {
-        if self.fail_all.load(Ordering::Relaxed) {
-            return Err(StoreError::unavailable("store down"));
-        }
-        Ok(())
-    }
-}
-
-impl DeferStore for FakeStore {
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        let at = (partition.clone(), key.clone());
-        self.peeks
-            .then(|| self.queues.lock().unwrap().contains_key(&at))
-    }
-
-    fn defer(
+    /// Defers `offset`, as a commit's `DeferWrite::Defer`; fails when
+    /// told to.
+    pub(super) fn defer(
         &self,
         partition: &TopicPartition,
         key: &Key,
@@ -109,22 +92,8 @@ impl DeferStore for FakeStore {
         }))
     }
 
-    fn deferred(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
-        ready(self.down().map(|()| {
-            let queues = self.queues.lock().unwrap();
-            let (offsets, failures) = queues.get(&(partition.clone(), key.clone()))?;
-            Some(Deferred {
-                offsets: offsets.iter().copied().collect(),
-                failures: *failures,
-            })
-        }))
-    }
-
-    fn complete(
+    /// Completes `offset`, as a commit's `DeferWrite::Complete`.
+    pub(super) fn complete(
         &self,
         partition: &TopicPartition,
         key: &Key,
@@ -147,7 +116,8 @@ impl DeferStore for FakeStore {
         }))
     }
 
-    fn failed(
+    /// Counts a failure, as a commit's `DeferWrite::Failed`.
+    pub(super) fn failed(
         &self,
         partition: &TopicPartition,
         key: &Key,
@@ -163,17 +133,37 @@ impl DeferStore for FakeStore {
         }))
     }
 
-    fn keys(
+    pub(super) fn len(&self) -> usize {
+        self.queues.lock().unwrap().len()
+    }
+
+    fn down(&self) -> Result<(), StoreError> {
+        if self.fail_all.load(Ordering::Relaxed) {
+            return Err(StoreError::unavailable("store down"));
+        }
+        Ok(())
+    }
+}
+
+impl DeferStore for FakeStore {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        let at = (partition.clone(), key.clone());
+        self.peeks
+            .then(|| self.queues.lock().unwrap().contains_key(&at))
+    }
+
+    fn deferred(
         &self,
         partition: &TopicPartition,
-    ) -> impl Future<Output = Result<Vec<Key>, StoreError>> + Send {
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
         ready(self.down().map(|()| {
             let queues = self.queues.lock().unwrap();
-            queues
-                .keys()
-                .filter(|(p, _)| p == partition)
-                .map(|(_, key)| key.clone())
-                .collect()
+            let (offsets, failures) = queues.get(&(partition.clone(), key.clone()))?;
+            Some(Deferred {
+                offsets: offsets.iter().copied().collect(),
+                failures: *failures,
+            })
         }))
     }
 }
