@@ -308,13 +308,18 @@ where
         // Each attempt has its own unit of work, committed only if the
         // handler succeeds.
         let context = context.begin(&event);
+        // Of the extensions, the call keeps only what its commit writes.
+        let riders = extensions.riders;
         let call = async move {
             let work = context.work().cloned();
             let key = context.key().clone();
             let deadline = context.deadline();
             let _sealed = work.as_ref().map(UnitOfWork::seal_on_drop);
+            // Boxed: only attempts with keyed state read their marker, and
+            // the others keep the read's state out of their future.
             if let Some(work) = &work
-                && work.applied().await?
+                && work.may_have_applied()
+                && Box::pin(work.applied()).await?
             {
                 tracing::debug!("the event's state changes landed already: not run again");
                 return Ok(None);
@@ -325,7 +330,7 @@ where
                 Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
             }
             .map_err(|error| error.classified(|source| handler.classify(source)))?;
-            let riders = extensions.riders.as_deref().unwrap_or_default();
+            let riders = riders.as_deref().unwrap_or_default();
             work::settle(work.as_ref(), &key, riders, deadline, output).await
         };
         // A panic is a failure of this call, handled by the mode like any

@@ -85,6 +85,9 @@ impl UnitOfWork {
     /// offset from being committed, or in an earlier attempt's commit that
     /// failed as far as it knew), so it must not run again.
     pub(crate) async fn applied(&self) -> Result<bool, HandlerError> {
+        if !self.may_have_applied() {
+            return Ok(false);
+        }
         let (Some(state), Some(event)) = (&self.state, self.settles) else {
             return Ok(false);
         };
@@ -97,6 +100,14 @@ impl UnitOfWork {
             Marker::Record(at) => applied.is_some_and(|applied| applied >= at),
             Marker::Timer(at) => applied == Some(at),
         })
+    }
+
+    /// Whether [`applied`](Self::applied) has anything to ask the store:
+    /// only an attempt with keyed state whose event leaves a marker. The
+    /// handler service asks it first, so the common attempt carries no
+    /// state read in its future.
+    pub(crate) fn may_have_applied(&self) -> bool {
+        self.state.is_some() && self.settles.is_some()
     }
 
     /// Seals the attempt's state when dropped: however its call ends (an
