@@ -152,7 +152,7 @@ impl Batch {
 /// write does is its store's contract ([`TimerStore`], [`DeferStore`],
 /// [`DedupStore`], [`StateStore`]).
 ///
-/// Contract (checked by the conformance suite, `store::conformance::stores`):
+/// Contract (checked by the conformance suite, `prosody_conformance::store::stores`):
 /// - a store instance belongs to one consumer group: two instances for two
 ///   groups on one backend (one Cassandra keyspace, say) never see each
 ///   other's data;

@@ -77,7 +77,7 @@ impl fmt::Display for DedupKey {
 /// was inserted with. Keys are inserted by [`Stores::commit`] alone, as
 /// [`DedupWrite`]s.
 ///
-/// Contract (checked by the conformance suite, `store::conformance::dedup`):
+/// Contract (checked by the conformance suite, `prosody_conformance::store::dedup`):
 /// a key inserted with ttl `t` is contained from the commit's completion
 /// until at least `t` later, and not contained once `t` has passed (give or
 /// take the backend's clock granularity, at most a second); a key never

@@ -82,7 +82,7 @@ impl Deferred {
 /// partition, with the failure count of each queue's head. The queues are
 /// written by [`Stores::commit`] alone, as [`DeferWrite`]s.
 ///
-/// Contract (checked by the conformance suite, `store::conformance::defer`),
+/// Contract (checked by the conformance suite, `prosody_conformance::store::defer`),
 /// for the writes a commit applies and the reads here:
 ///
 /// - A key's queue holds each offset deferred for it at most once, in

@@ -92,7 +92,7 @@ pub struct StateWrite {
 /// The reads of the keyed state of one consumer group. Cells are written
 /// by [`Stores::commit`] alone, as [`StateWrite`]s.
 ///
-/// Contract (checked by `store::conformance::state`, run by every backend):
+/// Contract (checked by `prosody_conformance::store::state`, run by every backend):
 /// - reads see every write of each committed batch, in its order (a clear
 ///   then a put of one (collection, key) keeps the put);
 /// - [`cells`](Self::cells) returns at most `limit` items of the range, the

@@ -159,7 +159,7 @@ impl TimerEntry {
 /// second precision. Timers are written by [`Stores::commit`] alone.
 ///
 /// Contract (checked by the conformance suite,
-/// `store::conformance::timer`), for the [`TimerChange`]s a commit writes
+/// `prosody_conformance::store::timer`), for the [`TimerChange`]s a commit writes
 /// and the reads here: every time is rounded with [`round_to_second`]; a
 /// partition holds at most one timer per (key, kind, time), so scheduling
 /// one twice leaves one (with the trace of the last schedule);
