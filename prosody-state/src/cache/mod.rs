@@ -249,3 +249,6 @@ impl<S: Stores> Stores for CachedStores<S> {
         self.inner.commit_now(partition, batch)
     }
 }
+
+#[cfg(test)]
+mod tests;
