@@ -116,7 +116,7 @@ impl<C: Codec> ClientBuilder<C> {
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
         // (Collections are checked once the broker, their loader, is made.)
-        let stores = Box::pin(connect::stores(
+        let mut stores = Box::pin(connect::stores(
             self.stores,
             self.broker.as_ref(),
             &settings,
@@ -133,7 +133,7 @@ impl<C: Codec> ClientBuilder<C> {
         if !settings.runtime.state.is_empty() {
             settings.runtime.state =
                 connect::state(&settings.runtime.state, &stores, loader.clone()).await?;
-            settings.runtime.state_cache = connect::state_cache(&settings, &stores)?;
+            stores = connect::cached(&settings, stores)?;
         }
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",

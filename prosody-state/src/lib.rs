@@ -54,6 +54,7 @@
     reason = "every state operation is async by contract"
 )]
 
+mod cache;
 mod codec;
 mod definition;
 mod deque;
@@ -61,6 +62,7 @@ mod map;
 mod scan;
 mod value;
 
+pub use cache::{CacheError, CachedStores, StateCache};
 pub use codec::{Encoding, Json, Messages};
 pub use definition::{DequeDef, MapDef, MessageDequeDef, MessageMapDef, MessageValueDef, ValueDef};
 pub use deque::DequeState;

@@ -6,9 +6,10 @@ use crate::config::{Cluster, ConfigError, Settings};
 use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
-use prosody_core::state::{Registry, StateCache};
+use prosody_core::state::Registry;
 use prosody_core::store::Stores;
 use prosody_memory::{MemoryBroker, MemoryStores};
+use prosody_state::{CachedStores, StateCache};
 use std::sync::{Arc, OnceLock};
 
 #[cfg(feature = "cassandra")]
@@ -121,21 +122,28 @@ pub(crate) async fn state(
     Ok(Arc::new(registry))
 }
 
-/// The owners' disk cache of state cells: for clients whose stores are
-/// Cassandra's (memory stores are local already), or that name a
-/// `state_cache_dir`.
-pub(crate) fn state_cache(
+/// The client's stores with the partition owners' cache of state cells
+/// ([`CachedStores`]), for clients with collections (others read no
+/// cell). Its disk tier is for clients whose stores are durable (memory
+/// stores are local already), or that name a `state_cache_dir`.
+pub(crate) fn cached(
     settings: &Settings,
-    stores: &ClientStores,
-) -> Result<Option<Arc<StateCache>>, ConfigError> {
-    let cache = &settings.state_cache;
-    if settings.runtime.state.is_empty() || !(Stores::durable(stores) || cache.dir.is_some()) {
-        return Ok(None);
+    stores: ClientStores,
+) -> Result<ClientStores, ConfigError> {
+    if settings.runtime.state.is_empty() {
+        return Ok(stores);
     }
-    StateCache::open(cache.dir.as_deref(), cache.memory)
-        .map(|cache| Some(Arc::new(cache)))
-        .map_err(|error| ConfigError::Invalid {
-            option: "state_cache_dir",
-            reason: error.to_string(),
-        })
+    let cache = &settings.state_cache;
+    let disk = if Stores::durable(&stores) || cache.dir.is_some() {
+        let disk = StateCache::open(cache.dir.as_deref(), cache.memory).map_err(|error| {
+            ConfigError::Invalid {
+                option: "state_cache_dir",
+                reason: error.to_string(),
+            }
+        })?;
+        Some(Arc::new(disk))
+    } else {
+        None
+    };
+    Ok(ClientStores::new(CachedStores::new(stores, disk)))
 }

@@ -22,7 +22,7 @@ use crate::broker::TopicPartition;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
-use crate::state::{Registry, StateCache};
+use crate::state::Registry;
 use crate::store::Stores;
 use status::PartitionState;
 use std::num::NonZeroUsize;
@@ -61,8 +61,6 @@ pub struct RuntimeConfig {
     pub slab_size: Duration,
     /// The keyed-state collections handlers may bind (empty: none).
     pub state: Arc<Registry>,
-    /// The disk tier of each partition owner's state cache, if any.
-    pub state_cache: Option<Arc<StateCache>>,
 }
 
 impl RuntimeConfig {
@@ -80,7 +78,6 @@ impl RuntimeConfig {
             max_retry_delay: Duration::from_secs(300),
             slab_size: Duration::from_secs(3600),
             state: Arc::default(),
-            state_cache: None,
         }
     }
 }

@@ -14,7 +14,6 @@ use crate::context::Scope;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
-use crate::state::OwnerCache;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
 use futures_util::FutureExt;
@@ -172,18 +171,6 @@ where
         open
     }
 
-    /// A fresh disk tier for a partition's owner cache, if the client has
-    /// a disk cache; one that fails to open leaves the cache in memory.
-    fn disk_tier(&self, tp: &TopicPartition) -> Option<crate::state::DiskTier> {
-        let cache = self.config.state_cache.as_ref()?;
-        cache
-            .partition()
-            .inspect_err(|error| {
-                warn!(partition = %tp, %error, "the state disk cache failed to open; the partition caches in memory");
-            })
-            .ok()
-    }
-
     fn assign(&mut self, tps: Vec<TopicPartition>) {
         for tp in tps {
             if self.partitions.contains_key(&tp) {
@@ -201,7 +188,6 @@ where
                 stores: self.stores.clone(),
                 partition: tp.clone(),
                 notices,
-                cells: OwnerCache::new(self.disk_tier(&tp)),
             });
             let task = PartitionTask {
                 tp: tp.clone(),

@@ -10,21 +10,15 @@
 //! applied, so a redelivered record is not applied twice.
 
 mod attempt;
-mod cache;
-mod disk;
 mod error;
 mod messages;
 mod overlay;
 
 pub(crate) use attempt::{AttemptState, Marker, StateGuard};
 pub use attempt::{Page, Slot};
-pub(crate) use cache::OwnerCache;
-pub(crate) use disk::DiskTier;
-pub use disk::{CacheError, StateCache};
 pub use error::{SpecError, StateError};
 pub(crate) use messages::Reader;
 pub use messages::message_cell;
-pub(crate) use overlay::Seen;
 
 use crate::loader::Loader;
 use crate::store::{StateStore, StoreError};

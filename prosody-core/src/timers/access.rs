@@ -5,9 +5,8 @@ use super::{Due, StoreAccess, StoreFuture};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::state::{OwnerCache, Seen};
 use crate::store::timer::{TimerKind, to_seconds};
-use crate::store::{Batch, Direction, ItemRange, StateWrite, StoreError, Stores, TimerChange};
+use crate::store::{Batch, Direction, ItemRange, StoreError, Stores, TimerChange};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -35,8 +34,6 @@ pub(crate) struct PartitionStores<S> {
     pub(crate) stores: S,
     pub(crate) partition: TopicPartition,
     pub(crate) notices: mpsc::UnboundedSender<Notice>,
-    /// The state cells this owner knows without a read.
-    pub(crate) cells: OwnerCache,
 }
 
 /// A commit whose outcome is not known yet: dropped while armed, it asks
@@ -50,21 +47,6 @@ impl Drop for Unsure<'_> {
     fn drop(&mut self) {
         if self.armed {
             let _ = self.notices.send(Notice::Resync);
-        }
-    }
-}
-
-/// A commit's state writes whose outcome is not known yet: dropped with
-/// writes left, it makes the cache forget their cells.
-struct UnsureCells<'a> {
-    cache: &'a OwnerCache,
-    writes: Vec<StateWrite>,
-}
-
-impl Drop for UnsureCells<'_> {
-    fn drop(&mut self) {
-        if !self.writes.is_empty() {
-            self.cache.forget(&self.writes);
         }
     }
 }
@@ -98,18 +80,8 @@ impl<S: Stores> PartitionStores<S> {
             notices: &self.notices,
             armed: !notices.is_empty(),
         };
-        // Forgets the cells it writes unless the commit returns `Ok`.
-        let mut cells = UnsureCells {
-            cache: &self.cells,
-            writes: batch.state.clone(),
-        };
-        // When the cells' ttls count from; no clock read without cells.
-        let sent = (!cells.writes.is_empty()).then(tokio::time::Instant::now);
         self.stores.commit(&self.partition, batch).await?;
         unsure.armed = false;
-        if let Some(sent) = sent {
-            self.cells.landed(&std::mem::take(&mut cells.writes), sent);
-        }
         for notice in notices {
             // The partition task is gone after a revocation: its next owner
             // loads the store.
@@ -129,7 +101,7 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
     }
 
     /// A batch of dedup records and deferral changes only: it sends no
-    /// notice and touches no cached cell, so the stores may write it at
+    /// notice and writes no state cell, so the stores may write it at
     /// once. Any other goes through [`write`](Self::write).
     fn commit_now(&self, batch: Batch) -> Result<Result<(), StoreError>, Batch> {
         if batch.is_empty() {
@@ -147,20 +119,7 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
         key: &'a Key,
         item: &'a [u8],
     ) -> StoreFuture<'a, Option<Bytes>> {
-        Box::pin(async move {
-            if let Seen::Known(known) = self.cells.get(collection, key, item) {
-                return Ok(known);
-            }
-            let generation = self.cells.generation();
-            let stored = self
-                .stores
-                .cell(&self.partition, collection, key, item)
-                .await?;
-            if stored.is_none() {
-                self.cells.absent(collection, key, item, generation);
-            }
-            Ok(stored)
-        })
+        Box::pin(self.stores.cell(&self.partition, collection, key, item))
     }
 
     fn cells<'a>(

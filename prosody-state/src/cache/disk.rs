@@ -107,7 +107,7 @@ impl StateCache {
             let dir = std::env::temp_dir().join(format!(
                 "prosody-state-{}-{}-{}",
                 std::process::id(),
-                crate::clock::now().as_millis(),
+                prosody_core::clock::now().as_millis(),
                 MADE.fetch_add(1, Ordering::Relaxed)
             ));
             (dir.clone(), Some(Owned(dir)))
@@ -163,11 +163,11 @@ impl StateCache {
 #[cfg(test)]
 mod tests {
     use super::{CacheError, StateCache};
-    use crate::key::Key;
-    use crate::state::cache::OwnerCache;
-    use crate::store::{StateChange, StateWrite};
+    use crate::cache::owner::OwnerCache;
     use bytes::Bytes;
     use proptest::prelude::*;
+    use prosody_core::key::Key;
+    use prosody_core::store::{StateChange, StateWrite};
     use std::sync::Arc;
     use std::time::Duration;
     use tokio::time::Instant;
@@ -176,7 +176,7 @@ mod tests {
         std::env::temp_dir().join(format!(
             "prosody-disk-test-{name}-{}-{}",
             std::process::id(),
-            crate::clock::now().as_millis()
+            prosody_core::clock::now().as_millis()
         ))
     }
 

@@ -1,16 +1,24 @@
 //! What a partition's owner knows of its keys' state cells without a read.
 
 use super::disk::{DiskChange, DiskTier};
-use super::overlay::Seen;
-use crate::key::Key;
-use crate::store::{StateChange, StateWrite};
 use bytes::Bytes;
+use prosody_core::key::Key;
+use prosody_core::store::{StateChange, StateWrite};
 use quick_cache::unsync::Cache;
 use quick_cache::{Equivalent, Weighter};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// What the cache knows of one cell.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Nothing: the store decides.
+    Unknown,
+    /// Set to a value, or absent (`None`).
+    Known(Option<Bytes>),
+}
 
 /// The most cells one partition's cache holds.
 pub(crate) const CELLS_PER_PARTITION: u64 = 4096;
@@ -270,9 +278,9 @@ impl OwnerCache {
 #[cfg(test)]
 mod tests {
     use super::{OwnerCache, Seen};
-    use crate::key::Key;
-    use crate::store::{StateChange, StateWrite};
     use bytes::Bytes;
+    use prosody_core::key::Key;
+    use prosody_core::store::{StateChange, StateWrite};
     use std::sync::Arc;
     use std::time::Duration;
     use tokio::time::Instant;

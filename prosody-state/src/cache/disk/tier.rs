@@ -2,9 +2,9 @@
 //! batches that change them.
 
 use super::StateCache;
-use crate::key::Key;
-use crate::state::overlay::Seen;
+use crate::cache::owner::Seen;
 use fjall::Keyspace;
+use prosody_core::key::Key;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
