@@ -12,7 +12,7 @@ targets=[
 ('prosody-contracts/src/broker/mod.rs','Unsent','prosody_core::broker::Unsent'),
 ('prosody-contracts/src/codec.rs','DecodeError','prosody_core::codec::DecodeError'),
 ('prosody-contracts/src/store/mod.rs','StoreError','prosody_core::store::StoreError'),
-('prosody-core/src/state/disk.rs','CacheError','prosody_core::state::CacheError'),
+('prosody-state/src/cache/disk.rs','CacheError','prosody::state::CacheError'),
 ('prosody-core/src/telemetry/sink.rs','Lifecycle','prosody_core::telemetry::Lifecycle'),
 ('prosody-kafka/src/admin.rs','AdminError','prosody_kafka::AdminError'),
 ('prosody-core/src/state/error.rs','StateError','prosody_core::state::StateError'),

@@ -124,10 +124,10 @@ pub struct DecodeErrorIsOpen;
 /// ```
 pub struct StoreErrorIsOpen;
 
-/// `prosody_core::state::CacheError` is `#[non_exhaustive]`.
+/// `prosody::state::CacheError` is `#[non_exhaustive]`.
 ///
 /// ```compile_fail,E0004
-/// use prosody_core::state::CacheError;
+/// use prosody::state::CacheError;
 /// fn every(value: CacheError) {
 ///     match value {
 ///         CacheError::InUse { .. } | CacheError::Io { .. } => {}
