@@ -8,9 +8,6 @@
     reason = "test code fails loudly"
 )]
 
-#[path = "support/forward.rs"]
-mod forward;
-
 use prosody::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use prosody::store::{
     Batch, DeferStore, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
@@ -137,8 +134,8 @@ impl DeferStore for Picky {
     }
 }
 
-forward_state!([] Picky);
-forward_dedup!([] Picky);
+prosody_conformance::forward_state!([] Picky);
+prosody_conformance::forward_dedup!([] Picky);
 
 /// On Kafka, no store that outlives the process means no client: the
 /// build fails naming what to set, before it reaches for the cluster (the

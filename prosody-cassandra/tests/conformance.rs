@@ -132,7 +132,7 @@ async fn the_defer_suite_passes_for_an_owner() -> Result<(), Failure> {
         return Ok(());
     };
     let owner = Owner {
-        stores,
+        inner: stores,
         opened: Arc::default(),
     };
     conformance::defer::run_all(&owner).await

@@ -117,8 +117,8 @@ impl<S: Stores> Stores for Landing<S> {
     }
 }
 
-crate::forward_state!([S: Stores] Landing<S>);
+prosody_conformance::forward_state!([S: Stores] Landing<S>);
 
-crate::forward_timer!([S: Stores] Landing<S>);
-crate::forward_defer!([S: Stores] Landing<S>);
-crate::forward_dedup!([S: Stores] Landing<S>);
+prosody_conformance::forward_timer!([S: Stores] Landing<S>);
+prosody_conformance::forward_defer!([S: Stores] Landing<S>);
+prosody_conformance::forward_dedup!([S: Stores] Landing<S>);

@@ -17,8 +17,6 @@
 )]
 
 mod errors;
-#[path = "../support/forward.rs"]
-mod forward;
 mod landing;
 mod messages;
 mod model;

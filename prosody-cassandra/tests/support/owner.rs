@@ -3,15 +3,10 @@
 
 #![allow(clippy::unwrap_used, reason = "test code fails loudly")]
 
-use bytes::Bytes;
 use prosody_cassandra::CassandraStores;
 use prosody_contracts::broker::TopicPartition;
-use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
-};
+use prosody_contracts::store::{Batch, DeferStore, Deferred, StoreError, Stores};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -20,7 +15,7 @@ use std::sync::{Arc, Mutex};
 /// caches, not only on reads.
 #[derive(Clone)]
 pub struct Owner {
-    pub stores: CassandraStores,
+    pub inner: CassandraStores,
     pub opened: Arc<Mutex<HashSet<TopicPartition>>>,
 }
 
@@ -28,7 +23,7 @@ impl Owner {
     async fn own(&self, partition: &TopicPartition) -> Result<(), StoreError> {
         let first = self.opened.lock().unwrap().insert(partition.clone());
         if first {
-            self.stores.open(partition).await?;
+            self.inner.open(partition).await?;
         }
         Ok(())
     }
@@ -36,18 +31,18 @@ impl Owner {
 
 impl Stores for Owner {
     fn durable(&self) -> bool {
-        self.stores.durable()
+        self.inner.durable()
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         self.own(partition).await?;
-        self.stores.commit(partition, batch).await
+        self.inner.commit(partition, batch).await
     }
 }
 
 impl DeferStore for Owner {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.stores.peek(partition, key)
+        self.inner.peek(partition, key)
     }
 
     async fn deferred(
@@ -56,64 +51,11 @@ impl DeferStore for Owner {
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
         self.own(partition).await?;
-        self.stores.deferred(partition, key).await
+        self.inner.deferred(partition, key).await
     }
 }
 
-/// The reads the defer suite does not make, as the stores answer them.
-impl TimerStore for Owner {
-    async fn scheduled(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        self.stores.scheduled(partition, key, kind).await
-    }
-
-    async fn load(
-        &self,
-        partition: &TopicPartition,
-        from: Timestamp,
-        until: Timestamp,
-    ) -> Result<Vec<TimerEntry>, StoreError> {
-        self.stores.load(partition, from, until).await
-    }
-}
-
-impl DedupStore for Owner {
-    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.stores.contains(key).await
-    }
-}
-
-impl StateStore for Owner {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.stores.identify(name, identity).await
-    }
-
-    async fn cell(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        item: &[u8],
-    ) -> Result<Option<Bytes>, StoreError> {
-        self.stores.cell(partition, collection, key, item).await
-    }
-
-    async fn cells(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        range: &ItemRange,
-        direction: Direction,
-        limit: usize,
-    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        let stores = &self.stores;
-        stores
-            .cells(partition, collection, key, range, direction, limit)
-            .await
-    }
-}
+// The reads the defer suite does not make, as the stores answer them.
+prosody_conformance::forward_timer!([] Owner);
+prosody_conformance::forward_dedup!([] Owner);
+prosody_conformance::forward_state!([] Owner);
