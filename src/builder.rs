@@ -153,7 +153,6 @@ impl<C: Codec> ClientBuilder<C> {
         };
         let layers = Layers::new(
             &settings.qos,
-            &stores,
             &producer,
             loader,
             self.codec.clone(),

@@ -2,7 +2,6 @@
 
 use crate::backend::{Backend, BackendProducer};
 use crate::config::{Mode, Qos};
-use crate::stores::ClientStores;
 use prosody_core::dedup::DedupLayer;
 use prosody_core::defer::DeferLayer;
 use prosody_core::failure::FailureLayer;
@@ -26,11 +25,10 @@ type Common<H, C> = ShutdownService<
 /// (mock mode, or `telemetry_enabled` false).
 pub type ClientTelemetry = Option<ProducerSink>;
 
-/// A client's defer stage: offsets in the client's stores, records read
+/// A client's defer stage: offsets in the partition's stores, records read
 /// back from the client's broker; the records its backlogs retry pass
 /// through the client's dedup layer.
-pub type ClientDeferLayer =
-    DeferLayer<ClientStores, BrokerLoader<Backend>, DedupLayer<ClientStores>>;
+pub type ClientDeferLayer = DeferLayer<BrokerLoader<Backend>, DedupLayer>;
 
 /// The configured stages of one client, to build a preset or a custom
 /// stack with `tower::ServiceBuilder`.
@@ -110,7 +108,7 @@ pub struct Layers<C = JsonCodec> {
     mode: Mode,
     retry: RetryConfig,
     max_retries: u32,
-    dedup: DedupLayer<ClientStores>,
+    dedup: DedupLayer,
     monopolization: MonopolizationLayer,
     scheduler: SchedulerLayer,
     timeout: TimeoutLayer,
@@ -124,16 +122,14 @@ pub struct Layers<C = JsonCodec> {
 impl<C: Codec> Layers<C> {
     pub(crate) fn new(
         qos: &Qos,
-        stores: &ClientStores,
         producer: &BackendProducer,
         loader: BrokerLoader<Backend>,
         codec: C,
         (telemetry, links): (ClientTelemetry, Links),
     ) -> Self {
-        let dedup = DedupLayer::new(qos.dedup.clone(), stores.clone());
+        let dedup = DedupLayer::new(qos.dedup.clone());
         Self {
-            defer: DeferLayer::new(qos.defer.clone(), stores.clone(), loader)
-                .drain_through(dedup.clone()),
+            defer: DeferLayer::new(qos.defer.clone(), loader).drain_through(dedup.clone()),
             codec,
             mode: qos.mode,
             telemetry,
@@ -159,7 +155,7 @@ impl<C: Codec> Layers<C> {
 
     /// Deduplication by the payload's `id`.
     #[must_use]
-    pub fn dedup(&self) -> DedupLayer<ClientStores> {
+    pub fn dedup(&self) -> DedupLayer {
         self.dedup.clone()
     }
 

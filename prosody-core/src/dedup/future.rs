@@ -5,7 +5,8 @@ use crate::error::HandlerError;
 use crate::handler::{EventRequest, Settlement};
 use crate::store::DedupWrite;
 use crate::store::StoreError;
-use crate::store::dedup::{DedupKey, DedupStore};
+use crate::store::dedup::DedupKey;
+use crate::timers::StoreAccess;
 use crate::work::Rider;
 use futures_util::future::BoxFuture;
 use pin_project::pin_project;
@@ -17,7 +18,7 @@ use std::task::{Context as TaskContext, Poll, ready};
 use tower::Service;
 use tracing::{debug, warn};
 
-/// A store call, boxed: the store trait's futures have no nameable type.
+/// A store call, boxed: it owns the partition's store access.
 type StoreFuture<T> = BoxFuture<'static, Result<T, StoreError>>;
 
 #[pin_project(project = StateProjection)]
@@ -41,7 +42,7 @@ enum State<S, P, F> {
 
 /// One request through the dedup service.
 #[pin_project]
-pub struct ResponseFuture<S, D, P>
+pub struct ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
 {
@@ -49,13 +50,12 @@ where
     state: State<S, P, S::Future>,
     /// What to record once the inner service succeeds; `None` for events
     /// without a dedup key.
-    record: Option<(Arc<Shared<D>>, DedupKey)>,
+    record: Option<(Arc<Shared>, DedupKey)>,
 }
 
-impl<S, D, P> ResponseFuture<S, D, P>
+impl<S, P> ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
-    D: DedupStore,
 {
     /// An event without a dedup key: the inner call, unchanged.
     pub(super) fn pass(future: S::Future) -> Self {
@@ -77,7 +77,7 @@ where
     /// `service` handles it, and the store alone remembers it (from the
     /// attempt's batch); the cache is not used.
     pub(super) fn unseen(
-        shared: &Shared<D>,
+        shared: &Shared,
         key: DedupKey,
         service: &mut S,
         request: EventRequest<P>,
@@ -89,19 +89,34 @@ where
         }
     }
 
-    /// A message the cache does not know: ask the store, then maybe call
-    /// `service` (which is ready) with `request`.
+    /// A message of a context without stores (built outside the runtime)
+    /// the cache does not know: `service` handles it, and the cache alone
+    /// remembers it.
+    pub(super) fn uncached(
+        shared: Arc<Shared>,
+        key: DedupKey,
+        service: &mut S,
+        request: EventRequest<P>,
+    ) -> Self {
+        Self {
+            state: State::Calling(service.call(request)),
+            record: Some((shared, key)),
+        }
+    }
+
+    /// A message the cache does not know: ask the partition's `stores`,
+    /// then maybe call `service` (which is ready) with `request`.
     pub(super) fn lookup(
-        shared: Arc<Shared<D>>,
+        shared: Arc<Shared>,
+        stores: Arc<dyn StoreAccess>,
         key: DedupKey,
         service: S,
         request: EventRequest<P>,
     ) -> Self {
-        let store = Arc::clone(&shared);
         let request = with_record(&shared, key, request);
         Self {
             state: State::Lookup {
-                lookup: Box::pin(async move { store.store.contains(key).await }),
+                lookup: Box::pin(async move { stores.contains(key).await }),
                 call: Some((service, request)),
             },
             record: Some((shared, key)),
@@ -111,11 +126,7 @@ where
 
 /// The request with its dedup record as a rider: it goes in the attempt's
 /// own batch, written only if the handler succeeds, with its other changes.
-fn with_record<D, P>(
-    shared: &Shared<D>,
-    key: DedupKey,
-    request: EventRequest<P>,
-) -> EventRequest<P> {
+fn with_record<P>(shared: &Shared, key: DedupKey, request: EventRequest<P>) -> EventRequest<P> {
     let write = DedupWrite {
         key,
         ttl: shared.ttl,
@@ -127,11 +138,10 @@ fn polled_after_completion() -> HandlerError {
     HandlerError::permanent("dedup future polled after completion")
 }
 
-impl<S, D, P> Future for ResponseFuture<S, D, P>
+impl<S, P> Future for ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>, Error = HandlerError>,
     S::Response: Settlement,
-    D: DedupStore,
 {
     type Output = Result<S::Response, HandlerError>;
 
@@ -183,7 +193,7 @@ where
     }
 }
 
-impl<S, D, P> fmt::Debug for ResponseFuture<S, D, P>
+impl<S, P> fmt::Debug for ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
 {

@@ -1,34 +1,34 @@
 //! The dedup layer.
 
 use super::{DedupConfig, DedupService, Shared};
-use crate::store::dedup::DedupStore;
 use std::fmt;
 use std::sync::Arc;
 use tower::Layer;
 
 /// Wraps a service so messages already handled are skipped.
 ///
-/// Every service this layer makes shares one cache and one store, so build
-/// one layer per process (or per client) and reuse it across partitions.
-/// The store must be the one the client's runtime commits its batches to
-/// (its stores' dedup store): the layer records a handled key as a rider
-/// of the attempt's batch, so a store of its own would never learn of it.
-pub struct DedupLayer<D> {
-    pub(super) shared: Arc<Shared<D>>,
+/// Every service this layer makes shares one cache, so build one layer per
+/// process (or per client) and reuse it across partitions. The store is
+/// the partition's own, reached through the event's unit of work: the
+/// layer reads the dedup records from the stores the runtime commits its
+/// batches to, and records a handled key as a rider of the attempt's batch
+/// to those same stores. A context built outside the runtime has no
+/// stores: there the cache alone answers.
+pub struct DedupLayer {
+    pub(super) shared: Arc<Shared>,
 }
 
-impl<D: DedupStore> DedupLayer<D> {
-    /// A dedup layer over `store`, with an empty cache of
-    /// `config.cache_size` keys.
+impl DedupLayer {
+    /// A dedup layer with an empty cache of `config.cache_size` keys.
     #[must_use]
-    pub fn new(config: DedupConfig, store: D) -> Self {
+    pub fn new(config: DedupConfig) -> Self {
         Self {
-            shared: Arc::new(Shared::new(config, store)),
+            shared: Arc::new(Shared::new(config)),
         }
     }
 }
 
-impl<D> Clone for DedupLayer<D> {
+impl Clone for DedupLayer {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -36,7 +36,7 @@ impl<D> Clone for DedupLayer<D> {
     }
 }
 
-impl<D> fmt::Debug for DedupLayer<D> {
+impl fmt::Debug for DedupLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DedupLayer")
             .field("version", &self.shared.version)
@@ -45,10 +45,10 @@ impl<D> fmt::Debug for DedupLayer<D> {
     }
 }
 
-impl<S, D> Layer<S> for DedupLayer<D> {
-    type Service = DedupService<S, D>;
+impl<S> Layer<S> for DedupLayer {
+    type Service = DedupService<S>;
 
-    fn layer(&self, inner: S) -> DedupService<S, D> {
+    fn layer(&self, inner: S) -> DedupService<S> {
         DedupService::new(inner, Arc::clone(&self.shared))
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! Two tiers: a bounded in-memory cache of [`DedupKey`]s shared by every
 //! partition of the process (it lives in the layer, so it survives
-//! reassignment within the process), in front of a [`DedupStore`] that
-//! persists keys for `ttl` across restarts and members. A store that can
-//! tell at once ([`DedupStore::contains_now`], one in memory) is asked
-//! first and alone: a cache in front of it would only repeat it.
+//! reassignment within the process), in front of the partition's
+//! [`DedupStore`](crate::store::DedupStore), reached through the event's unit of work (the stores its
+//! commit writes to), that persists keys for `ttl` across restarts and
+//! members. A store that can tell at once ([`DedupStore::contains_now`](crate::store::DedupStore::contains_now),
+//! one in memory) is asked first and alone: a cache in front of it would
+//! only repeat it.
 //!
 //! Invariants:
 //! - a message with an `id` whose key is in the cache, or that the store
@@ -29,10 +31,9 @@
 //!
 //! Allocation: the cache check (or a store's `contains_now`) is synchronous,
 //! and a cache hit, a store that tells at once, or a message without `id`
-//! allocates nothing. Only when the store must be consulted is
-//! its future boxed (the store trait's futures are `impl Future`, which a
-//! named future cannot hold, and may borrow the store, so the box holds an
-//! `async move` block owning the shared state around the one store call),
+//! allocates nothing. Only when the store must be consulted is its future
+//! boxed (the partition's store access answers with a boxed future; the box
+//! holds an `async move` block owning that access around the one call),
 //! once for the lookup.
 //!
 //! What counts as the same message is its [`DedupKey`]: the idempotence
@@ -61,7 +62,8 @@ use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::{EventRequest, Settlement};
 use crate::hash::{BoundedCache, recent};
-use crate::store::dedup::{DedupKey, DedupStore};
+use crate::store::dedup::DedupKey;
+use crate::work::UnitOfWork;
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -69,21 +71,19 @@ use std::time::Duration;
 use tower::Service;
 use tracing::debug;
 
-/// What every service of one layer shares: the cache and the store.
-pub(crate) struct Shared<D> {
+/// What every service of one layer shares: the cache.
+pub(crate) struct Shared {
     version: String,
     ttl: Duration,
     cache: BoundedCache<DedupKey, ()>,
-    store: D,
 }
 
-impl<D> Shared<D> {
-    pub(crate) fn new(config: DedupConfig, store: D) -> Self {
+impl Shared {
+    pub(crate) fn new(config: DedupConfig) -> Self {
         Self {
             version: config.version,
             ttl: config.ttl,
             cache: recent(config.cache_size),
-            store,
         }
     }
 
@@ -115,18 +115,18 @@ impl<D> Shared<D> {
 }
 
 /// The dedup service; see the module documentation.
-pub struct DedupService<S, D> {
+pub struct DedupService<S> {
     inner: S,
-    shared: Arc<Shared<D>>,
+    shared: Arc<Shared>,
 }
 
-impl<S, D> DedupService<S, D> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared<D>>) -> Self {
+impl<S> DedupService<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
         Self { inner, shared }
     }
 }
 
-impl<S: Clone, D> Clone for DedupService<S, D> {
+impl<S: Clone> Clone for DedupService<S> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -135,7 +135,7 @@ impl<S: Clone, D> Clone for DedupService<S, D> {
     }
 }
 
-impl<S: fmt::Debug, D> fmt::Debug for DedupService<S, D> {
+impl<S: fmt::Debug> fmt::Debug for DedupService<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DedupService")
             .field("inner", &self.inner)
@@ -144,15 +144,14 @@ impl<S: fmt::Debug, D> fmt::Debug for DedupService<S, D> {
     }
 }
 
-impl<S, D, P> Service<EventRequest<P>> for DedupService<S, D>
+impl<S, P> Service<EventRequest<P>> for DedupService<S>
 where
     S: Service<EventRequest<P>, Error = HandlerError> + Clone,
     S::Response: Settlement,
-    D: DedupStore,
 {
     type Response = S::Response;
     type Error = HandlerError;
-    type Future = ResponseFuture<S, D, P>;
+    type Future = ResponseFuture<S, P>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
         self.inner.poll_ready(cx)
@@ -162,8 +161,9 @@ where
         let Some(key) = self.shared.key_of(&request.event) else {
             return ResponseFuture::pass(self.inner.call(request));
         };
+        let stores = request.context.work().map(UnitOfWork::stores);
         // A store that can tell at once needs no cache in front of it.
-        match self.shared.store.contains_now(key) {
+        match stores.and_then(|stores| stores.contains_now(key)) {
             Some(true) => {
                 debug!(%key, "duplicate message skipped (store)");
                 return ResponseFuture::duplicate();
@@ -177,10 +177,14 @@ where
             debug!(%key, "duplicate message skipped (cache)");
             return ResponseFuture::duplicate();
         }
+        let Some(stores) = stores.map(Arc::clone) else {
+            let shared = Arc::clone(&self.shared);
+            return ResponseFuture::uncached(shared, key, &mut self.inner, request);
+        };
         // The ready service goes with the lookup and is called after it; a
         // fresh clone serves the next request.
         let fresh = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, fresh);
-        ResponseFuture::lookup(Arc::clone(&self.shared), key, ready, request)
+        ResponseFuture::lookup(Arc::clone(&self.shared), stores, key, ready, request)
     }
 }

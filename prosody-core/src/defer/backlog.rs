@@ -12,7 +12,7 @@ use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Extensions, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
-use crate::store::defer::{DeferStore, Deferral};
+use crate::store::defer::Deferral;
 use crate::store::timer::{TimerKind, from_seconds};
 use crate::store::{Batch, DeferWrite, TimerChange};
 use crate::work::Rider;
@@ -52,14 +52,9 @@ pub(super) fn after(delay: Duration, not_before: Option<Timestamp>) -> Timestamp
 /// Sets a failed record aside: its key's defer timer first, then its
 /// offset, so a stored offset always has a timer. Either write failing
 /// fails the event with `error`, for the retry stage.
-pub(super) fn defer<R, D, L>(
-    shared: Arc<Shared<D, L>>,
-    origin: Origin,
-    error: HandlerError,
-) -> Boxed<R>
+pub(super) fn defer<R, L>(shared: Arc<Shared<L>>, origin: Origin, error: HandlerError) -> Boxed<R>
 where
     R: Settlement + Send + 'static,
-    D: DeferStore,
     L: Send + Sync + 'static,
 {
     Box::pin(async move {
@@ -101,8 +96,8 @@ where
 
 /// A record of a key the store could not peek: stored behind the key's
 /// backlog if it has one, else handled by the ready service `ready`.
-pub(super) fn lookup<S, D, L>(
-    shared: Arc<Shared<D, L>>,
+pub(super) fn lookup<S, L>(
+    shared: Arc<Shared<L>>,
     mut ready: S,
     request: EventRequest<Encoded>,
     origin: Origin,
@@ -111,16 +106,15 @@ where
     S: Service<EventRequest<Encoded>, Error = HandlerError> + Send + 'static,
     S::Response: Settlement + Send + 'static,
     S::Future: Send,
-    D: DeferStore,
     L: Send + Sync + 'static,
 {
     Box::pin(async move {
-        let Origin::Record { partition, key, .. } = &origin else {
+        let (Origin::Record { key, .. }, Some(work)) = (&origin, origin.context().work()) else {
             return ready.call(request).await;
         };
-        let backlog = shared
-            .store
-            .deferred(partition, key)
+        let backlog = work
+            .stores()
+            .deferred(key)
             .await
             .map_err(HandlerError::from_store)?;
         if backlog.is_some() {
@@ -191,8 +185,8 @@ fn schedule(at: Timestamp) -> TimerChange {
 /// key runs nothing else meanwhile (the runtime's per-key exclusivity), so
 /// the backlog read at the start is the backlog; it is read again once
 /// drained, for offsets another writer may have added.
-pub(super) fn drain<S, D, L>(
-    shared: Arc<Shared<D, L>>,
+pub(super) fn drain<S, L>(
+    shared: Arc<Shared<L>>,
     inner: S,
     request: EventRequest<Encoded>,
 ) -> Boxed<S::Response>
@@ -200,7 +194,6 @@ where
     S: Service<EventRequest<Encoded>, Error = HandlerError> + Clone + Send + 'static,
     S::Response: Settlement + Send + 'static,
     S::Future: Send,
-    D: DeferStore,
     L: Loader,
 {
     Box::pin(async move {
@@ -215,9 +208,9 @@ where
         let partition = TopicPartition::new(Arc::clone(context.topic()), context.partition());
         let fired = TimerChange::Unschedule { time: timer.time };
         let read = || async {
-            shared
-                .store
-                .deferred(&partition, &key)
+            timers
+                .stores()
+                .deferred(&key)
                 .await
                 .map_err(HandlerError::from_store)
         };
@@ -313,8 +306,8 @@ where
 /// Reads the backlog's head at `offset` and runs it through `inner`, as
 /// the attempt its failure count makes it, completing it in its handler's
 /// own batch (a rider) if it succeeds.
-async fn try_head<S, D, L>(
-    shared: &Shared<D, L>,
+async fn try_head<S, L>(
+    shared: &Shared<L>,
     inner: S,
     (context, extensions): (Context, Extensions),
     (partition, key): (&TopicPartition, &Key),
@@ -372,8 +365,8 @@ enum Loaded {
 }
 
 /// Reads the deferred record at `offset` back as an event of `key`.
-async fn load<D, L: Loader>(
-    shared: &Shared<D, L>,
+async fn load<L: Loader>(
+    shared: &Shared<L>,
     partition: &TopicPartition,
     key: &Key,
     offset: i64,

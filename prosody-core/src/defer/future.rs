@@ -3,7 +3,6 @@
 use super::{Origin, Shared, backlog};
 use crate::error::{Category, HandlerError};
 use crate::handler::Settlement;
-use crate::store::defer::DeferStore;
 use crate::store::timer::TimerKind;
 use futures_util::future::BoxFuture;
 use pin_project::pin_project;
@@ -32,15 +31,15 @@ enum State<F, R> {
 
 /// One request through the defer service.
 #[pin_project]
-pub struct ResponseFuture<F, R, D, L> {
+pub struct ResponseFuture<F, R, L> {
     #[pin]
     state: State<F, R>,
-    shared: Option<Arc<Shared<D, L>>>,
+    shared: Option<Arc<Shared<L>>>,
 }
 
-impl<F, R, D, L> ResponseFuture<F, R, D, L> {
+impl<F, R, L> ResponseFuture<F, R, L> {
     /// The inner call of an event from `origin`, deferred if it fails.
-    pub(super) fn calling(future: F, shared: Arc<Shared<D, L>>, origin: Origin) -> Self {
+    pub(super) fn calling(future: F, shared: Arc<Shared<L>>, origin: Origin) -> Self {
         Self {
             state: State::Calling {
                 future,
@@ -59,11 +58,10 @@ impl<F, R, D, L> ResponseFuture<F, R, D, L> {
     }
 }
 
-impl<F, R, D, L> Future for ResponseFuture<F, R, D, L>
+impl<F, R, L> Future for ResponseFuture<F, R, L>
 where
     F: Future<Output = Result<R, HandlerError>>,
     R: Settlement + Send + 'static,
-    D: DeferStore,
     L: Send + Sync + 'static,
 {
     type Output = Result<R, HandlerError>;
@@ -119,8 +117,8 @@ pub(super) enum Failed<R> {
 /// error returns as is; a transient failure the gate lets through is
 /// deferred (a record) or put off (an application timer); any other
 /// returns to the retry stage.
-pub(super) fn failed<R: Settlement, D, L>(
-    shared: &Shared<D, L>,
+pub(super) fn failed<R: Settlement, L>(
+    shared: &Shared<L>,
     origin: &Origin,
     result: Result<R, HandlerError>,
 ) -> Failed<R> {

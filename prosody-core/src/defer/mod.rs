@@ -4,9 +4,11 @@
 //!
 //! On a transient failure of a message (or excise), the stage schedules a
 //! [`TimerKind::Defer`] timer for the key at `defer_base` from now, stores
-//! the message's offset in the [`DeferStore`], and settles the event. While
-//! the key has deferred offsets, its later messages are stored behind them
-//! without being handled. When the timer fires, the stage reads the head
+//! the message's offset in the partition's
+//! [`DeferStore`](crate::store::DeferStore) (reached through the event's
+//! unit of work, so the stage reads and writes the stores its attempts
+//! commit to), and settles the event. While the key has deferred offsets,
+//! its later messages are stored behind them without being handled. When the timer fires, the stage reads the head
 //! offset back through its [`Loader`], handles it, and on success moves on
 //! to the next, which has not run yet and is tried at once as fresh work;
 //! on failure it counts the failure and schedules the timer again,
@@ -31,7 +33,7 @@
 //! - a failure during shutdown is not deferred: the event stays unsettled
 //!   for the partition's next owner.
 //!
-//! Allocation: a message of a key the store can [`peek`](DeferStore::peek)
+//! Allocation: a message of a key the store can [`peek`](crate::store::DeferStore::peek)
 //! as clear, and any timer of the handler, cost no allocation beyond the
 //! inner call. Deferring, store lookups and retries box one future each.
 //!
@@ -67,7 +69,6 @@ use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
-use crate::store::defer::DeferStore;
 use crate::store::timer::TimerKind;
 use gate::Gate;
 use std::fmt;
@@ -76,19 +77,17 @@ use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 
 /// What every service of one layer shares.
-pub(crate) struct Shared<D, L> {
+pub(crate) struct Shared<L> {
     config: DeferConfig,
-    store: D,
     loader: L,
     gate: Gate,
 }
 
-impl<D, L> Shared<D, L> {
-    fn new(config: DeferConfig, store: D, loader: L) -> Self {
+impl<L> Shared<L> {
+    fn new(config: DeferConfig, loader: L) -> Self {
         let gate = Gate::new(config.failure_window, config.failure_threshold);
         Self {
             config,
-            store,
             loader,
             gate,
         }
@@ -128,13 +127,13 @@ impl Origin {
 /// handles the records a backlog retries. The drain stack is shared, so a
 /// clone of the service costs `inner`'s clone and two counts; a drain takes
 /// a clone of it.
-pub struct DeferService<S, R, D, L> {
+pub struct DeferService<S, R, L> {
     inner: S,
     drain: Arc<R>,
-    shared: Arc<Shared<D, L>>,
+    shared: Arc<Shared<L>>,
 }
 
-impl<S: Clone, R: Clone, D, L> Clone for DeferService<S, R, D, L> {
+impl<S: Clone, R: Clone, L> Clone for DeferService<S, R, L> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -144,7 +143,7 @@ impl<S: Clone, R: Clone, D, L> Clone for DeferService<S, R, D, L> {
     }
 }
 
-impl<S: fmt::Debug, R, D, L> fmt::Debug for DeferService<S, R, D, L> {
+impl<S: fmt::Debug, R, L> fmt::Debug for DeferService<S, R, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeferService")
             .field("inner", &self.inner)
@@ -153,7 +152,7 @@ impl<S: fmt::Debug, R, D, L> fmt::Debug for DeferService<S, R, D, L> {
     }
 }
 
-impl<S, R, D, L> Service<EventRequest<Encoded>> for DeferService<S, R, D, L>
+impl<S, R, L> Service<EventRequest<Encoded>> for DeferService<S, R, L>
 where
     S: Service<EventRequest<Encoded>, Error = HandlerError> + Clone + Send + 'static,
     S::Response: Settlement + Send,
@@ -163,12 +162,11 @@ where
         + Send
         + 'static,
     R::Future: Send,
-    D: DeferStore,
     L: Loader,
 {
     type Response = S::Response;
     type Error = HandlerError;
-    type Future = ResponseFuture<S::Future, S::Response, D, L>;
+    type Future = ResponseFuture<S::Future, S::Response, L>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
         self.inner.poll_ready(cx)
@@ -196,9 +194,10 @@ where
             offset,
             context,
         };
-        let peeked = match &origin {
-            Origin::Record { partition, key, .. } => shared.store.peek(partition, key),
-            Origin::Timer { .. } => Some(false),
+        // Outside the runtime there are no stores, so no backlog.
+        let peeked = match (&origin, origin.context().work()) {
+            (Origin::Record { key, .. }, Some(work)) => work.stores().peek(key),
+            (Origin::Record { .. } | Origin::Timer { .. }, _) => Some(false),
         };
         match peeked {
             Some(false) => {

@@ -6,7 +6,9 @@ use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, to_seconds};
-use crate::store::{Batch, Direction, ItemRange, StoreError, Stores, TimerChange};
+use crate::store::{
+    Batch, DedupKey, Deferred, Direction, ItemRange, StoreError, Stores, TimerChange,
+};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -134,6 +136,22 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
             self.stores
                 .cells(&self.partition, collection, key, range, direction, limit),
         )
+    }
+
+    fn contains(&self, key: DedupKey) -> StoreFuture<'_, bool> {
+        Box::pin(self.stores.contains(key))
+    }
+
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        self.stores.contains_now(key)
+    }
+
+    fn peek(&self, key: &Key) -> Option<bool> {
+        self.stores.peek(&self.partition, key)
+    }
+
+    fn deferred<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Option<Deferred>> {
+        Box::pin(self.stores.deferred(&self.partition, key))
     }
 
     fn open(&self) -> StoreFuture<'_, ()> {

@@ -11,7 +11,7 @@ pub(crate) use due::DueQueue;
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{Batch, Direction, ItemRange, StoreError, TimerChange};
+use crate::store::{Batch, DedupKey, Deferred, Direction, ItemRange, StoreError, TimerChange};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
@@ -160,6 +160,38 @@ pub(crate) trait StoreAccess: Send + Sync {
         let _ = (collection, key, range, direction, limit);
         Box::pin(std::future::ready(Err(StoreError::rejected(
             "this store access keeps no state",
+        ))))
+    }
+
+    /// Whether the dedup store holds `key`
+    /// ([`DedupStore::contains`](crate::store::DedupStore::contains)).
+    fn contains(&self, key: DedupKey) -> StoreFuture<'_, bool> {
+        let _ = key;
+        Box::pin(std::future::ready(Err(StoreError::rejected(
+            "this store access keeps no dedup records",
+        ))))
+    }
+
+    /// Whether the dedup store holds `key`, if it can tell without I/O
+    /// ([`DedupStore::contains_now`](crate::store::DedupStore::contains_now)).
+    fn contains_now(&self, key: DedupKey) -> Option<bool> {
+        let _ = key;
+        None
+    }
+
+    /// Whether `key` has deferred offsets in the partition, if the store
+    /// can tell without I/O ([`DeferStore::peek`](crate::store::DeferStore::peek)).
+    fn peek(&self, key: &Key) -> Option<bool> {
+        let _ = key;
+        None
+    }
+
+    /// The deferred offsets of `key` in the partition
+    /// ([`DeferStore::deferred`](crate::store::DeferStore::deferred)).
+    fn deferred<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Option<Deferred>> {
+        let _ = key;
+        Box::pin(std::future::ready(Err(StoreError::rejected(
+            "this store access keeps no deferrals",
         ))))
     }
 

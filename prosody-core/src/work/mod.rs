@@ -189,6 +189,12 @@ impl UnitOfWork {
         response.downcast().ok().map(|response| *response)
     }
 
+    /// The partition's stores, for the stages' reads: the same stores its
+    /// commit writes to, so a stage reads what the attempts wrote.
+    pub(crate) fn stores(&self) -> &Arc<dyn StoreAccess> {
+        &self.access
+    }
+
     /// Writes a batch now, unstaged.
     pub(crate) async fn write(&self, batch: Batch) -> Result<(), StoreError> {
         match self.access.commit_now(batch) {

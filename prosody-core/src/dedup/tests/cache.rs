@@ -1,7 +1,7 @@
 //! The dedup cache: bounded, keeping the latest ids, shared by the
 //! services of one layer.
 
-use super::{Calls, NullStore, TestStore, config, handler, message, send};
+use super::{Calls, TestStore, config, handler, message, send};
 use crate::dedup::DedupLayer;
 use tower::Layer;
 
@@ -10,7 +10,7 @@ use tower::Layer;
 #[tokio::test(start_paused = true)]
 async fn the_cache_keeps_the_most_recent_ids() {
     let calls = Calls::default();
-    let layer = DedupLayer::new(config("1", 64), NullStore);
+    let layer = DedupLayer::new(config("1", 64));
     let mut service = layer.layer(handler(&calls, &TestStore::default()));
     for n in 0..200 {
         send(&mut service, message("k", Some(&format!("id-{n}")), false))
@@ -31,7 +31,7 @@ async fn the_cache_keeps_the_most_recent_ids() {
 #[tokio::test(start_paused = true)]
 async fn the_cache_is_bounded_and_keeps_the_latest_key() {
     let calls = Calls::default();
-    let layer = DedupLayer::new(config("1", 4), NullStore);
+    let layer = DedupLayer::new(config("1", 4));
     let mut service = layer.layer(handler(&calls, &TestStore::default()));
     let handled = |calls: &Calls| calls.lock().unwrap().len();
     for n in 0..100 {
@@ -55,7 +55,7 @@ async fn the_cache_is_bounded_and_keeps_the_latest_key() {
 #[tokio::test(start_paused = true)]
 async fn services_of_one_layer_share_the_cache() {
     let calls = Calls::default();
-    let layer = DedupLayer::new(config("1", 8), NullStore);
+    let layer = DedupLayer::new(config("1", 8));
     let mut first = layer.layer(handler(&calls, &TestStore::default()));
     let mut second = layer.clone().layer(handler(&calls, &TestStore::default()));
     send(&mut first, message("k", Some("a"), false))

@@ -4,17 +4,23 @@ use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
+use crate::handler::Settlement;
+use crate::key::Key;
+use crate::store::Batch;
 use crate::store::StoreError;
-use crate::store::dedup::{DedupKey, DedupStore};
-use crate::work::Rider;
+use crate::store::dedup::DedupKey;
+use crate::store::timer::TimerKind;
+use crate::timers::{Due, StoreAccess, StoreFuture};
+use crate::work::{Rider, UnitOfWork};
 use proptest::prelude::*;
 use std::collections::HashSet;
-use std::future::{Future, ready};
+use std::future::ready;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tower::util::MapRequest;
 use tower::{Layer, Service, ServiceExt};
 
 mod cache;
@@ -39,28 +45,56 @@ impl TestStore {
     }
 }
 
-impl DedupStore for TestStore {
-    fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
+/// The partition's stores as the runtime hands them to a stage: only the
+/// dedup reads answer.
+impl StoreAccess for TestStore {
+    fn contains(&self, key: DedupKey) -> StoreFuture<'_, bool> {
         self.lookups.fetch_add(1, Ordering::Relaxed);
-        ready(if self.fail_lookups.load(Ordering::Relaxed) {
+        Box::pin(ready(if self.fail_lookups.load(Ordering::Relaxed) {
             Err(StoreError::unavailable("lookup down"))
         } else {
             Ok(self.keys.lock().unwrap().contains(&key))
-        })
+        }))
     }
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         self.peeks.then(|| self.keys.lock().unwrap().contains(&key))
     }
+
+    fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
+        Box::pin(ready(Err(StoreError::rejected("no timers here"))))
+    }
+
+    fn commit(&self, _: Batch) -> StoreFuture<'_, ()> {
+        Box::pin(ready(Err(StoreError::rejected("no commits here"))))
+    }
+
+    fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
+        Box::pin(ready(Err(StoreError::rejected("no timers here"))))
+    }
 }
 
-/// A store that knows nothing: only the cache deduplicates.
-struct NullStore;
-
-impl DedupStore for NullStore {
-    fn contains(&self, _key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        ready(Ok(false))
-    }
+/// `layer` over `inner`, each request reaching `store` through its unit of
+/// work, as the runtime hands a partition's stores to its stages.
+fn over<S>(
+    layer: &DedupLayer,
+    store: &TestStore,
+    inner: S,
+) -> impl Service<EventRequest<bool>, Response = S::Response, Error = HandlerError, Future: Send>
++ Clone
++ use<S>
+where
+    S: Service<EventRequest<bool>, Error = HandlerError, Future: Send> + Clone + Send,
+    S::Response: Settlement,
+{
+    let stores: Arc<dyn StoreAccess> = Arc::new(store.clone());
+    MapRequest::new(layer.layer(inner), move |request: EventRequest<bool>| {
+        let work = UnitOfWork::new(Arc::clone(&stores));
+        EventRequest {
+            context: request.context.with_work(work),
+            ..request
+        }
+    })
 }
 
 /// What the inner handler saw: `(key, id)` of each call, in order.
@@ -199,12 +233,13 @@ fn check_against_model(ops: &[Op], cache_size: usize, store: Option<&TestStore>)
                 .map(|version| {
                     let config = config(&version.to_string(), cache_size);
                     match store {
-                        Some(store) => Either::Persistent(
-                            DedupLayer::new(config, store.clone()).layer(handler(&calls, store)),
-                        ),
+                        Some(store) => Either::Persistent(over(
+                            &DedupLayer::new(config),
+                            store,
+                            handler(&calls, store),
+                        )),
                         None => Either::Cache(
-                            DedupLayer::new(config, NullStore)
-                                .layer(handler(&calls, &TestStore::default())),
+                            DedupLayer::new(config).layer(handler(&calls, &TestStore::default())),
                         ),
                     }
                 })
@@ -303,11 +338,18 @@ proptest! {
 async fn a_new_version_handles_a_message_again() {
     let calls = Calls::default();
     let store = TestStore::default();
-    let mut v1 = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
+    let mut v1 = over(
+        &DedupLayer::new(config("1", 8)),
+        &store,
+        handler(&calls, &store),
+    );
     send(&mut v1, message("k", Some("a"), false)).await.unwrap();
     // A restarted process with the same version: the store knows it.
-    let mut v1_again =
-        DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
+    let mut v1_again = over(
+        &DedupLayer::new(config("1", 8)),
+        &store,
+        handler(&calls, &store),
+    );
     assert_eq!(
         send(&mut v1_again, message("k", Some("a"), false))
             .await
@@ -315,7 +357,11 @@ async fn a_new_version_handles_a_message_again() {
         None
     );
     assert_eq!(calls.lock().unwrap().len(), 1);
-    let mut v2 = DedupLayer::new(config("2", 8), store.clone()).layer(handler(&calls, &store));
+    let mut v2 = over(
+        &DedupLayer::new(config("2", 8)),
+        &store,
+        handler(&calls, &store),
+    );
     assert_eq!(
         send(&mut v2, message("k", Some("a"), false)).await.unwrap(),
         Some("handled")
@@ -327,7 +373,11 @@ async fn a_new_version_handles_a_message_again() {
 async fn messages_without_id_timers_and_excises_always_pass() {
     let calls = Calls::default();
     let store = TestStore::default();
-    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
+    let mut service = over(
+        &DedupLayer::new(config("1", 8)),
+        &store,
+        handler(&calls, &store),
+    );
     let timer = || EventRequest {
         event: Event::Timer(Timer::new("k", Timestamp::from_millis(1000))),
         context: context("k"),
@@ -363,7 +413,11 @@ async fn messages_without_id_timers_and_excises_always_pass() {
 async fn a_failed_attempt_records_nothing() {
     let calls = Calls::default();
     let store = TestStore::default();
-    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
+    let mut service = over(
+        &DedupLayer::new(config("1", 8)),
+        &store,
+        handler(&calls, &store),
+    );
     send(&mut service, message("k", Some("a"), true))
         .await
         .unwrap_err();
@@ -388,7 +442,11 @@ async fn store_errors_never_lose_a_message() {
     let store = TestStore::default();
     store.fail_lookups.store(true, Ordering::Relaxed);
     store.fail_inserts.store(true, Ordering::Relaxed);
-    let mut service = DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store));
+    let mut service = over(
+        &DedupLayer::new(config("1", 8)),
+        &store,
+        handler(&calls, &store),
+    );
     // A failed lookup handles the message; a batch that cannot record it
     // fails the attempt (the mode tries again), and nothing is cached.
     let failed = send(&mut service, message("k", Some("a"), false)).await;
@@ -433,7 +491,9 @@ fn the_service_fits_a_runtime_stack() {
     fn is_event_service<S: crate::handler::EventService<bool>>(_: &S) {}
     let calls = Calls::default();
     let store = TestStore::default();
-    is_event_service(
-        &DedupLayer::new(config("1", 8), store.clone()).layer(handler(&calls, &store)),
-    );
+    is_event_service(&over(
+        &DedupLayer::new(config("1", 8)),
+        &store,
+        handler(&calls, &store),
+    ));
 }

@@ -13,7 +13,7 @@ use crate::key::Key;
 use crate::loader::{LoadError, Loader};
 use crate::store::StoreError;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{Batch, DeferWrite, TimerChange, TimerWrite};
+use crate::store::{Batch, DeferStore, DeferWrite, Deferred, TimerChange, TimerWrite};
 use crate::testkit;
 use crate::timers::{Due, StoreAccess, StoreFuture, TimerOp};
 use crate::work::{Rider, UnitOfWork};
@@ -135,6 +135,21 @@ impl StoreAccess for FakeTimers {
 
     fn load(&self, _from: Timestamp, _until: Timestamp) -> StoreFuture<'_, Vec<Due>> {
         Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn peek(&self, key: &Key) -> Option<bool> {
+        let store = self.deferred.lock().unwrap().clone()?;
+        store.peek(&partition(), key)
+    }
+
+    fn deferred<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Option<Deferred>> {
+        let store = self.deferred.lock().unwrap().clone();
+        Box::pin(async move {
+            match store {
+                Some(store) => store.deferred(&partition(), key).await,
+                None => Ok(None),
+            }
+        })
     }
 }
 
@@ -302,7 +317,7 @@ pub(super) struct Harness {
     pub(super) loader: FakeLoader,
     pub(super) handler: Handler,
     pub(super) timers: Arc<FakeTimers>,
-    pub(super) service: DeferService<Handler, Handler, FakeStore, FakeLoader>,
+    pub(super) service: DeferService<Handler, Handler, FakeLoader>,
 }
 
 impl Harness {
@@ -310,7 +325,7 @@ impl Harness {
         let store = FakeStore::new(peeks);
         let loader = FakeLoader::default();
         let handler = Handler::default();
-        let layer = DeferLayer::new(config, store.clone(), loader.clone());
+        let layer = DeferLayer::new(config, loader.clone());
         *handler.store.lock().unwrap() = Some(store.clone());
         let timers = FakeTimers {
             deferred: Mutex::new(Some(store.clone())),
