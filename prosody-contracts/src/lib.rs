@@ -4,7 +4,9 @@
 //! codec that turns a record's payload into a handler's value; the broker
 //! contract (a consumer in a group and a producer); and the store contracts
 //! (timers, dedup, defer, keyed-state cells and the loader that reads a
-//! message back), each with reads beside one commit of an attempt's batch.
+//! message back), each with reads beside one commit of an attempt's batch;
+//! and what peers agree on to answer requests (request headers, the peer
+//! directory).
 //!
 //! A backend depends on this crate alone: it names no layer, no runtime
 //! and no telemetry SDK. Each contract has one conformance suite, in
@@ -32,6 +34,7 @@ pub mod event;
 pub mod hash;
 pub mod key;
 pub mod loader;
+pub mod peer;
 pub mod store;
 
 pub use clock::Timestamp;

@@ -38,12 +38,14 @@
 mod batch;
 pub mod dedup;
 pub mod defer;
+pub mod directory;
 pub mod state;
 pub mod timer;
 
 pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite};
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferStore, Deferral, Deferred};
+pub use directory::PeerDirectory;
 pub use state::{Direction, ItemRange, StateChange, StateStore, StateWrite};
 pub use timer::{TimerEntry, TimerKind, TimerStore};
 

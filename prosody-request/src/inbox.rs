@@ -1,0 +1,187 @@
+//! The answers a process waits for, and the in-process route to them.
+
+use crate::outcome::{Outcome, ResponseError, decode};
+use crate::wire::{Answer, Reply};
+use prosody_contracts::peer::{Asked, PeerId, RequestId};
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Each subsystem asked, with its outcome.
+pub type Outcomes<T> = BTreeMap<String, Outcome<T>>;
+
+/// The inboxes of this process, by peer: an answer for one of them is
+/// handed over directly, without a socket.
+static LOCAL: LazyLock<Mutex<HashMap<PeerId, Weak<Inbox>>>> = LazyLock::new(Mutex::default);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The requests a process waits on, by id, under its peer id.
+///
+/// Invariant: a request is waited on from [`wait`](Inbox::wait) until its
+/// [`Waiter`] is dropped (done, timed out or cancelled), and only then: an
+/// answer to any other id, or from a subsystem the request did not ask, is
+/// dropped and counted, so its memory is bounded by the requests in flight.
+#[derive(Debug)]
+pub struct Inbox {
+    peer: PeerId,
+    waiting: Mutex<HashMap<RequestId, Waiting>>,
+    dropped: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    asked: Asked,
+    answers: mpsc::UnboundedSender<(usize, Answer)>,
+}
+
+/// What became of a delivered answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Handed to the request waiting for it.
+    Delivered,
+    /// Dropped: it is for another peer, no request of its id waits here
+    /// (done, timed out, made by an earlier life of the process, or never
+    /// made), or its subsystem was not asked.
+    Dropped,
+}
+
+impl Inbox {
+    /// A new inbox under `peer`, reachable in this process while it lives.
+    #[must_use]
+    pub fn open(peer: PeerId) -> Arc<Self> {
+        let inbox = Arc::new(Self {
+            peer,
+            waiting: Mutex::default(),
+            dropped: AtomicU64::new(0),
+        });
+        lock(&LOCAL).insert(peer, Arc::downgrade(&inbox));
+        inbox
+    }
+
+    /// The inbox of `peer`, if it is in this process.
+    #[must_use]
+    pub fn local(peer: PeerId) -> Option<Arc<Self>> {
+        lock(&LOCAL).get(&peer).and_then(Weak::upgrade)
+    }
+
+    /// The peer this inbox receives for.
+    #[must_use]
+    pub fn peer(&self) -> PeerId {
+        self.peer
+    }
+
+    /// How many answers were dropped ([`Delivery::Dropped`]).
+    #[must_use]
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Hands `reply` to the request it answers.
+    pub fn deliver(&self, reply: Reply) -> Delivery {
+        let delivered = reply.to == self.peer
+            && lock(&self.waiting).get(&reply.id).is_some_and(|waiting| {
+                waiting
+                    .asked
+                    .subsystems()
+                    .iter()
+                    .position(|name| **name == *reply.subsystem)
+                    .is_some_and(|at| waiting.answers.send((at, reply.answer)).is_ok())
+            });
+        if delivered {
+            Delivery::Delivered
+        } else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(id = %reply.id, subsystem = %reply.subsystem, "an answer nobody waits for was dropped");
+            Delivery::Dropped
+        }
+    }
+
+    /// Starts waiting for the answers to `asked`, which must be addressed
+    /// to this inbox's peer; the wait ends when the returned [`Waiter`] is
+    /// dropped.
+    #[must_use]
+    pub fn wait(self: &Arc<Self>, asked: &Asked) -> Waiter {
+        let (answers, received) = mpsc::unbounded_channel();
+        lock(&self.waiting).insert(
+            asked.id(),
+            Waiting {
+                asked: asked.clone(),
+                answers,
+            },
+        );
+        Waiter {
+            inbox: Arc::clone(self),
+            asked: asked.clone(),
+            received,
+        }
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        let mut local = lock(&LOCAL);
+        if local
+            .get(&self.peer)
+            .is_some_and(|inbox| inbox.strong_count() == 0)
+        {
+            local.remove(&self.peer);
+        }
+    }
+}
+
+/// One request's wait for its answers.
+#[derive(Debug)]
+pub struct Waiter {
+    inbox: Arc<Inbox>,
+    asked: Asked,
+    received: mpsc::UnboundedReceiver<(usize, Answer)>,
+}
+
+impl Waiter {
+    /// Each asked subsystem's outcome: its first answer that arrived by
+    /// `deadline`, decoded as a `T`, or [`ResponseError::Timeout`]. Later
+    /// answers of a subsystem are ignored.
+    pub async fn collect<T: DeserializeOwned>(mut self, deadline: Instant) -> Outcomes<T> {
+        let names = self.asked.subsystems().len();
+        let mut answers: Vec<Option<Answer>> = vec![None; names];
+        let mut missing = names;
+        while missing > 0 {
+            let Ok(Some((at, answer))) =
+                tokio::time::timeout_at(deadline, self.received.recv()).await
+            else {
+                break;
+            };
+            if let Some(slot @ None) = answers.get_mut(at) {
+                *slot = Some(answer);
+                missing -= 1;
+            }
+        }
+        self.asked
+            .subsystems()
+            .iter()
+            .zip(answers)
+            .map(|(name, answer)| {
+                let outcome = match answer {
+                    Some(Answer::Value(json)) => decode(&json),
+                    Some(Answer::Failed(message)) => {
+                        Outcome::Failure(ResponseError::HandlerFailed { message })
+                    }
+                    None => Outcome::Failure(ResponseError::Timeout),
+                };
+                (name.to_string(), outcome)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        lock(&self.inbox.waiting).remove(&self.asked.id());
+    }
+}

@@ -1,0 +1,48 @@
+//! Requests to named subsystems: a record sent to a topic whose answering
+//! members each return their handler's output straight to the requester.
+//!
+//! A request is an ordinary record with request headers
+//! ([`Asked`](prosody_contracts::peer::Asked)): its id (128 random bits),
+//! the peer the requester waits on, and the subsystems asked. The
+//! requester waits in its [`Inbox`] for one answer per subsystem until a
+//! deadline; each answering member sends its [`Reply`] once its attempt's
+//! changes are committed, to the requester's peer (in this process
+//! directly, elsewhere through the peer directory and endpoint).
+//!
+//! Invariant 9: each subsystem asked gets exactly one [`Outcome`]; the
+//! first answer wins, and a missing one is [`ResponseError::Timeout`].
+//!
+//! ```
+//! use prosody_contracts::peer::{Asked, PeerId, RequestId};
+//! use prosody_request::{Answer, Inbox, Outcome, Reply, ResponseError};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let inbox = Inbox::open(PeerId::random()?);
+//! let asked = Asked::new(RequestId::random()?, inbox.peer(), ["billing", "inventory"])?;
+//! let waiter = inbox.wait(&asked);
+//! // The billing member answers (here directly; a remote one through its
+//! // peer endpoint); inventory never does.
+//! let reply = Reply {
+//!     to: asked.reply_to(),
+//!     id: asked.id(),
+//!     subsystem: "billing".into(),
+//!     answer: Answer::Value(r#"{"charged":true}"#.into()),
+//! };
+//! Inbox::local(reply.to).expect("in this process").deliver(reply);
+//! let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+//! let outcomes = waiter.collect::<serde_json::Value>(deadline).await;
+//! assert_eq!(outcomes["billing"], Outcome::Success(serde_json::json!({"charged": true})));
+//! assert_eq!(outcomes["inventory"], Outcome::Failure(ResponseError::Timeout));
+//! # Ok(())
+//! # }
+//! ```
+
+mod inbox;
+mod outcome;
+mod wire;
+
+pub use inbox::{Delivery, Inbox, Outcomes, Waiter};
+pub use outcome::{Outcome, ResponseError};
+pub use wire::{Answer, MAX_REPLY_BYTES, Reply, WireError};
