@@ -5,6 +5,7 @@ use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort};
 use crate::connect;
+use crate::request::Requests;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use crate::stores::ClientStores;
@@ -151,6 +152,7 @@ impl<C: Codec> ClientBuilder<C> {
             ),
             _ => None,
         };
+        let requests = Requests::new(settings.peer.clone());
         let layers = Layers::new(
             &settings.qos,
             &producer,
@@ -167,6 +169,7 @@ impl<C: Codec> ClientBuilder<C> {
                 producer,
                 stores,
                 subscription: Subscription::new(),
+                requests,
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),
                 probe: crate::probe::Probe::default(),

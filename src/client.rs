@@ -1,52 +1,32 @@
 //! The client: produces, and runs one subscription at a time.
 
+use crate::answer::Responder;
 use crate::backend::{Backend, BackendProducer};
 use crate::builder::ClientBuilder;
 use crate::config::{Mode, Settings};
+pub use crate::error::ClientError;
 use crate::probe::Probe;
+use crate::request::Requests;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use crate::stores::ClientStores;
 use prosody_core::broker::{
-    Broker, BrokerError, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition,
+    Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer, TopicPartition,
 };
+use prosody_core::peer::Asked;
+use prosody_core::runtime::Answerer;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{
-    Codec, CodecError, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
-    SOURCE_SYSTEM_HEADER,
+    Codec, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
+    SOURCE_SYSTEM_HEADER, Settlement,
 };
+use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tracing::warn;
-
-/// A client operation that failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The client was shut down; it accepts no more work.
-    #[error("the client is shut down")]
-    ShutDown,
-    /// `subscribe` was called while a subscription runs.
-    #[error("the client is already subscribed; unsubscribe first")]
-    AlreadySubscribed,
-    /// The client has no topics to consume.
-    #[error("the client has no subscribed_topics, so it cannot subscribe")]
-    NotConfigured,
-    /// A payload could not be encoded.
-    #[error("the payload for topic {topic} cannot be encoded: {source}")]
-    Encode {
-        /// The topic.
-        topic: String,
-        /// The codec's error.
-        source: CodecError,
-    },
-    /// The broker failed.
-    #[error(transparent)]
-    Broker(#[from] BrokerError),
-}
 
 /// Where the consumer is in its life.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +61,7 @@ pub(crate) struct Inner<C> {
     pub(crate) closed: AtomicBool,
     pub(crate) shutdown: OnceCell<()>,
     pub(crate) probe: Probe,
+    pub(crate) requests: Requests,
 }
 
 /// Produces records and consumes topics with one handler.
@@ -178,7 +159,7 @@ impl ProsodyClient<JsonCodec> {
 }
 
 impl<C: Codec> ProsodyClient<C> {
-    fn check_open(&self) -> Result<(), ClientError> {
+    pub(crate) fn check_open(&self) -> Result<(), ClientError> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(ClientError::ShutDown);
         }
@@ -209,7 +190,7 @@ impl<C: Codec> ProsodyClient<C> {
             })?;
         let key: Key = key.into();
         let record = OutgoingRecord::new(topic, key.as_bytes().to_vec(), bytes);
-        self.produce(record).await
+        self.produce(record, None).await
     }
 
     /// Sends an excise record (a tombstone) for a key: its consumers delete
@@ -217,16 +198,28 @@ impl<C: Codec> ProsodyClient<C> {
     pub async fn excise(&self, topic: &str, key: impl Into<Key>) -> Result<(), ClientError> {
         self.check_open()?;
         let key: Key = key.into();
-        self.produce(OutgoingRecord::tombstone(topic, key.as_bytes().to_vec()))
-            .await
+        self.produce(
+            OutgoingRecord::tombstone(topic, key.as_bytes().to_vec()),
+            None,
+        )
+        .await
     }
 
-    async fn produce(&self, mut record: OutgoingRecord) -> Result<(), ClientError> {
+    /// Sends `record` with the client's headers (and `asked`'s, for a
+    /// request) and waits until the broker has it.
+    pub(crate) async fn produce(
+        &self,
+        mut record: OutgoingRecord,
+        asked: Option<&Asked>,
+    ) -> Result<(), ClientError> {
         let mut headers = Headers::new();
         headers.push(
             SOURCE_SYSTEM_HEADER,
             self.source_system().as_bytes().to_vec(),
         );
+        if let Some(asked) = asked {
+            asked.write(&mut headers);
+        }
         // The sending span's trace context, for the consumer's span.
         prosody_core::trace::inject(&mut headers);
         record.headers = headers;
@@ -243,6 +236,7 @@ impl<C: Codec> ProsodyClient<C> {
     pub async fn subscribe<H>(&self, handler: H) -> Result<(), ClientError>
     where
         H: EventHandler<Payload = C::Value>,
+        H::Output: Serialize,
     {
         let layers = &self.inner.layers;
         match layers.mode() {
@@ -268,10 +262,11 @@ impl<C: Codec> ProsodyClient<C> {
     /// as they came off the broker ([`Encoded`]); the handler service
     /// decodes them. Include [`Layers::scheduler`]: it is what bounds
     /// `max_concurrency`.
-    pub async fn subscribe_with<S: EventService<Encoded>>(
-        &self,
-        stack: S,
-    ) -> Result<(), ClientError> {
+    pub async fn subscribe_with<S>(&self, stack: S) -> Result<(), ClientError>
+    where
+        S: EventService<Encoded>,
+        S::Response: Settlement + Serialize,
+    {
         self.check_open()?;
         let settings = &self.inner.settings;
         let Some(topics) = settings.subscribed_topics.clone() else {
@@ -297,11 +292,15 @@ impl<C: Codec> ProsodyClient<C> {
             consumer.close().await;
             return Err(ClientError::ShutDown);
         }
+        let mut runtime = settings.runtime.clone();
+        runtime.answerer = settings.peer.subsystem.clone().map(|subsystem| {
+            Arc::new(Responder::<S::Response>::new(subsystem)) as Arc<dyn Answerer>
+        });
         claim.install(Runtime::spawn(
             consumer,
             stack,
             self.inner.stores.clone(),
-            settings.runtime.clone(),
+            runtime,
         ));
         let runtime = tokio::runtime::Handle::try_current();
         if let (Some(port), Ok(runtime)) = (settings.observe.probe(&settings.cluster), runtime) {

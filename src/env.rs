@@ -47,6 +47,14 @@ impl FromEnv for Duration {
     }
 }
 
+impl FromEnv for std::net::SocketAddr {
+    fn parse(text: &str) -> Result<Self, String> {
+        text.trim()
+            .parse()
+            .map_err(|e| format!("expected an address such as 0.0.0.0:9099: {e}"))
+    }
+}
+
 impl FromEnv for Vec<String> {
     fn parse(text: &str) -> Result<Self, String> {
         Ok(text

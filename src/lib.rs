@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod answer;
 mod backend;
 mod builder;
 mod client;
@@ -7,10 +8,12 @@ mod config;
 mod connect;
 mod env;
 mod erased;
+mod error;
 pub mod otel;
 mod probe;
 #[cfg(doctest)]
 mod promises;
+mod request;
 mod slot;
 mod stack;
 mod stores;
@@ -37,6 +40,7 @@ pub use prosody_memory::{
     MemoryBroker, MemoryDedupStore, MemoryDeferStore, MemoryStateStore, MemoryStores,
     MemoryTimerStore,
 };
+pub use prosody_request::{Outcome, Outcomes, ResponseError};
 pub use prosody_state as state;
 pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};
 pub use stores::ClientStores;

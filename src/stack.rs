@@ -2,6 +2,7 @@
 
 use crate::backend::{Backend, BackendProducer};
 use crate::config::{Mode, Qos};
+use prosody_core::EventRequest;
 use prosody_core::dedup::DedupLayer;
 use prosody_core::defer::DeferLayer;
 use prosody_core::failure::FailureLayer;
@@ -14,7 +15,7 @@ use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
 use prosody_core::telemetry::{Links, ProducerSink, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{Codec, Encoded, EventHandler, EventService, HandlerService, JsonCodec};
-use tower::ServiceBuilder;
+use tower::{Service, ServiceBuilder};
 
 /// The stages every preset ends with, around a handler.
 type Common<H, C> = ShutdownService<
@@ -248,7 +249,12 @@ impl<C: Codec> Layers<C> {
 
     /// Pipeline: dedup, retry (forever), defer, monopolization, shutdown,
     /// scheduler, timeout, telemetry, handler.
-    pub fn pipeline<H>(&self, handler: H) -> impl EventService<Encoded> + use<H, C>
+    pub fn pipeline<H>(
+        &self,
+        handler: H,
+    ) -> impl EventService<Encoded>
+    + Service<EventRequest<Encoded>, Response = Option<H::Output>>
+    + use<H, C>
     where
         H: EventHandler<Payload = C::Value>,
     {
@@ -263,7 +269,14 @@ impl<C: Codec> Layers<C> {
     /// Low-latency: dedup, retry (forever, for the failure-topic send),
     /// failure topic, retry (`max_retries`), shutdown, scheduler, timeout,
     /// telemetry, handler. `None` without a failure topic.
-    pub fn low_latency<H>(&self, handler: H) -> Option<impl EventService<Encoded> + use<H, C>>
+    pub fn low_latency<H>(
+        &self,
+        handler: H,
+    ) -> Option<
+        impl EventService<Encoded>
+        + Service<EventRequest<Encoded>, Response = Option<H::Output>>
+        + use<H, C>,
+    >
     where
         H: EventHandler<Payload = C::Value>,
     {
@@ -280,7 +293,12 @@ impl<C: Codec> Layers<C> {
 
     /// Best-effort: dedup, log, shutdown, scheduler, timeout, telemetry,
     /// handler.
-    pub fn best_effort<H>(&self, handler: H) -> impl EventService<Encoded> + use<H, C>
+    pub fn best_effort<H>(
+        &self,
+        handler: H,
+    ) -> impl EventService<Encoded>
+    + Service<EventRequest<Encoded>, Response = Option<H::Output>>
+    + use<H, C>
     where
         H: EventHandler<Payload = C::Value>,
     {

@@ -23,7 +23,7 @@ pub use prosody_contracts::{
     Codec, CodecError, DecodeError, Encoded, Event, Excise, Headers, JsonCodec, Key, Message,
     SOURCE_SYSTEM_HEADER, Timer, TimerKind, Timestamp, Topic,
 };
-pub use prosody_contracts::{broker, clock, codec, event, hash, key, loader, store};
+pub use prosody_contracts::{broker, clock, codec, event, hash, key, loader, peer, store};
 pub mod dedup;
 pub mod defer;
 pub mod error;

@@ -4,6 +4,8 @@
 mod cassandra;
 mod kafka;
 mod observe;
+mod peer;
+pub(crate) use peer::PeerSettings;
 mod qos;
 mod rules;
 mod schema;
@@ -131,6 +133,8 @@ pub(crate) struct Settings {
     pub(crate) kafka: Kafka,
     /// The state owners' disk cache (durable stores, or any once `state_cache_dir` is set).
     pub(crate) state_cache: state::CacheSettings,
+    /// The subsystem answered, and the peer endpoint.
+    pub(crate) peer: peer::PeerSettings,
 }
 
 /// A duration as the environment writes it (`5m`, `120ms`).
@@ -166,6 +170,7 @@ impl Options {
             memory_stores: values.memory_stores,
             kafka: values.kafka()?,
             state_cache: values.cache(),
+            peer: values.peer(),
         })
     }
 }

@@ -118,3 +118,24 @@ pub(crate) fn positive_bytes(option: &'static str, value: Size) -> Result<u64, C
     }
     Ok(value.0)
 }
+
+/// A subsystem name: 1 to 128 bytes of ASCII letters, digits, `-`, `_`
+/// and `.`.
+pub(crate) fn subsystem(option: &'static str, value: String) -> Result<String, ConfigError> {
+    prosody_core::peer::check_subsystem(&value)
+        .map_err(|error| invalid(option, error.to_string()))?;
+    Ok(value)
+}
+
+/// A directory lease: from 5 seconds to 20 years.
+pub(crate) fn lease(option: &'static str, value: Duration) -> Result<Duration, ConfigError> {
+    const MIN: Duration = Duration::from_secs(5);
+    const MAX: Duration = Duration::from_secs(20 * 365 * 24 * 3600);
+    if !(MIN..=MAX).contains(&value) {
+        return Err(invalid(
+            option,
+            format!("got {}; must lie between 5s and 20 years", shown(value)),
+        ));
+    }
+    Ok(value)
+}

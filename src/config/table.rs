@@ -9,12 +9,13 @@
 #[cfg(test)]
 use super::precedence::{duration, flag, millis, name, names as items, share, size};
 use super::rules::{
-    names, non_empty, positive_bytes, positive_duration, positive_size, prefixes, small_count,
-    some_path, statistics, topics, whole_seconds,
+    lease, names, non_empty, positive_bytes, positive_duration, positive_size, prefixes,
+    small_count, some_path, statistics, subsystem, topics, whole_seconds,
 };
 use super::schema::options;
 use super::{GroupProtocol, Mode, SaslMechanism, SecurityProtocol, SpanLink};
 use prosody_core::state::Spec;
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -284,6 +285,38 @@ options! {
     state_owned_cache_size: bytes, "PROSODY_STATE_OWNED_CACHE_SIZE", optional,
         check positive_bytes => u64,
         test(size, |s| s.state_cache.memory.map(|m| m.to_string()).unwrap_or_default());
+
+    // Requests.
+
+    /// The subsystem this client answers requests as (and publishes its
+    /// published collections under): 1 to 128 ASCII letters, digits, `-`,
+    /// `_` or `.`. Without it the client answers no request.
+    subsystem: text, "PROSODY_SUBSYSTEM", optional, check subsystem,
+        test(name, |s| s.peer.subsystem.as_deref().unwrap_or_default().to_owned());
+    /// Where the peer endpoint listens for answers to this client's
+    /// requests, `host:port` (default the default interface's address,
+    /// port 9099; port 0 picks a free one). Give each client on a host its
+    /// own port. Bound at the first request.
+    peer_bind_address: SocketAddr, "PROSODY_PEER_BIND_ADDRESS", derived("<default interface>:9099"),
+        test(|n| format!("127.0.0.1:{}", n % 65_536),
+             |s| s.peer.bind.map_or_else(|| "<default interface>:9099".to_owned(), |a| a.to_string()));
+    /// The `host:port` peers on another network connect to (default none).
+    peer_advertised_connect: text, "PROSODY_PEER_ADVERTISED_CONNECT", optional, check non_empty,
+        test(name, |s| s.peer.advertised.clone().unwrap_or_default());
+    /// The network this client's endpoint is on: peers of the same network
+    /// (or both unnamed) connect directly, others to
+    /// `peer_advertised_connect` (default none).
+    peer_network_name: text, "PROSODY_PEER_NETWORK_NAME", optional, check non_empty,
+        test(name, |s| s.peer.network.clone().unwrap_or_default());
+    /// Peers whose directory entries and connections are kept, when
+    /// answering (positive).
+    peer_cache_capacity: usize, "PROSODY_PEER_CACHE_CAPACITY", default("256"),
+        check positive_size => NonZeroUsize,
+        test(size, |s| s.peer.cache_capacity.to_string());
+    /// The lease of this client's directory entry, renewed every third of
+    /// it, between 5s and 20 years.
+    peer_registration_ttl: Duration, "PROSODY_PEER_REGISTRATION_TTL", default("30s"), check lease,
+        test(|n| millis(n, 5000, 864_000_000), |s| duration(s.peer.registration_ttl));
 
     // Cassandra.
 

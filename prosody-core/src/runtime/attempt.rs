@@ -2,6 +2,7 @@
 //! failure until it settles or the partition stops.
 
 use super::alarm::Fire;
+use super::answer::{self, Answerer, Settled};
 use super::first::{self, First};
 use super::lease::Lease;
 use crate::broker::Record;
@@ -17,8 +18,9 @@ use crate::store::{Batch, TimerChange};
 use crate::timers::StoreAccess;
 use crate::work::UnitOfWork;
 use futures_util::FutureExt;
+use prosody_contracts::peer::Asked;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use tower::ServiceExt;
 use tracing::{Instrument, Span, debug, debug_span, error, warn};
@@ -74,6 +76,8 @@ pub(crate) struct Shared<S> {
     pub(crate) timers: Arc<dyn StoreAccess>,
     /// The client's state collections: `None` when it registered none.
     pub(crate) state: Option<Arc<Registry>>,
+    /// Answers the requests the member's subsystem is asked, if any.
+    pub(crate) answerer: Option<Arc<dyn Answerer>>,
     /// Held by every attempt, so a crashed member's consumer outlives them.
     #[expect(dead_code, reason = "held for its drop, never read")]
     pub(crate) lease: Arc<Lease>,
@@ -106,15 +110,30 @@ pub(crate) struct Attempts {
     key: Key,
     work: UnitOfWork,
     span: Span,
+    /// The request the record carries, if the member answers it.
+    asked: Option<Asked>,
+    /// The message of the permanent failure that settled the event.
+    failure: OnceLock<String>,
 }
 
 impl Attempts {
     /// The attempts at `job` of `key`.
     pub(crate) fn new<S>(shared: &Shared<S>, key: Key, job: &Job) -> Self {
         let access = Arc::clone(&shared.timers);
+        let mut asked = None;
         let (work, span) = match job {
             Job::Record(record) => (
-                UnitOfWork::new(access),
+                {
+                    let work = UnitOfWork::new(access);
+                    asked = shared
+                        .answerer
+                        .as_ref()
+                        .and_then(|answerer| answer::asked(answerer, record));
+                    if asked.is_some() {
+                        work.await_response();
+                    }
+                    work
+                },
                 debug_span!(
                     "handle",
                     topic = %record.topic,
@@ -133,7 +152,28 @@ impl Attempts {
                 ),
             ),
         };
-        Self { key, work, span }
+        Self {
+            key,
+            work,
+            span,
+            asked,
+            failure: OnceLock::new(),
+        }
+    }
+
+    /// Answers the request the settled record carries, if the member
+    /// answers it: with the stack's response (committed by now), else the
+    /// message of its permanent failure.
+    pub(crate) fn answer<S>(&self, shared: &Shared<S>) {
+        let (Some(asked), Some(answerer)) = (&self.asked, &shared.answerer) else {
+            return;
+        };
+        let settled = match (self.work.take_response_boxed(), self.failure.get()) {
+            (Some(response), _) => Settled::Response(response),
+            (None, Some(message)) => Settled::Failed(message.clone()),
+            (None, None) => return,
+        };
+        answerer.answer(asked.clone(), settled);
     }
 
     /// The span the attempts run in.
@@ -212,6 +252,9 @@ where
         .instrument(span)
         .await;
     let Job::Timer(fire) = job else {
+        if outcome == Outcome::Settled {
+            attempts.answer(&shared);
+        }
         return outcome;
     };
     if outcome != Outcome::Settled {
@@ -288,6 +331,9 @@ where
         match error.category() {
             Category::Permanent => {
                 error!(%error, "permanent failure; the record is settled without success");
+                if attempts.asked.is_some() {
+                    let _ = attempts.failure.set(error.source().to_string());
+                }
                 return Outcome::Settled;
             }
             Category::Terminal => {

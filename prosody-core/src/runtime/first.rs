@@ -196,6 +196,7 @@ mod tests {
             },
             timers: Arc::new(NoStore),
             state: None,
+            answerer: None,
             lease: Arc::default(),
             stack: Mutex::new(stack.clone()),
         };

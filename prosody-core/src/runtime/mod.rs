@@ -7,6 +7,7 @@
 //! and shutdown that drains before it commits (`PartitionTask`).
 
 mod alarm;
+mod answer;
 mod attempt;
 mod filter;
 mod first;
@@ -24,6 +25,7 @@ use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::state::Registry;
 use crate::store::Stores;
+pub use answer::{Answerer, Settled};
 use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -61,6 +63,9 @@ pub struct RuntimeConfig {
     pub slab_size: Duration,
     /// The keyed-state collections handlers may bind (empty: none).
     pub state: Arc<Registry>,
+    /// Answers the requests this member's subsystem is asked (`None`: the
+    /// member answers none).
+    pub answerer: Option<Arc<dyn Answerer>>,
 }
 
 impl RuntimeConfig {
@@ -78,6 +83,7 @@ impl RuntimeConfig {
             max_retry_delay: Duration::from_secs(300),
             slab_size: Duration::from_secs(3600),
             state: Arc::default(),
+            answerer: None,
         }
     }
 }

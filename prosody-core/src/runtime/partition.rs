@@ -263,6 +263,7 @@ where
             match first::succeeded_at_once(&attempts, first) {
                 Ok(slot) => {
                     self.spare = Some(slot);
+                    attempts.answer(&self.shared);
                     return self.finish(key, job, Outcome::Settled, true);
                 }
                 Err(rest) => {

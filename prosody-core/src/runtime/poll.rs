@@ -211,6 +211,7 @@ where
                     },
                     timers: Arc::clone(&timers),
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
+                    answerer: self.config.answerer.clone(),
                     lease: Arc::clone(&self.lease),
                     stack: std::sync::Mutex::new(self.service.clone()),
                 }),

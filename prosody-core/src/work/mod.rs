@@ -18,6 +18,7 @@ use crate::store::timer::TimerKind;
 use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
 use crate::timers::{StoreAccess, TimerError, TimerOp};
 use event::EventWork;
+use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -168,7 +169,6 @@ impl UnitOfWork {
     }
 
     /// Marks the event as one whose response a requester waits for.
-    #[allow(dead_code, reason = "set for request records once requests exist")]
     pub(crate) fn await_response(&self) {
         self.event.awaited.store(true, Ordering::Release);
     }
@@ -180,6 +180,12 @@ impl UnitOfWork {
         if self.event.awaited.load(Ordering::Acquire) {
             *event::lock(&self.event.response) = Some(Box::new(response));
         }
+    }
+
+    /// The stack's response, if the event settled with one (and it was
+    /// awaited).
+    pub(crate) fn take_response_boxed(&self) -> Option<Box<dyn Any + Send>> {
+        event::lock(&self.event.response).take()
     }
 
     /// The stack's response, if the event settled with one of type `R`.

@@ -1,0 +1,271 @@
+//! Requests to named subsystems in mock mode: two answering members of two
+//! subsystems and a requester that subscribes to nothing, on one in-memory
+//! broker, under a paused clock.
+
+use proptest::prelude::*;
+use prosody::{
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Outcome, ProsodyClient,
+    ResponseError, Timer,
+};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+const TOPIC: &str = "orders";
+
+/// Answers `{"by": subsystem, "key": key}`; fails permanently for the key
+/// `refuse`, transiently twice for `flaky`; answers an excise with
+/// `{"excised": key}`.
+struct Answering {
+    subsystem: &'static str,
+    flaky: AtomicU32,
+}
+
+impl EventHandler for Answering {
+    type Payload = Value;
+    type Output = Value;
+
+    async fn on_message(&self, _: Context, message: Message<Value>) -> Result<Value, HandlerError> {
+        match &*message.key {
+            "refuse" => Err(HandlerError::permanent("orders for refuse are refused")),
+            "flaky" if self.flaky.fetch_add(1, Ordering::Relaxed) < 2 => {
+                Err(HandlerError::transient("not yet"))
+            }
+            key => Ok(json!({ "by": self.subsystem, "key": key })),
+        }
+    }
+
+    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(&self, _: Context, excise: Excise) -> Result<Value, HandlerError> {
+        Ok(json!({ "excised": &*excise.key }))
+    }
+}
+
+async fn answering(broker: &MemoryBroker, subsystem: &'static str) -> ProsodyClient {
+    let client = ProsodyClient::builder()
+        .broker(broker.clone())
+        .group_id(subsystem)
+        .subsystem(subsystem)
+        .subscribed_topics([TOPIC])
+        .build()
+        .await
+        .expect("answering client");
+    client
+        .subscribe(Answering {
+            subsystem,
+            flaky: AtomicU32::new(0),
+        })
+        .await
+        .expect("subscribe");
+    client
+}
+
+async fn requester(broker: &MemoryBroker) -> ProsodyClient {
+    ProsodyClient::builder()
+        .broker(broker.clone())
+        .group_id("caller")
+        .build()
+        .await
+        .expect("requester")
+}
+
+/// The members of both subsystems and a requester.
+async fn system() -> (ProsodyClient, [ProsodyClient; 2]) {
+    let broker = MemoryBroker::new();
+    broker.create_topic(TOPIC, 4).expect("topic");
+    let members = [
+        answering(&broker, "billing").await,
+        answering(&broker, "inventory").await,
+    ];
+    (requester(&broker).await, members)
+}
+
+fn answer(by: &str, key: &str) -> Outcome<Value> {
+    Outcome::Success(json!({ "by": by, "key": key }))
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_subsystem_answers_once_with_its_handlers_result() {
+    let (client, _members) = system().await;
+    let outcomes = client
+        .request::<Value, _, _>(
+            TOPIC,
+            "order-1",
+            &json!({}),
+            ["billing", "inventory", "billing"],
+            TIMEOUT,
+        )
+        .await
+        .expect("request");
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(outcomes["billing"], answer("billing", "order-1"));
+    assert_eq!(outcomes["inventory"], answer("inventory", "order-1"));
+
+    // A permanent failure carries the handler's message.
+    let outcomes = client
+        .request::<Value, _, _>(TOPIC, "refuse", &json!({}), ["billing"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(
+        outcomes["billing"],
+        Outcome::Failure(ResponseError::HandlerFailed {
+            message: "orders for refuse are refused".into()
+        })
+    );
+
+    // A transient failure in pipeline mode defers the record: it is
+    // handled later, and its requester is not answered (a timeout).
+    let outcomes = client
+        .request::<Value, _, _>(TOPIC, "flaky", &json!({}), ["inventory"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(
+        outcomes["inventory"],
+        Outcome::Failure(ResponseError::Timeout)
+    );
+
+    // A subsystem nobody answers as is a timeout, never a missing entry.
+    let outcomes = client
+        .request::<Value, _, _>(
+            TOPIC,
+            "order-2",
+            &json!({}),
+            ["shipping", "billing"],
+            TIMEOUT,
+        )
+        .await
+        .expect("request");
+    assert_eq!(
+        outcomes["shipping"],
+        Outcome::Failure(ResponseError::Timeout)
+    );
+    assert_eq!(outcomes["billing"], answer("billing", "order-2"));
+
+    // An answer of another shape than asked for.
+    let outcomes = client
+        .request::<u32, _, _>(TOPIC, "order-3", &json!({}), ["billing"], TIMEOUT)
+        .await
+        .expect("request");
+    assert!(matches!(
+        outcomes["billing"],
+        Outcome::Failure(ResponseError::FormatMismatch { .. })
+    ));
+
+    // An excise request is answered by `on_excise`.
+    let outcomes = client
+        .request_excise::<Value, _, _>(TOPIC, "order-4", ["inventory"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(
+        outcomes["inventory"],
+        Outcome::Success(json!({ "excised": "order-4" }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_duplicate_skipped_by_dedup_is_not_answered() {
+    let (client, _members) = system().await;
+    let payload = json!({ "id": "payment-7" });
+    let first = client
+        .request::<Value, _, _>(TOPIC, "order-9", &payload, ["billing"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(first["billing"], answer("billing", "order-9"));
+    let again = client
+        .request::<Value, _, _>(TOPIC, "order-9", &payload, ["billing"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(again["billing"], Outcome::Failure(ResponseError::Timeout));
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_requests_fail_the_call() {
+    let (client, _members) = system().await;
+    let none: [&str; 0] = [];
+    for (subsystems, timeout) in [
+        (vec!["billing"], Duration::ZERO),
+        (vec!["bad name"], TIMEOUT),
+        (none.to_vec(), TIMEOUT),
+    ] {
+        let result = client
+            .request::<Value, _, _>(TOPIC, "k", &json!({}), subsystems, timeout)
+            .await;
+        assert!(
+            matches!(result, Err(prosody::ClientError::InvalidRequest(_))),
+            "{result:?}"
+        );
+    }
+    client.shutdown().await;
+    let result = client
+        .request::<Value, _, _>(TOPIC, "k", &json!({}), ["billing"], TIMEOUT)
+        .await;
+    assert!(
+        matches!(result, Err(prosody::ClientError::ShutDown)),
+        "{result:?}"
+    );
+}
+
+fn subsystem() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("billing"), Just("inventory"), Just("shipping")]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Invariant 9 over generated requests (keys repeating, subsystems
+    /// named twice or by nobody, failing keys, requests in flight at once):
+    /// each request gets exactly one outcome per distinct subsystem it
+    /// names, its handler's answer from a subsystem that has a member, a
+    /// timeout from one that has none.
+    #[test]
+    fn every_named_subsystem_gets_exactly_one_outcome(
+        requests in proptest::collection::vec(
+            (prop_oneof![Just("a"), Just("b"), Just("refuse")],
+             proptest::collection::vec(subsystem(), 1..4)),
+            1..6,
+        )
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (client, _members) = system().await;
+            let client = Arc::new(client);
+            let calls = requests.iter().map(|(key, names)| {
+                let client = Arc::clone(&client);
+                async move {
+                    client
+                        .request::<Value, _, _>(TOPIC, *key, &json!({}), names.clone(), TIMEOUT)
+                        .await
+                }
+            });
+            let results = futures_util::future::join_all(calls).await;
+            for ((key, names), result) in requests.iter().zip(results) {
+                let outcomes = result.expect("request");
+                let named: BTreeSet<&str> = names.iter().copied().collect();
+                let got: BTreeSet<&str> = outcomes.keys().map(String::as_str).collect();
+                assert_eq!(got, named, "one entry per distinct subsystem");
+                for (name, outcome) in &outcomes {
+                    match (name.as_str(), *key) {
+                        ("shipping", _) => {
+                            assert_eq!(outcome, &Outcome::Failure(ResponseError::Timeout));
+                        }
+                        (_, "refuse") => assert!(
+                            matches!(outcome, Outcome::Failure(ResponseError::HandlerFailed { .. })),
+                            "{outcome:?}"
+                        ),
+                        (by, key) => assert_eq!(outcome, &answer(by, key)),
+                    }
+                }
+            }
+        });
+    }
+}
