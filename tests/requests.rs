@@ -2,6 +2,8 @@
 //! subsystems and a requester that subscribes to nothing, on one in-memory
 //! broker, under a paused clock.
 
+#![allow(clippy::expect_used, reason = "test helpers fail the test")]
+
 use proptest::prelude::*;
 use prosody::{
     Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Outcome, ProsodyClient,
