@@ -146,7 +146,7 @@ pub(super) fn failed<R: Settlement, L>(
         (Origin::Timer { .. }, Some(timers)) => {
             let delay = shared.config.delay(timers.deferrals().saturating_add(1));
             let at = backlog::after(delay, None);
-            timers.retry_at(at);
+            timers.put_off(at);
             tracing::warn!(%error, key = %context.key(), ?delay, kind = ?TimerKind::Application,
                 "timer failed; it runs again after the delay");
             Failed::Returned(Ok(R::unhandled()))

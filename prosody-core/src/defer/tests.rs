@@ -276,7 +276,7 @@ async fn a_failing_application_timer_is_put_off() {
     let (request, _shutdown) = timer("k", TimerKind::Application, fired, timers.clone());
     assert_eq!(h.send(request).await.unwrap(), None);
     let at = rounded_after(clock::now(), 4 * BASE);
-    assert_eq!(timers.retry_requested(), Some(at));
+    assert_eq!(timers.put_off_until(), Some(at));
     assert_eq!(at.as_millis(), fired.as_millis() + 4 * millis(BASE));
     assert_eq!(h.handler.seen()[0].timer, Some(TimerKind::Application));
     assert!(h.store.is_empty(), "no store write");
@@ -285,7 +285,7 @@ async fn a_failing_application_timer_is_put_off() {
     let timers = h.access();
     let (request, _shutdown) = timer("k", TimerKind::Application, fired, timers.clone());
     assert_eq!(h.send(request).await.unwrap(), Some(()));
-    assert_eq!(timers.retry_requested(), None);
+    assert_eq!(timers.put_off_until(), None);
 }
 
 /// A handler's commit that failed partway may already have removed the
@@ -305,7 +305,7 @@ async fn a_timer_whose_commit_failed_partway_is_not_put_off() {
     let error = h.send(request).await.unwrap_err();
     assert_eq!(error.category(), Category::Transient);
     assert_eq!(
-        timers.retry_requested(),
+        timers.put_off_until(),
         None,
         "put off after a partial commit"
     );
@@ -322,5 +322,5 @@ async fn a_failing_application_timer_during_shutdown_is_returned() {
         h.send(request).await.unwrap_err().category(),
         Category::Transient
     );
-    assert_eq!(timers.retry_requested(), None);
+    assert_eq!(timers.put_off_until(), None);
 }

@@ -261,7 +261,7 @@ where
         return outcome;
     }
     let work = &attempts.work;
-    if let Some(at) = work.retry_requested() {
+    if let Some(at) = work.put_off_until() {
         // Put off by the defer stage: it stays stored.
         return Outcome::Delayed(to_seconds(at));
     }

@@ -23,9 +23,9 @@ pub(super) struct EventWork {
     /// Set once an attempt committed its changes, so the runtime can tell
     /// whether a settled timer was already removed by its handler's commit.
     pub(super) committed: AtomicBool,
-    /// For a firing application timer: when the defer stage asked to run
-    /// it again instead of removing it.
-    pub(super) retry_at: Mutex<Option<Timestamp>>,
+    /// For a firing application timer: when it runs again, if the defer
+    /// stage put it off instead of letting it be removed.
+    pub(super) put_off: Mutex<Option<Timestamp>>,
     /// Set when a requester waits for the event's response: only then is
     /// the response kept, so an event nobody waits for pays nothing.
     pub(super) awaited: AtomicBool,

@@ -132,7 +132,7 @@ impl UnitOfWork {
     }
 
     /// The unit of another event of the key: nothing staged, not
-    /// committed, no retry asked; its state begins afresh with its attempt.
+    /// committed, nothing put off; its state begins afresh with its attempt.
     #[must_use]
     pub(crate) fn detached(&self) -> Self {
         Self {
@@ -146,15 +146,17 @@ impl UnitOfWork {
         self.deferrals
     }
 
-    /// Asks the runtime to keep the firing application timer and run it
-    /// again at `at`, instead of removing it once it settles.
-    pub(crate) fn retry_at(&self, at: Timestamp) {
-        *event::lock(&self.event.retry_at) = Some(at);
+    /// Changes how the firing application timer settles: it stays stored
+    /// and runs again at `at`, instead of being removed (the defer stage's
+    /// put-off of a failed timer). Like every change of the event's, it is
+    /// read by the runtime once the event settles.
+    pub(crate) fn put_off(&self, at: Timestamp) {
+        *event::lock(&self.event.put_off) = Some(at);
     }
 
-    /// When the firing timer is to run again, if the defer stage asked.
-    pub(crate) fn retry_requested(&self) -> Option<Timestamp> {
-        *event::lock(&self.event.retry_at)
+    /// When the firing timer runs again, if it was put off.
+    pub(crate) fn put_off_until(&self) -> Option<Timestamp> {
+        *event::lock(&self.event.put_off)
     }
 
     /// Whether an attempt of this event began writing its changes (so the
