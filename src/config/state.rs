@@ -24,8 +24,21 @@ impl Values {
         }
     }
 
-    /// The registry of the collections, checked against the recovery delay.
+    /// The registry of the collections, checked against the recovery delay;
+    /// a published collection needs a `subsystem` to publish under.
     pub(super) fn registry(&self, collections: Vec<Spec>) -> Result<Registry, ConfigError> {
+        if self.subsystem.is_none()
+            && let Some(published) = collections.iter().find(|spec| spec.published)
+        {
+            return Err(ConfigError::Invalid {
+                option: "subsystem",
+                reason: format!(
+                    "collection `{}` is published, and a published collection needs a \
+                     subsystem to publish under: set `subsystem`",
+                    published.name
+                ),
+            });
+        }
         Registry::new(collections, self.state_recovery_delay).map_err(|error| {
             ConfigError::Invalid {
                 option: "state_collections",
@@ -222,7 +235,11 @@ mod tests {
             ),
             (vec![wide], &[], "keyset_limit 4097"),
             (vec![empty], &[], "capacity 0"),
-            (vec![published], &[], "published"),
+            (
+                vec![published],
+                &[("PROSODY_SUBSYSTEM", "orders")],
+                "published",
+            ),
             (vec![uncached], &[], "read_cache For(0s) must be positive"),
         ];
         for (collections, vars, rule) in cases {
@@ -233,6 +250,16 @@ mod tests {
             assert_eq!(*option, "state_collections", "{collections:?}");
             assert!(reason.contains(rule), "{reason:?} does not say {rule:?}");
         }
+        // A published collection needs a subsystem: the error names both.
+        let mut shared = spec("balances", Kind::Map);
+        shared.published = true;
+        let error = resolve(vec![shared.clone()], &[]).expect_err("no subsystem");
+        let ConfigError::Invalid { option, reason } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(*option, "subsystem");
+        assert!(reason.contains("`balances`"), "{reason}");
+        assert!(resolve(vec![shared], &[("PROSODY_SUBSYSTEM", "ledger")]).is_ok());
         for delay in ["500ms", "0s", "1500ms"] {
             let error =
                 resolve(vec![], &[("PROSODY_STATE_RECOVERY_DELAY", delay)]).expect_err(delay);
