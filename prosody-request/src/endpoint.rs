@@ -112,6 +112,9 @@ pub struct Endpoint {
 }
 
 /// The peer endpoint cannot start.
+///
+/// Invariant: it names the address asked for, or the step that failed,
+/// with what the system said; no endpoint is left running.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EndpointError {

@@ -56,6 +56,11 @@ struct Peers {
 }
 
 /// A reply that was not delivered or dropped by the peer.
+///
+/// Invariant: each names the address it was sent to, and falls in one
+/// category: the address is not one, the peer was not reached in time
+/// ([`is_unreachable`](SendError::is_unreachable)), or the peer answered
+/// and refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
