@@ -9,6 +9,12 @@
 //! changes are committed, to the requester's peer (in this process
 //! directly, elsewhere through the peer directory and endpoint).
 //!
+//! Across processes, an answer travels over cleartext HTTP/2: the
+//! requester's [`Endpoint`] serves the replies posted to it into its inbox.
+//! An answering member sends its reply with a [`Sender`], which keeps one
+//! connection to each peer it talks to. The peer network is trusted: there
+//! is no TLS.
+//!
 //! Invariant 9: each subsystem asked gets exactly one [`Outcome`]; the
 //! first answer wins, and a missing one is [`ResponseError::Timeout`].
 //!
@@ -39,10 +45,15 @@
 //! # }
 //! ```
 
+mod endpoint;
 mod inbox;
 mod outcome;
+mod send;
 mod wire;
+
+pub use endpoint::{Endpoint, EndpointError, REPLY_PATH};
 
 pub use inbox::{Delivery, Inbox, Outcomes, Waiter};
 pub use outcome::{Outcome, ResponseError};
+pub use send::{SendError, Sender};
 pub use wire::{Answer, MAX_REPLY_BYTES, Reply, WireError};
