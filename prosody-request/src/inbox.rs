@@ -34,9 +34,13 @@ pub struct Inbox {
     dropped: AtomicU64,
 }
 
+/// A request waited on: which of its subsystems answered already, so only
+/// a first answer is passed on and the channel holds at most one answer
+/// per subsystem.
 #[derive(Debug)]
 struct Waiting {
     asked: Asked,
+    answered: Vec<bool>,
     answers: mpsc::UnboundedSender<(usize, Answer)>,
 }
 
@@ -47,7 +51,8 @@ pub enum Delivery {
     Delivered,
     /// Dropped: it is for another peer, no request of its id waits here
     /// (done, timed out, made by an earlier life of the process, or never
-    /// made), or its subsystem was not asked.
+    /// made), its subsystem was not asked, or that subsystem answered
+    /// already (the first answer wins).
     Dropped,
 }
 
@@ -85,14 +90,22 @@ impl Inbox {
     /// Hands `reply` to the request it answers.
     pub fn deliver(&self, reply: Reply) -> Delivery {
         let delivered = reply.to == self.peer
-            && lock(&self.waiting).get(&reply.id).is_some_and(|waiting| {
-                waiting
-                    .asked
-                    .subsystems()
-                    .iter()
-                    .position(|name| **name == *reply.subsystem)
-                    .is_some_and(|at| waiting.answers.send((at, reply.answer)).is_ok())
-            });
+            && lock(&self.waiting)
+                .get_mut(&reply.id)
+                .is_some_and(|waiting| {
+                    let at = waiting
+                        .asked
+                        .subsystems()
+                        .iter()
+                        .position(|name| **name == *reply.subsystem);
+                    match at.and_then(|at| Some(at).zip(waiting.answered.get_mut(at))) {
+                        Some((at, answered)) if !*answered => {
+                            *answered = true;
+                            waiting.answers.send((at, reply.answer)).is_ok()
+                        }
+                        _ => false,
+                    }
+                });
         if delivered {
             Delivery::Delivered
         } else {
@@ -112,6 +125,7 @@ impl Inbox {
             asked.id(),
             Waiting {
                 asked: asked.clone(),
+                answered: vec![false; asked.subsystems().len()],
                 answers,
             },
         );
@@ -185,3 +199,6 @@ impl Drop for Waiter {
         lock(&self.inbox.waiting).remove(&self.asked.id());
     }
 }
+
+#[cfg(test)]
+mod tests;

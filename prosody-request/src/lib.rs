@@ -48,12 +48,13 @@
 mod endpoint;
 mod inbox;
 mod outcome;
+mod peers;
 mod send;
 mod wire;
 
 pub use endpoint::{Endpoint, EndpointError, REPLY_PATH};
-
 pub use inbox::{Delivery, Inbox, Outcomes, Waiter};
 pub use outcome::{Outcome, ResponseError};
+pub use peers::{Peers, RouteError};
 pub use send::{SendError, Sender};
 pub use wire::{Answer, MAX_REPLY_BYTES, Reply, WireError};
