@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// When a lease runs out; `Never` for a ttl past the clock's range.
-/// Ordered so that every `At` comes before `Never`.
+///
+/// Invariant: ordered so that every `At` comes before `Never`, and `At`s
+/// by their instant: the order in which leases run out.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Deadline {
     At(Instant),

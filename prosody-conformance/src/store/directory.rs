@@ -107,6 +107,9 @@ pub(crate) async fn deregister(store: &impl PeerDirectory, peer: PeerId) -> Chec
 
 /// A lease under watch: the peer, the entry its registration wrote, the
 /// ttl, and when (on tokio's clock) the registration began and returned.
+///
+/// Invariant: `began <= returned`, and between the two one registration
+/// of `peer` with `entry` for `ttl` ran (and none of the peer since).
 struct Lease {
     name: &'static str,
     peer: PeerId,
@@ -151,14 +154,15 @@ impl Lease {
         match found {
             None if answered < runs_until => Err(Failure::new(format!(
                 "lease {name} (ttl {ttl:?}): lookup found nothing {:?} after the registration \
-                 began, but the lease must run {:?} at least",
+                 began; the lease must run {:?} at least (its ttl less the granularity)",
                 answered - self.began,
                 ttl.saturating_sub(GRANULARITY),
             ))),
             None => Ok(true),
             Some(_) if asked >= ends_by => Err(Failure::new(format!(
                 "lease {name} (ttl {ttl:?}): lookup still found the entry {:?} after the \
-                 registration returned, but the lease must run out within {:?}",
+                 registration returned; the lease must have run out by {:?} (its ttl plus the \
+                 granularity)",
                 asked - self.returned,
                 ttl + GRANULARITY,
             ))),
