@@ -1,10 +1,11 @@
 //! Cassandra stores for prosody: the timers, deferred offsets, keyed state
-//! and dedup records of one consumer group, in one keyspace, outliving the
-//! process.
+//! and dedup records of one consumer group, and the peer directory every
+//! group shares, in one keyspace, outliving the process.
 //!
 //! [`CassandraStores::connect`] logs in, brings the keyspace's schema to
 //! this version ([`schema`]), prepares every statement, and returns stores
-//! that implement [`Stores`]:
+//! that implement [`Stores`] (and
+//! [`PeerDirectory`](prosody_contracts::store::PeerDirectory)):
 //!
 //! - a commit is a lone statement, or a logged batch, which Cassandra
 //!   applies whole or not at all; a commit of more than 32 KiB of values
@@ -13,7 +14,8 @@
 //!   every earlier write of the same cells, so the writes of a batch apply
 //!   in their order and writing a batch again changes nothing;
 //! - every row carries the group, so groups sharing a keyspace never see
-//!   each other's data, and a TTL: dedup records their own (at most the
+//!   each other's data (but for the peer directory, which every group
+//!   shares), and a TTL: dedup records and peers their own (at most the
 //!   retention), everything else the retention;
 //! - the slab size of a group's timers is recorded with them (by the
 //!   group's first client), and [`CassandraStores::connect`] refuses
@@ -42,6 +44,7 @@ mod cells;
 mod config;
 mod dedup;
 mod defer;
+mod directory;
 mod error;
 mod fence;
 pub mod schema;
@@ -56,6 +59,7 @@ pub use error::ConnectError;
 
 use crate::cells::Layouts;
 use crate::defer::Known;
+use crate::directory::PeerStatements;
 use crate::fence::Fences;
 use crate::staged::Unresolved;
 use crate::statements::Statements;
@@ -77,14 +81,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 
-/// The timer, defer, state and dedup stores of one consumer group on
-/// Cassandra; clones share one session.
+/// The timer, defer, state and dedup stores of one consumer group, and the
+/// peer directory every group shares, on Cassandra; clones share one
+/// session.
 #[derive(Clone)]
 pub struct CassandraStores(Arc<Inner>);
 
 pub(crate) struct Inner {
     session: Session,
     statements: Statements,
+    /// The peer directory's statements.
+    peers: PeerStatements,
     keyspace: String,
     group: Arc<str>,
     /// The retention as a TTL, in seconds.
@@ -174,10 +181,15 @@ impl CassandraStores {
         let statements = Statements::prepare(&session, &config.keyspace)
             .await
             .map_err(|e| ConnectError::Migration(format!("preparing the statements: {e}")))?;
+        // Boxed: inline, its future would add to every connect's.
+        let peers = Box::pin(PeerStatements::prepare(&session, &config.keyspace))
+            .await
+            .map_err(|e| ConnectError::Migration(format!("preparing the statements: {e}")))?;
         info!(keyspace = %config.keyspace, group, "Cassandra stores ready");
         Ok(Self(Arc::new(Inner {
             session,
             statements,
+            peers,
             keyspace: config.keyspace.clone(),
             group: Arc::from(group),
             ttl: config.ttl(),

@@ -109,10 +109,18 @@ const MIGRATIONS: &[Migration] = &[
             group_id text, slab_seconds bigint, recorded_at timestamp,
             PRIMARY KEY (group_id))"],
     },
+    Migration {
+        version: 7,
+        description: "the peer directory: one row per peer, shared by every group (not keyed \
+                      by one), written with the peer's lease as its TTL",
+        statements: &["CREATE TABLE IF NOT EXISTS {ks}.peers (
+            peer_id blob, address text, network text, advertised text,
+            PRIMARY KEY (peer_id))"],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 6;
+pub const VERSION: i32 = 7;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

@@ -3,12 +3,15 @@
 //!
 //! The store traits hold only reads, so every suite writes through
 //! [`Stores::commit`] and observes through the reads; a suite is generic
-//! over `S: Stores`. A check reports what differed as a [`Failure`] (the
+//! over `S: Stores`. The exception is the peer directory ([`directory`]),
+//! written directly (a registration is no attempt's change): its suite is
+//! generic over `D: PeerDirectory`. A check reports what differed as a [`Failure`] (the
 //! broker suite's type); it never panics, and every store call has a
 //! deadline.
 
 pub mod dedup;
 pub mod defer;
+pub mod directory;
 pub mod state;
 pub mod stores;
 pub mod timer;

@@ -1,6 +1,8 @@
 //! The in-memory stores of one client, together.
 
-use crate::{MemoryDedupStore, MemoryDeferStore, MemoryStateStore, MemoryTimerStore};
+use crate::{
+    MemoryDedupStore, MemoryDeferStore, MemoryPeerDirectory, MemoryStateStore, MemoryTimerStore,
+};
 use bytes::Bytes;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
@@ -12,9 +14,10 @@ use prosody_contracts::store::{
 };
 use std::future::{Future, ready};
 
-/// A client's timers, deferrals, keyed state and dedup records, in memory;
-/// clones share them (so several clients of a test can share one set, as
-/// members of a group share Cassandra).
+/// A client's timers, deferrals, keyed state and dedup records, and the
+/// peer directory, in memory; clones share them (so several clients of a
+/// test can share one set, as members of a group share Cassandra, and
+/// every group the directory).
 ///
 /// What is atomic: each write takes its store's lock on its own, so a
 /// batch ([`Stores::commit`], or at once [`Stores::commit_now`]) is
@@ -57,6 +60,7 @@ pub struct MemoryStores {
     deferred: MemoryDeferStore,
     dedup: MemoryDedupStore,
     state: MemoryStateStore,
+    peers: MemoryPeerDirectory,
 }
 
 impl MemoryStores {
@@ -78,6 +82,7 @@ impl MemoryStores {
             deferred,
             dedup,
             state: MemoryStateStore::default(),
+            peers: MemoryPeerDirectory::default(),
         }
     }
 
@@ -103,6 +108,12 @@ impl MemoryStores {
     #[must_use]
     pub fn state(&self) -> &MemoryStateStore {
         &self.state
+    }
+
+    /// The peer directory.
+    #[must_use]
+    pub fn peers(&self) -> &MemoryPeerDirectory {
+        &self.peers
     }
 }
 
