@@ -1,9 +1,10 @@
 //! How a client with a `subsystem` answers the requests that name it.
 
+use crate::directory::ClientDirectory;
 use prosody_core::Settlement;
-use prosody_core::peer::Asked;
+use prosody_core::peer::{Asked, RequestId};
 use prosody_core::runtime::{Answerer, Settled};
-use prosody_request::{Answer, Delivery, Inbox, Reply};
+use prosody_request::{Answer, Delivery, Inbox, Peers, Reply};
 use serde::Serialize;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -18,13 +19,15 @@ use tracing::{debug, warn};
 /// deferred) is left unanswered, and its requester sees a timeout.
 pub(crate) struct Responder<R> {
     subsystem: Arc<str>,
+    route: Arc<Peers<ClientDirectory>>,
     response: PhantomData<fn(R)>,
 }
 
 impl<R> Responder<R> {
-    pub(crate) fn new(subsystem: Arc<str>) -> Self {
+    pub(crate) fn new(subsystem: Arc<str>, route: Arc<Peers<ClientDirectory>>) -> Self {
         Self {
             subsystem,
+            route,
             response: PhantomData,
         }
     }
@@ -65,18 +68,26 @@ where
             subsystem: self.subsystem.to_string(),
             answer,
         };
-        deliver(reply);
+        // In this process the reply is handed over at once; to another
+        // it travels in a task of its own, bounded by the send timeout.
+        if let Some(inbox) = Inbox::local(reply.to) {
+            dropped(reply.id, inbox.deliver(reply));
+            return;
+        }
+        let route = Arc::clone(&self.route);
+        tokio::spawn(async move {
+            let id = reply.id;
+            match route.send(reply).await {
+                Ok(delivery) => dropped(id, delivery),
+                Err(error) => debug!(%id, %error, "the answer did not reach its requester"),
+            }
+        });
     }
 }
 
-/// Sends `reply` to its requester: in this process, handed over.
-fn deliver(reply: Reply) {
-    let id = reply.id;
-    let Some(inbox) = Inbox::local(reply.to) else {
-        debug!(%id, "the requester is not in this process; the answer is dropped");
-        return;
-    };
-    if inbox.deliver(reply) == Delivery::Dropped {
+/// Logs an answer its requester no longer waited for.
+fn dropped(id: RequestId, delivery: Delivery) {
+    if delivery == Delivery::Dropped {
         debug!(%id, "the requester no longer waits for this answer");
     }
 }

@@ -117,7 +117,7 @@ impl<C: Codec> ClientBuilder<C> {
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
         // (Collections are checked once the broker, their loader, is made.)
-        let mut stores = Box::pin(connect::stores(
+        let (mut stores, directory) = Box::pin(connect::stores(
             self.stores,
             self.broker.as_ref(),
             &settings,
@@ -152,7 +152,7 @@ impl<C: Codec> ClientBuilder<C> {
             ),
             _ => None,
         };
-        let requests = Requests::new(settings.peer.clone());
+        let requests = Requests::new(settings.peer.clone(), directory, settings.send_timeout);
         let layers = Layers::new(
             &settings.qos,
             &producer,

@@ -294,7 +294,8 @@ impl<C: Codec> ProsodyClient<C> {
         }
         let mut runtime = settings.runtime.clone();
         runtime.answerer = settings.peer.subsystem.clone().map(|subsystem| {
-            Arc::new(Responder::<S::Response>::new(subsystem)) as Arc<dyn Answerer>
+            let route = Arc::clone(self.inner.requests.route());
+            Arc::new(Responder::<S::Response>::new(subsystem, route)) as Arc<dyn Answerer>
         });
         claim.install(Runtime::spawn(
             consumer,
@@ -335,6 +336,7 @@ impl<C: Codec> ProsodyClient<C> {
             .get_or_init(|| async {
                 let stop = async {
                     self.inner.subscription.stop().await;
+                    self.inner.requests.close().await;
                     self.inner.probe.stop().await;
                 };
                 let budget = self.inner.settings.runtime.shutdown_timeout;

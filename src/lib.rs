@@ -6,6 +6,7 @@ mod builder;
 mod client;
 mod config;
 mod connect;
+mod directory;
 mod env;
 mod erased;
 mod error;
@@ -25,13 +26,13 @@ pub use config::ConfigError;
 pub use config::{
     GroupProtocol, Mode, ProbePort, SaslMechanism, Secret, SecurityProtocol, SpanLink,
 };
-pub use prosody_core::store;
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
     JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
     loader, log, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers, trace,
 };
+pub use prosody_core::{peer, store};
 #[cfg(feature = "kafka")]
 pub use prosody_kafka::{
     AdminClient, AdminError, KafkaBroker, KafkaConfig, TopicDescription, TopicOptions,

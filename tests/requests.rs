@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 use prosody::{
-    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Outcome, ProsodyClient,
-    ResponseError, Timer,
+    Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Mode, Outcome,
+    ProsodyClient, ResponseError, Timer,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -50,10 +50,16 @@ impl EventHandler for Answering {
 }
 
 async fn answering(broker: &MemoryBroker, subsystem: &'static str) -> ProsodyClient {
+    answering_in(broker, subsystem, Mode::Pipeline).await
+}
+
+async fn answering_in(broker: &MemoryBroker, subsystem: &'static str, mode: Mode) -> ProsodyClient {
     let client = ProsodyClient::builder()
         .broker(broker.clone())
         .group_id(subsystem)
         .subsystem(subsystem)
+        .mode(mode)
+        .failure_topic("failed")
         .subscribed_topics([TOPIC])
         .build()
         .await
@@ -184,6 +190,43 @@ async fn a_duplicate_skipped_by_dedup_is_not_answered() {
         .await
         .expect("request");
     assert_eq!(again["billing"], Outcome::Failure(ResponseError::Timeout));
+}
+
+/// A failure a stage settles (dropped in best-effort mode, routed to the
+/// failure topic in low-latency mode) is answered as a failure carrying
+/// the handler's message, as a permanent failure is in pipeline mode.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_or_routed_failure_is_answered_with_its_message() {
+    let broker = MemoryBroker::new();
+    broker.create_topic(TOPIC, 2).expect("topic");
+    broker.create_topic("failed", 1).expect("topic");
+    let _members = [
+        answering_in(&broker, "audit", Mode::BestEffort).await,
+        answering_in(&broker, "ledger", Mode::LowLatency).await,
+    ];
+    let client = requester(&broker).await;
+    let failed = |message: &str| {
+        Outcome::<Value>::Failure(ResponseError::HandlerFailed {
+            message: message.into(),
+        })
+    };
+    let outcomes = client
+        .request::<Value, _, _>(TOPIC, "flaky", &json!({}), ["audit"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(outcomes["audit"], failed("not yet"));
+    let outcomes = client
+        .request::<Value, _, _>(TOPIC, "refuse", &json!({}), ["audit", "ledger"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(outcomes["audit"], failed("orders for refuse are refused"));
+    assert_eq!(outcomes["ledger"], failed("orders for refuse are refused"));
+    let outcomes = client
+        .request::<Value, _, _>(TOPIC, "order-5", &json!({}), ["audit", "ledger"], TIMEOUT)
+        .await
+        .expect("request");
+    assert_eq!(outcomes["audit"], answer("audit", "order-5"));
+    assert_eq!(outcomes["ledger"], answer("ledger", "order-5"));
 }
 
 #[tokio::test(start_paused = true)]

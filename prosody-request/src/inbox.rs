@@ -60,13 +60,19 @@ impl Inbox {
     /// A new inbox under `peer`, reachable in this process while it lives.
     #[must_use]
     pub fn open(peer: PeerId) -> Arc<Self> {
-        let inbox = Arc::new(Self {
+        let inbox = Self::unlisted(peer);
+        lock(&LOCAL).insert(peer, Arc::downgrade(&inbox));
+        inbox
+    }
+
+    /// An inbox this process does not list: replies reach it only through
+    /// its endpoint, as from another process.
+    pub(crate) fn unlisted(peer: PeerId) -> Arc<Self> {
+        Arc::new(Self {
             peer,
             waiting: Mutex::default(),
             dropped: AtomicU64::new(0),
-        });
-        lock(&LOCAL).insert(peer, Arc::downgrade(&inbox));
-        inbox
+        })
     }
 
     /// The inbox of `peer`, if it is in this process.

@@ -26,6 +26,15 @@ pub struct Peers<D> {
     timeout: Duration,
 }
 
+impl<D> std::fmt::Debug for Peers<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers")
+            .field("network", &self.network)
+            .field("entries", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A reply that could not be sent.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -97,3 +106,6 @@ impl<D: PeerDirectory> Peers<D> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@ mod cassandra;
 mod kafka;
 mod observe;
 mod peer;
-pub(crate) use peer::PeerSettings;
+pub(crate) use peer::{PeerSettings, default_interface};
 mod qos;
 mod rules;
 mod schema;

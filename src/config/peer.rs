@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The port the peer endpoint listens on unless told otherwise.
-#[allow(dead_code, reason = "the peer endpoint binds it")]
 pub(crate) const PEER_PORT: u16 = 9099;
 
 /// A client's request settings.
@@ -28,7 +27,6 @@ pub(crate) struct PeerSettings {
     pub(crate) registration_ttl: Duration,
 }
 
-#[allow(dead_code, reason = "the peer endpoint binds it")]
 impl PeerSettings {
     /// The address to listen on.
     pub(crate) fn bind_address(&self) -> SocketAddr {
@@ -39,7 +37,6 @@ impl PeerSettings {
 
 /// The address of the interface that routes outside the host (found
 /// without sending anything), else loopback.
-#[allow(dead_code, reason = "the peer endpoint binds it")]
 pub(crate) fn default_interface() -> IpAddr {
     let routed = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).and_then(|socket| {
         // TEST-NET-1: never reached, only routed.

@@ -253,7 +253,7 @@ mod tests {
         // A published collection needs a subsystem: the error names both.
         let mut shared = spec("balances", Kind::Map);
         shared.published = true;
-        let error = resolve(vec![shared.clone()], &[]).expect_err("no subsystem");
+        let error = resolve(vec![shared], &[]).expect_err("no subsystem");
         let ConfigError::Invalid { option, reason } = &error else {
             panic!("{error:?}");
         };

@@ -1,6 +1,7 @@
 //! The Cassandra stores (feature `cassandra`).
 
 use crate::config::{ConfigError, Settings};
+use crate::directory::ClientDirectory;
 use crate::stores::ClientStores;
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
 use prosody_core::store::timer::SlabSize;
@@ -8,7 +9,9 @@ use prosody_core::store::timer::SlabSize;
 /// The Cassandra stores of the settings' group: reached and logged in
 /// within `connect_timeout`, then migrated (waiting for another client's
 /// migration up to two minutes).
-pub(super) async fn stores(settings: &Settings) -> Result<ClientStores, ConfigError> {
+pub(super) async fn stores(
+    settings: &Settings,
+) -> Result<(ClientStores, Option<ClientDirectory>), ConfigError> {
     let options = &settings.cassandra;
     let mut config = CassandraConfig::new(options.nodes.iter().cloned())
         .keyspace(options.keyspace.clone())
@@ -40,5 +43,8 @@ pub(super) async fn stores(settings: &Settings) -> Result<ClientStores, ConfigEr
                 reason: error.to_string(),
             },
         })
-        .map(ClientStores::new)
+        .map(|stores| {
+            let directory = ClientDirectory::new(stores.clone());
+            (ClientStores::new(stores), Some(directory))
+        })
 }

@@ -3,6 +3,7 @@
 
 use crate::backend::Backend;
 use crate::config::{Cluster, ConfigError, Settings};
+use crate::directory::ClientDirectory;
 use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
@@ -52,7 +53,8 @@ pub(crate) fn shared_mock_broker() -> MemoryBroker {
 
 /// The client's stores: the ones given; in memory where records die with
 /// the process; else Cassandra with `cassandra_nodes`, else memory only when
-/// `memory_stores` says so.
+/// `memory_stores` says so; with the peer directory of the Cassandra
+/// stores (the others keep answers within the process).
 ///
 /// # Errors
 ///
@@ -65,7 +67,7 @@ pub(crate) async fn stores(
     given: Option<ClientStores>,
     broker: Option<&Backend>,
     settings: &Settings,
-) -> Result<ClientStores, ConfigError> {
+) -> Result<(ClientStores, Option<ClientDirectory>), ConfigError> {
     // Without the `kafka` feature a client on Kafka cannot be built: say
     // so before any store is reached.
     #[cfg(not(feature = "kafka"))]
@@ -73,13 +75,13 @@ pub(crate) async fn stores(
         return Err(no_kafka());
     }
     if let Some(stores) = given {
-        return Ok(stores);
+        return Ok((stores, None));
     }
     let durable = broker.map_or(settings.cluster != Cluster::Mock, Broker::durable);
     if !durable {
         // Mock mode keeps every store in memory, whatever cassandra_nodes
-        // says.
-        return Ok(ClientStores::new(MemoryStores::new()));
+        // says; answers stay within the process.
+        return Ok((ClientStores::new(MemoryStores::new()), None));
     }
     if !settings.cassandra.nodes.is_empty() {
         #[cfg(feature = "cassandra")]
@@ -97,7 +99,7 @@ pub(crate) async fn stores(
             "memory_stores is set: timers, deferred records and dedup records are lost when \
              this process stops or its partitions move"
         );
-        return Ok(ClientStores::new(MemoryStores::new()));
+        return Ok((ClientStores::new(MemoryStores::new()), None));
     }
     Err(ConfigError::NoDurableStore)
 }

@@ -81,6 +81,9 @@ where
                         }
                         Err(error) => error,
                     };
+                    if let Some(work) = this.context.work() {
+                        work.fail(&error);
+                    }
                     let Some(routing) = this.routing.take() else {
                         error!(%error, "a timer failed for good; dropped (no record to route)");
                         return Poll::Ready(Ok(R::unhandled()));

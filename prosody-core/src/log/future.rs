@@ -52,6 +52,9 @@ where
                     key = %this.context.key(), kind = *this.kind, category = %error.category(),
                     %error, "handler failed; the event is dropped (best-effort)"
                 );
+                if let Some(work) = this.context.work() {
+                    work.fail(&error);
+                }
                 Poll::Ready(Ok(R::unhandled()))
             }
         }

@@ -39,7 +39,8 @@ pub enum Settled {
     /// (a duplicate skipped, a record deferred) is the answerer's to
     /// leave unanswered.
     Response(Box<dyn Any + Send>),
-    /// The message of the permanent failure that settled it.
+    /// The message of the failure that settled it: permanent, or routed
+    /// to the failure topic, or dropped (best-effort).
     Failed(String),
 }
 

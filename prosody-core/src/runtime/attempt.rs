@@ -20,7 +20,7 @@ use crate::work::UnitOfWork;
 use futures_util::FutureExt;
 use prosody_contracts::peer::Asked;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tower::ServiceExt;
 use tracing::{Instrument, Span, debug, debug_span, error, warn};
@@ -112,8 +112,6 @@ pub(crate) struct Attempts {
     span: Span,
     /// The request the record carries, if the member answers it.
     asked: Option<Asked>,
-    /// The message of the permanent failure that settled the event.
-    failure: OnceLock<String>,
 }
 
 impl Attempts {
@@ -157,7 +155,6 @@ impl Attempts {
             work,
             span,
             asked,
-            failure: OnceLock::new(),
         }
     }
 
@@ -168,9 +165,11 @@ impl Attempts {
         let (Some(asked), Some(answerer)) = (&self.asked, &shared.answerer) else {
             return;
         };
-        let settled = match (self.work.take_response_boxed(), self.failure.get()) {
-            (Some(response), _) => Settled::Response(response),
-            (None, Some(message)) => Settled::Failed(message.clone()),
+        // A failure recorded settled the event: the response beside it is
+        // the stage's stand-in (routed, dropped), not the handler's.
+        let settled = match (self.work.take_failure(), self.work.take_response_boxed()) {
+            (Some(message), _) => Settled::Failed(message),
+            (None, Some(response)) => Settled::Response(response),
             (None, None) => return,
         };
         answerer.answer(asked.clone(), settled);
@@ -331,9 +330,7 @@ where
         match error.category() {
             Category::Permanent => {
                 error!(%error, "permanent failure; the record is settled without success");
-                if attempts.asked.is_some() {
-                    let _ = attempts.failure.set(error.source().to_string());
-                }
+                attempts.work.fail(&error);
                 return Outcome::Settled;
             }
             Category::Terminal => {

@@ -31,6 +31,8 @@ pub(super) struct EventWork {
     pub(super) awaited: AtomicBool,
     /// The stack's response, once the event settled with it (if awaited).
     pub(super) response: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The message of the failure the event settled with (if awaited).
+    pub(super) failure: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for EventWork {

@@ -184,6 +184,20 @@ impl UnitOfWork {
         }
     }
 
+    /// Records that the event settles with `error` (a permanent failure,
+    /// a record routed to the failure topic or dropped), when a requester
+    /// waits for its answer; otherwise does nothing.
+    pub(crate) fn fail(&self, error: &crate::error::HandlerError) {
+        if self.event.awaited.load(Ordering::Acquire) {
+            *event::lock(&self.event.failure) = Some(error.source().to_string());
+        }
+    }
+
+    /// The message of the failure the event settled with, if recorded.
+    pub(crate) fn take_failure(&self) -> Option<String> {
+        event::lock(&self.event.failure).take()
+    }
+
     /// The stack's response, if the event settled with one (and it was
     /// awaited).
     pub(crate) fn take_response_boxed(&self) -> Option<Box<dyn Any + Send>> {

@@ -1,0 +1,71 @@
+//! The client's peer directory, whichever store holds it: one opaque type,
+//! so no signature of the facade names a backend.
+
+use prosody_core::peer::{PeerEntry, PeerId};
+use prosody_core::store::{PeerDirectory, StoreError};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// [`PeerDirectory`] with boxed futures (its calls are off the hot path:
+/// a registration per lease third, a lookup per new peer).
+trait DynDirectory: Send + Sync {
+    fn register<'a>(&'a self, peer: PeerId, entry: &'a PeerEntry, ttl: Duration) -> Call<'a, ()>;
+    fn lookup(&self, peer: PeerId) -> Call<'_, Option<PeerEntry>>;
+    fn deregister(&self, peer: PeerId) -> Call<'_, ()>;
+}
+
+impl<D: PeerDirectory> DynDirectory for D {
+    fn register<'a>(&'a self, peer: PeerId, entry: &'a PeerEntry, ttl: Duration) -> Call<'a, ()> {
+        Box::pin(PeerDirectory::register(self, peer, entry, ttl))
+    }
+
+    fn lookup(&self, peer: PeerId) -> Call<'_, Option<PeerEntry>> {
+        Box::pin(PeerDirectory::lookup(self, peer))
+    }
+
+    fn deregister(&self, peer: PeerId) -> Call<'_, ()> {
+        Box::pin(PeerDirectory::deregister(self, peer))
+    }
+}
+
+/// The peer directory of a client's stores (the Cassandra stores'), where
+/// requesters register their endpoints and answering members find them.
+#[derive(Clone)]
+pub(crate) struct ClientDirectory(Arc<dyn DynDirectory>);
+
+impl ClientDirectory {
+    #[cfg_attr(not(feature = "cassandra"), allow(dead_code))]
+    pub(crate) fn new(directory: impl PeerDirectory) -> Self {
+        Self(Arc::new(directory))
+    }
+}
+
+impl fmt::Debug for ClientDirectory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientDirectory")
+    }
+}
+
+impl PeerDirectory for ClientDirectory {
+    async fn register(
+        &self,
+        peer: PeerId,
+        entry: &PeerEntry,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.0.register(peer, entry, ttl).await
+    }
+
+    async fn lookup(&self, peer: PeerId) -> Result<Option<PeerEntry>, StoreError> {
+        self.0.lookup(peer).await
+    }
+
+    async fn deregister(&self, peer: PeerId) -> Result<(), StoreError> {
+        self.0.deregister(peer).await
+    }
+}

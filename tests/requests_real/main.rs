@@ -1,0 +1,210 @@
+//! Requests across processes on real Kafka and Cassandra (from
+//! `scripts/services`): two answering members in OS processes of their own
+//! (subsystems `billing` and `inventory`) and a requester in this one.
+//!
+//! - Both subsystems answer, each from its own process.
+//! - A handler's permanent failure is a failure carrying its message.
+//! - A rebalance of `billing` while a request waits still gives one outcome.
+//! - With `inventory` killed (SIGKILL), its outcome is a timeout within the
+//!   request's timeout, while `billing` still answers.
+//! - A requester killed with SIGKILL, its directory entry left behind, drops
+//!   out of the directory within its lease.
+//!
+//! Its own harness (`harness = false`), so that it can run as a member or a
+//! requester: with `REQUESTS_MEMBER` (or `REQUESTS_CALLER`) set it is one.
+//! Without the servers it prints one line and does not run.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code fails loudly"
+)]
+
+mod world;
+
+use prosody::peer::PeerId;
+use prosody::store::PeerDirectory;
+use prosody::{Outcome, ProsodyClient, ResponseError};
+use prosody_conformance::services;
+use serde_json::{Value, json};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use world::{CALLER, LEASE, MEMBER, World, line, member};
+
+/// A requester process: registers by making one request, prints its peer
+/// id, and waits to be killed.
+async fn caller() -> ExitCode {
+    let client = ProsodyClient::builder()
+        .group_id(services::unique("caller"))
+        .build()
+        .await
+        .unwrap();
+    let topic = std::env::var("PROSODY_SUBSCRIBED_TOPICS").unwrap();
+    let outcomes = client
+        .request::<Value, _, _>(
+            &topic,
+            "order-c",
+            &json!({}),
+            ["billing"],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    assert!(outcomes["billing"].is_success(), "{outcomes:?}");
+    println!("peer {}", client.peer_id().unwrap());
+    std::future::pending::<ExitCode>().await
+}
+
+async fn ask(
+    client: &ProsodyClient,
+    world: &World,
+    key: &str,
+    names: &[&str],
+    timeout: Duration,
+) -> prosody::Outcomes<Value> {
+    client
+        .request::<Value, _, _>(
+            &world.topic,
+            key,
+            &json!({}),
+            names.iter().copied(),
+            timeout,
+        )
+        .await
+        .unwrap()
+}
+
+fn answered_by(outcome: &Outcome<Value>, subsystem: &str) -> u64 {
+    match outcome {
+        Outcome::Success(value) if value["by"] == subsystem => value["pid"].as_u64().unwrap(),
+        other => panic!("expected an answer of {subsystem}, got {other:?}"),
+    }
+}
+
+async fn requests_across_processes() -> Option<()> {
+    let world = World::new(4).await?;
+    let (mut billing, billing_lines) = world.spawn((MEMBER, "billing"));
+    let (mut inventory, inventory_lines) = world.spawn((MEMBER, "inventory"));
+    line(&billing_lines, "ready");
+    line(&inventory_lines, "ready");
+    let client = world.requester().await;
+    let timeout = Duration::from_secs(30);
+
+    // Both answer, each from its own process.
+    let outcomes = ask(
+        &client,
+        &world,
+        "order-1",
+        &["billing", "inventory"],
+        timeout,
+    )
+    .await;
+    assert_eq!(outcomes.len(), 2);
+    let pids = (
+        answered_by(&outcomes["billing"], "billing"),
+        answered_by(&outcomes["inventory"], "inventory"),
+    );
+    assert_ne!(pids.0, pids.1);
+    assert_ne!(pids.0, u64::from(std::process::id()));
+
+    // A permanent failure carries the handler's message.
+    let outcomes = ask(&client, &world, "refuse", &["billing"], timeout).await;
+    assert_eq!(
+        outcomes["billing"],
+        Outcome::Failure(ResponseError::HandlerFailed {
+            message: "refused by policy".into()
+        })
+    );
+
+    // A second billing member joins while a slow request waits: one
+    // outcome, from whichever member settled the record.
+    let slow = ask(&client, &world, "slow-1", &["billing"], timeout);
+    let joining = async {
+        let (second, second_lines) = world.spawn((MEMBER, "billing"));
+        tokio::task::spawn_blocking(move || line(&second_lines, "ready"))
+            .await
+            .unwrap();
+        second
+    };
+    let (outcomes, mut second) = tokio::join!(slow, joining);
+    assert_eq!(outcomes.len(), 1);
+    answered_by(&outcomes["billing"], "billing");
+
+    // Inventory killed: a timeout within the request's, billing answers.
+    inventory.kill();
+    let short = Duration::from_secs(5);
+    let started = Instant::now();
+    let outcomes = ask(&client, &world, "order-2", &["billing", "inventory"], short).await;
+    let took = started.elapsed();
+    answered_by(&outcomes["billing"], "billing");
+    assert_eq!(
+        outcomes["inventory"],
+        Outcome::Failure(ResponseError::Timeout)
+    );
+    assert!(
+        took >= short && took < short + Duration::from_secs(3),
+        "took {took:?}"
+    );
+
+    // A requester killed with its entry left behind drops out of the
+    // directory within its lease.
+    let (mut killed, killed_lines) = world.spawn((CALLER, "1"));
+    let peer: PeerId = tokio::task::spawn_blocking(move || line(&killed_lines, "peer "))
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    let directory = world.directory().await;
+    assert!(directory.lookup(peer).await.unwrap().is_some());
+    killed.kill();
+    let killed_at = Instant::now();
+    while directory.lookup(peer).await.unwrap().is_some() {
+        assert!(
+            killed_at.elapsed() < LEASE + Duration::from_secs(2),
+            "still registered {:?} after the kill",
+            killed_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A clean shutdown deletes the entry at once.
+    let mine = client.peer_id().unwrap();
+    assert!(directory.lookup(mine).await.unwrap().is_some());
+    client.shutdown().await;
+    assert_eq!(directory.lookup(mine).await.unwrap(), None);
+
+    second.kill();
+    billing.kill();
+    Some(())
+}
+
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    if let Ok(subsystem) = std::env::var(MEMBER) {
+        return runtime.block_on(member(subsystem));
+    }
+    if std::env::var(CALLER).is_ok() {
+        return runtime.block_on(caller());
+    }
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(requests_across_processes())
+    }));
+    let name = "requests_across_processes";
+    match outcome {
+        Ok(Some(())) => {
+            println!("test {name} ... ok");
+            println!("test result: ok. 1 passed; 0 failed");
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(_) => {
+            println!("test {name} ... FAILED");
+            println!("test result: FAILED. 0 passed; 1 failed");
+            ExitCode::FAILURE
+        }
+    }
+}
