@@ -116,7 +116,10 @@ async fn bench() -> Option<()> {
     for task in tasks {
         task.await.unwrap();
     }
-    #[allow(clippy::cast_precision_loss, reason = "a count of requests, far below 2^52")]
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "a count of requests, far below 2^52"
+    )]
     let rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
     println!("throughput, 64 requests in flight, one subsystem: {rate:.0} requests/s");
     Some(())

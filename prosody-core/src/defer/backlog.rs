@@ -12,6 +12,7 @@ use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Extensions, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
+use crate::runtime::Settled;
 use crate::store::defer::Deferral;
 use crate::store::timer::{TimerKind, from_seconds};
 use crate::store::{Batch, DeferWrite, TimerChange};
@@ -249,9 +250,9 @@ where
             )
             .await;
             let completed_by_its_batch = match result {
-                Ok(response) => {
+                Ok(handled) => {
                     shared.record(false);
-                    response.handled()
+                    handled
                 }
                 Err(error) => match error.category() {
                     Category::Permanent => {
@@ -305,7 +306,10 @@ where
 
 /// Reads the backlog's head at `offset` and runs it through `inner`, as
 /// the attempt its failure count makes it, completing it in its handler's
-/// own batch (a rider) if it succeeds.
+/// own batch (a rider) if it succeeds; returns whether its handler
+/// succeeded. A head that carries a request the member answers is answered
+/// once it settles (its changes committed), as the runtime answers a
+/// record.
 async fn try_head<S, L>(
     shared: &Shared<L>,
     inner: S,
@@ -313,13 +317,16 @@ async fn try_head<S, L>(
     (partition, key): (&TopicPartition, &Key),
     head: i64,
     failures: u32,
-) -> Result<S::Response, HandlerError>
+) -> Result<bool, HandlerError>
 where
     S: Service<EventRequest<Encoded>, Error = HandlerError>,
+    S::Response: Settlement + Send + 'static,
     L: Loader,
 {
     match load(shared, partition, key, head).await {
         Loaded::Event(event) => {
+            let work = context.work().cloned();
+            let asked = work.as_ref().and_then(|work| work.asked(&event));
             // A head that never ran is fresh work; one that failed before
             // is a retry.
             let demand = if failures == 0 {
@@ -339,7 +346,24 @@ where
                 context,
                 extensions,
             };
-            inner.oneshot(request).await
+            let result = inner.oneshot(request).await;
+            let (Some(work), Some(asked)) = (work, asked) else {
+                return result.map(|response| response.handled());
+            };
+            match result {
+                Ok(response) => {
+                    let handled = response.handled();
+                    work.answer(asked, Settled::Response(Box::new(response)));
+                    Ok(handled)
+                }
+                Err(error) => {
+                    if error.category() == Category::Permanent {
+                        let message = error.source().to_string();
+                        work.answer(asked, Settled::Failed(message));
+                    }
+                    Err(error)
+                }
+            }
         }
         Loaded::Gone => Err(HandlerError::permanent(Gone)),
         Loaded::Failed(error) => Err(error),

@@ -1,6 +1,7 @@
 //! How the runtime answers the requests its records carry.
 
 use crate::broker::Record;
+use crate::event::Headers;
 use prosody_contracts::peer::Asked;
 use std::any::Any;
 use std::fmt;
@@ -48,12 +49,29 @@ pub enum Settled {
 /// request headers are logged and the record is handled as an ordinary
 /// one.
 pub(crate) fn asked(answerer: &Arc<dyn Answerer>, record: &Record) -> Option<Asked> {
-    match Asked::read(&record.headers) {
+    asked_by(
+        answerer,
+        &record.headers,
+        &record.topic,
+        record.partition,
+        record.offset,
+    )
+}
+
+/// The request a record's `headers` carry, if `answerer` answers it.
+pub(crate) fn asked_by(
+    answerer: &Arc<dyn Answerer>,
+    headers: &Headers,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Option<Asked> {
+    match Asked::read(headers) {
         Ok(Some(asked)) if answerer.answers(&asked) => Some(asked),
         Ok(_) => None,
         Err(error) => {
-            warn!(%error, topic = %record.topic, partition = record.partition,
-                offset = record.offset, "a record's request headers are malformed; it is handled unanswered");
+            warn!(%error, topic, partition, offset,
+                "a record's request headers are malformed; it is handled unanswered");
             None
         }
     }

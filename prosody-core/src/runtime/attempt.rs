@@ -122,7 +122,7 @@ impl Attempts {
         let (work, span) = match job {
             Job::Record(record) => (
                 {
-                    let work = UnitOfWork::new(access);
+                    let work = UnitOfWork::new(access).with_answerer(shared.answerer.clone());
                     asked = shared
                         .answerer
                         .as_ref()
@@ -141,7 +141,9 @@ impl Attempts {
                 ),
             ),
             Job::Timer(fire) => (
-                UnitOfWork::new(access).with_deferrals(fire.deferrals),
+                UnitOfWork::new(access)
+                    .with_deferrals(fire.deferrals)
+                    .with_answerer(shared.answerer.clone()),
                 debug_span!(
                     "timer",
                     key = %key,

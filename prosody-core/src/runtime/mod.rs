@@ -25,6 +25,7 @@ use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::state::Registry;
 use crate::store::Stores;
+pub(crate) use answer::asked_by;
 pub use answer::{Answerer, Settled};
 use status::PartitionState;
 use std::num::NonZeroUsize;

@@ -12,12 +12,15 @@ pub(crate) use commit::{late_success, settle};
 pub use meter::WaitMeter;
 
 use crate::clock::Timestamp;
+use crate::event::{Encoded, Event};
 use crate::key::Key;
+use crate::runtime::{Answerer, Settled, asked_by};
 use crate::state::{AttemptState, Marker};
 use crate::store::timer::TimerKind;
 use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
 use crate::timers::{StoreAccess, TimerError, TimerOp};
 use event::EventWork;
+use prosody_contracts::peer::Asked;
 use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -62,6 +65,9 @@ pub(crate) struct UnitOfWork {
     settles: Option<Marker>,
     /// The key's keyed state, if the client registered collections.
     state: Option<Arc<AttemptState>>,
+    /// Answers the requests the member's subsystem is asked, if any: for
+    /// the records the defer stage handles from a backlog.
+    answerer: Option<Arc<dyn Answerer>>,
 }
 
 impl std::fmt::Debug for UnitOfWork {
@@ -82,6 +88,35 @@ impl UnitOfWork {
             deferrals: 0,
             settles: None,
             state: None,
+            answerer: None,
+        }
+    }
+
+    /// The same unit with the member's answerer.
+    #[must_use]
+    pub(crate) fn with_answerer(mut self, answerer: Option<Arc<dyn Answerer>>) -> Self {
+        self.answerer = answerer;
+        self
+    }
+
+    /// The request `event` (a record read back from a backlog) carries,
+    /// if the member answers it; marks its response as awaited.
+    pub(crate) fn asked(&self, event: &Event<Encoded>) -> Option<Asked> {
+        let answerer = self.answerer.as_ref()?;
+        let asked = match event {
+            Event::Message(m) => asked_by(answerer, &m.headers, &m.topic, m.partition, m.offset),
+            Event::Excise(e) => asked_by(answerer, &e.headers, &e.topic, e.partition, e.offset),
+            Event::Timer(_) => None,
+        }?;
+        self.await_response();
+        Some(asked)
+    }
+
+    /// Answers `asked`, the request of a record that settled with
+    /// `settled` (its changes committed).
+    pub(crate) fn answer(&self, asked: Asked, settled: Settled) {
+        if let Some(answerer) = &self.answerer {
+            answerer.answer(asked, settled);
         }
     }
 
@@ -123,6 +158,7 @@ impl UnitOfWork {
             deferrals: self.deferrals,
             settles: self.settles,
             state: self.state.as_deref().map(AttemptState::fresh),
+            answerer: self.answerer.clone(),
         }
     }
 
@@ -137,6 +173,7 @@ impl UnitOfWork {
     pub(crate) fn detached(&self) -> Self {
         Self {
             state: self.state.clone(),
+            answerer: self.answerer.clone(),
             ..Self::new(Arc::clone(&self.access))
         }
     }
