@@ -8,6 +8,7 @@ use prosody_request::{Answer, Delivery, Inbox, Peers, Reply};
 use serde::Serialize;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 /// Answers as `subsystem` with the responses of a stack whose response type
@@ -20,14 +21,21 @@ use tracing::{debug, warn};
 pub(crate) struct Responder<R> {
     subsystem: Arc<str>,
     route: Arc<Peers<ClientDirectory>>,
+    /// The sends in flight, which the client's shutdown waits for.
+    sending: TaskTracker,
     response: PhantomData<fn(R)>,
 }
 
 impl<R> Responder<R> {
-    pub(crate) fn new(subsystem: Arc<str>, route: Arc<Peers<ClientDirectory>>) -> Self {
+    pub(crate) fn new(
+        subsystem: Arc<str>,
+        route: Arc<Peers<ClientDirectory>>,
+        sending: TaskTracker,
+    ) -> Self {
         Self {
             subsystem,
             route,
+            sending,
             response: PhantomData,
         }
     }
@@ -69,13 +77,14 @@ where
             answer,
         };
         // In this process the reply is handed over at once; to another
-        // it travels in a task of its own, bounded by the send timeout.
+        // it travels in a task of its own (a directory lookup, then a send
+        // bounded by the send timeout), which shutdown waits for.
         if let Some(inbox) = Inbox::local(reply.to) {
             dropped(reply.id, inbox.deliver(reply));
             return;
         }
         let route = Arc::clone(&self.route);
-        tokio::spawn(async move {
+        self.sending.spawn(async move {
             let id = reply.id;
             match route.send(reply).await {
                 Ok(delivery) => dropped(id, delivery),

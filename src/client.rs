@@ -294,8 +294,10 @@ impl<C: Codec> ProsodyClient<C> {
         }
         let mut runtime = settings.runtime.clone();
         runtime.answerer = settings.peer.subsystem.clone().map(|subsystem| {
-            let route = Arc::clone(self.inner.requests.route());
-            Arc::new(Responder::<S::Response>::new(subsystem, route)) as Arc<dyn Answerer>
+            let (route, sending) = self.inner.requests.route();
+            let responder =
+                Responder::<S::Response>::new(subsystem, Arc::clone(route), sending.clone());
+            Arc::new(responder) as Arc<dyn Answerer>
         });
         claim.install(Runtime::spawn(
             consumer,
@@ -336,7 +338,8 @@ impl<C: Codec> ProsodyClient<C> {
             .get_or_init(|| async {
                 let stop = async {
                     self.inner.subscription.stop().await;
-                    self.inner.requests.close().await;
+                    let budget = self.inner.settings.runtime.shutdown_timeout;
+                    self.inner.requests.close(budget).await;
                     self.inner.probe.stop().await;
                 };
                 let budget = self.inner.settings.runtime.shutdown_timeout;

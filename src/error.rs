@@ -32,7 +32,8 @@ pub enum ClientError {
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     /// The peer endpoint, where the answers to this client's requests
-    /// arrive, could not be started or registered.
+    /// arrive, could not be started or registered (in time), or the
+    /// system's random source failed to make an id.
     #[error("the peer endpoint cannot receive answers: {0}")]
     Peer(String),
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, OnceCell};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 /// How long a clean shutdown waits for the directory to delete the
@@ -29,15 +30,22 @@ const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Invariant: one inbox per client life, opened at the first request under
 /// a fresh peer id; with a directory, its endpoint is registered under a
 /// lease renewed every third of `peer_registration_ttl` until the client
-/// shuts down, which deletes the entry and closes the endpoint.
+/// shuts down (or is dropped: the renewal stops with it), which deletes the
+/// entry and closes the endpoint. Once closed, no endpoint opens again.
 #[derive(Debug)]
 pub(crate) struct Requests {
     settings: PeerSettings,
     directory: Option<ClientDirectory>,
     route: Arc<Peers<ClientDirectory>>,
+    /// The answers being sent to requesters in other processes, waited
+    /// for at shutdown.
+    sending: TaskTracker,
     receiver: OnceCell<Receiver>,
     /// What shutdown closes: the endpoint and its lease.
-    listening: Mutex<Option<Listening>>,
+    listening: Mutex<Listening>,
+    /// Whether requests can reach other processes (a directory to register
+    /// in); said once when they cannot.
+    said_local: std::sync::Once,
 }
 
 #[derive(Debug)]
@@ -45,13 +53,35 @@ struct Receiver {
     inbox: Arc<Inbox>,
 }
 
-/// A peer endpoint, registered under a lease.
+/// The endpoint's state.
+#[derive(Debug, Default)]
+enum Listening {
+    /// Not bound (no request yet, or no directory).
+    #[default]
+    Idle,
+    /// Bound and registered under a lease.
+    Open(Registered),
+    /// Shut down: nothing opens again.
+    Closed,
+}
+
+/// A peer endpoint, registered under a lease renewed until it is dropped.
 #[derive(Debug)]
-struct Listening {
+struct Registered {
     endpoint: Endpoint,
-    renew: JoinHandle<()>,
+    renew: AbortOnDrop,
     directory: ClientDirectory,
     peer: PeerId,
+}
+
+/// A task aborted when this is dropped.
+#[derive(Debug)]
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Requests {
@@ -70,8 +100,10 @@ impl Requests {
             settings,
             directory,
             route,
+            sending: TaskTracker::new(),
             receiver: OnceCell::new(),
-            listening: Mutex::new(None),
+            listening: Mutex::new(Listening::Idle),
+            said_local: std::sync::Once::new(),
         }
     }
 
@@ -80,9 +112,9 @@ impl Requests {
         self.receiver.get().map(|receiver| receiver.inbox.peer())
     }
 
-    /// The route of this client's answers.
-    pub(crate) fn route(&self) -> &Arc<Peers<ClientDirectory>> {
-        &self.route
+    /// The route of this client's answers, and the tracker of their sends.
+    pub(crate) fn route(&self) -> (&Arc<Peers<ClientDirectory>>, &TaskTracker) {
+        (&self.route, &self.sending)
     }
 
     /// The client's inbox, opened on first use: with a directory, behind a
@@ -91,12 +123,23 @@ impl Requests {
         let receiver = self
             .receiver
             .get_or_try_init(|| async {
-                let peer =
-                    PeerId::random().map_err(|error| ClientError::Peer(error.to_string()))?;
+                let peer = PeerId::random().map_err(|error| ClientError::Peer(error.to_string()))?;
                 let inbox = Inbox::open(peer);
-                if let Some(directory) = &self.directory {
-                    let listening = self.listen(directory, &inbox).await?;
-                    *self.listening.lock().await = Some(listening);
+                match &self.directory {
+                    Some(directory) => {
+                        let registered = self.listen(directory, &inbox).await?;
+                        let mut listening = self.listening.lock().await;
+                        if matches!(*listening, Listening::Closed) {
+                            // Shut down meanwhile: leave nothing behind.
+                            drop(listening);
+                            close(registered).await;
+                            return Err(ClientError::ShutDown);
+                        }
+                        *listening = Listening::Open(registered);
+                    }
+                    None => self.said_local.call_once(|| {
+                        debug!("no peer directory (the stores are not Cassandra's): requests are answered only by members in this process");
+                    }),
                 }
                 Ok::<_, ClientError>(Receiver { inbox })
             })
@@ -109,7 +152,7 @@ impl Requests {
         &self,
         directory: &ClientDirectory,
         inbox: &Arc<Inbox>,
-    ) -> Result<Listening, ClientError> {
+    ) -> Result<Registered, ClientError> {
         let peer = inbox.peer();
         let endpoint = Endpoint::bind(self.settings.bind_address(), Arc::clone(inbox))
             .await
@@ -127,8 +170,8 @@ impl Requests {
             )));
         }
         debug!(%peer, address = %entry.address, "peer endpoint registered");
-        let renew = tokio::spawn(renew(directory.clone(), peer, entry, ttl));
-        Ok(Listening {
+        let renew = AbortOnDrop(tokio::spawn(renew(directory.clone(), peer, entry, ttl)));
+        Ok(Registered {
             endpoint,
             renew,
             directory: directory.clone(),
@@ -136,20 +179,35 @@ impl Requests {
         })
     }
 
-    /// Deletes the client's directory entry and closes its endpoint.
-    pub(crate) async fn close(&self) {
-        let Some(listening) = self.listening.lock().await.take() else {
-            return;
-        };
-        listening.renew.abort();
-        let deregister = listening.directory.deregister(listening.peer);
-        match tokio::time::timeout(DEREGISTER_TIMEOUT, deregister).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => warn!(%error, "deleting the peer entry failed; its lease runs out"),
-            Err(_) => warn!("deleting the peer entry timed out; its lease runs out"),
+    /// Waits for the answers being sent (within `budget`), then deletes
+    /// the client's directory entry and closes its endpoint; no endpoint
+    /// opens afterwards.
+    pub(crate) async fn close(&self, budget: Duration) {
+        self.sending.close();
+        if tokio::time::timeout(budget, self.sending.wait())
+            .await
+            .is_err()
+        {
+            warn!("answers still being sent at shutdown were abandoned");
         }
-        listening.endpoint.shutdown().await;
+        let listening = std::mem::replace(&mut *self.listening.lock().await, Listening::Closed);
+        if let Listening::Open(registered) = listening {
+            close(registered).await;
+        }
     }
+}
+
+/// Deletes `registered`'s entry (bounded: it runs out with its lease
+/// otherwise) and closes its endpoint.
+async fn close(registered: Registered) {
+    drop(registered.renew);
+    let deregister = registered.directory.deregister(registered.peer);
+    match tokio::time::timeout(DEREGISTER_TIMEOUT, deregister).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => warn!(%error, "deleting the peer entry failed; its lease runs out"),
+        Err(_) => warn!("deleting the peer entry timed out; its lease runs out"),
+    }
+    registered.endpoint.shutdown().await;
 }
 
 /// The address peers connect to: the bound one, or, bound to every
@@ -162,16 +220,22 @@ fn reachable(bound: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Renews the lease every third of `ttl`; after a failure, tries again
-/// sooner (every tenth), so one failed renewal does not let it run out.
+/// Renews the lease every third of `ttl`, each try bounded by a third;
+/// after a failure, tries again sooner (every tenth), so one failed renewal
+/// does not let it run out.
 async fn renew(directory: ClientDirectory, peer: PeerId, entry: PeerEntry, ttl: Duration) {
     let mut wait = ttl / 3;
     loop {
         tokio::time::sleep(wait).await;
-        wait = match directory.register(peer, &entry, ttl).await {
-            Ok(()) => ttl / 3,
-            Err(error) => {
+        let renewed = tokio::time::timeout(ttl / 3, directory.register(peer, &entry, ttl)).await;
+        wait = match renewed {
+            Ok(Ok(())) => ttl / 3,
+            Ok(Err(error)) => {
                 warn!(%error, %peer, "renewing the peer lease failed; trying again");
+                ttl / 10
+            }
+            Err(_) => {
+                warn!(%peer, "renewing the peer lease timed out; trying again");
                 ttl / 10
             }
         };
@@ -275,11 +339,21 @@ impl<C: Codec> ProsodyClient<C> {
                 "the timeout must be longer than zero".to_owned(),
             ));
         }
-        let deadline = Instant::now() + timeout;
-        let inbox = self.inner.requests.inbox().await?;
+        // A timeout past any clock's reach waits a year.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
         let id = RequestId::random().map_err(|error| ClientError::Peer(error.to_string()))?;
-        let asked = Asked::new(id, inbox.peer(), subsystems)
+        // Checked before anything opens: a bad name is the caller's error.
+        let asked = Asked::new(id, PeerId::from_bytes([0; 16]), subsystems)
             .map_err(|error| ClientError::InvalidRequest(error.to_string()))?;
+        let inbox = tokio::time::timeout_at(deadline, self.inner.requests.inbox())
+            .await
+            .map_err(|_| {
+                ClientError::Peer("the peer endpoint did not open before the deadline".to_owned())
+            })??;
+        let asked = asked.with_reply_to(inbox.peer());
         // Waiting before the record is sent: an answer may come at once.
         let waiter = inbox.wait(&asked);
         self.produce(record, Some(&asked)).await?;

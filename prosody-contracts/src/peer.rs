@@ -206,6 +206,13 @@ impl Asked {
         })
     }
 
+    /// The same request, answered to `peer`.
+    #[must_use]
+    pub fn with_reply_to(mut self, peer: PeerId) -> Self {
+        self.reply_to = peer;
+        self
+    }
+
     /// The request's id.
     #[must_use]
     pub fn id(&self) -> RequestId {

@@ -37,7 +37,9 @@ impl<T> Outcome<T> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResponseError {
-    /// The subsystem's handler failed permanently; its error's message.
+    /// The subsystem's handler failed and the record settled with that
+    /// failure (permanent, routed to the failure topic, or dropped in
+    /// best-effort mode); its error's message.
     #[error("the subsystem's handler failed: {message}")]
     HandlerFailed {
         /// The handler's error, as it displayed.

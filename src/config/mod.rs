@@ -153,6 +153,19 @@ impl Options {
         let mut runtime = values.runtime()?;
         runtime.state = Arc::new(values.registry(std::mem::take(&mut self.state_collections))?);
         let qos = values.qos(self.mode.unwrap_or_default(), &runtime)?;
+        let cassandra = values.cassandra()?;
+        let peer = values.peer();
+        if !cassandra.nodes.is_empty() && peer.registration_ttl > cassandra.retention {
+            return Err(ConfigError::Invalid {
+                option: "peer_registration_ttl",
+                reason: format!(
+                    "{} is longer than cassandra_retention ({}), the longest a Cassandra row \
+                     lives: the lease would run out before its renewal",
+                    shown(peer.registration_ttl),
+                    shown(cassandra.retention)
+                ),
+            });
+        }
         Ok(Settings {
             cluster,
             subscribed_topics: values.subscribed_topics.clone(),
@@ -166,11 +179,11 @@ impl Options {
             runtime,
             qos,
             observe: values.observe(),
-            cassandra: values.cassandra()?,
+            cassandra,
             memory_stores: values.memory_stores,
             kafka: values.kafka()?,
             state_cache: values.cache(),
-            peer: values.peer(),
+            peer,
         })
     }
 }

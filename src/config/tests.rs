@@ -425,3 +425,21 @@ fn a_zero_discard_threshold_is_refused() {
     let fine = resolve(base(), &[("PROSODY_LOADER_DISCARD_THRESHOLD", "1")]);
     assert_eq!(fine.map(|s| s.qos.loader.discard_threshold).ok(), Some(1));
 }
+
+/// With Cassandra, the peer lease cannot outlive the rows that hold it:
+/// a registration ttl longer than `cassandra_retention` is refused, naming
+/// both.
+#[test]
+fn a_lease_longer_than_the_retention_is_refused() {
+    let vars = [
+        ("PROSODY_CASSANDRA_NODES", "127.0.0.1:9042"),
+        ("PROSODY_CASSANDRA_RETENTION", "1day"),
+        ("PROSODY_PEER_REGISTRATION_TTL", "2days"),
+    ];
+    let error = resolve(base(), &vars).expect_err("a lease past the retention");
+    assert_eq!(option_of(&error), "peer_registration_ttl", "{error}");
+    assert!(error.to_string().contains("cassandra_retention"), "{error}");
+    assert!(resolve(base(), &vars[..2]).is_ok());
+    // Without Cassandra there is no such row.
+    assert!(resolve(base(), &vars[2..]).is_ok());
+}

@@ -81,9 +81,6 @@ where
                         }
                         Err(error) => error,
                     };
-                    if let Some(work) = this.context.work() {
-                        work.fail(&error);
-                    }
                     let Some(routing) = this.routing.take() else {
                         error!(%error, "a timer failed for good; dropped (no record to route)");
                         return Poll::Ready(Ok(R::unhandled()));
@@ -92,7 +89,18 @@ where
                     let record = routing.into_record(&this.config.topic, &error);
                     let producer = this.producer.clone();
                     let timeout = this.config.send_timeout;
-                    let send: Send = Box::pin(async move { producer.send(record, timeout).await });
+                    // Once routed, the record settles with this failure:
+                    // a requester waiting for it is told so.
+                    let settles = this.context.work().and_then(|work| {
+                        work.failure(&error).map(|message| (work.clone(), message))
+                    });
+                    let send: Send = Box::pin(async move {
+                        let delivered = producer.send(record, timeout).await;
+                        if let (Ok(_), Some((work, message))) = (&delivered, settles) {
+                            work.settle_failed(message);
+                        }
+                        delivered
+                    });
                     this.state.set(State::Producing(send));
                 }
                 StateProjection::Producing(send) => {

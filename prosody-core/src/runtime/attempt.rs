@@ -110,8 +110,9 @@ pub(crate) struct Attempts {
     key: Key,
     work: UnitOfWork,
     span: Span,
-    /// The request the record carries, if the member answers it.
-    asked: Option<Asked>,
+    /// The request the record carries, if the member answers it (boxed: a
+    /// record that is not one carries a pointer, not the request).
+    asked: Option<Box<Asked>>,
 }
 
 impl Attempts {
@@ -126,7 +127,8 @@ impl Attempts {
                     asked = shared
                         .answerer
                         .as_ref()
-                        .and_then(|answerer| answer::asked(answerer, record));
+                        .and_then(|answerer| answer::asked(answerer, record))
+                        .map(Box::new);
                     if asked.is_some() {
                         work.await_response();
                     }
@@ -174,7 +176,7 @@ impl Attempts {
             (None, Some(response)) => Settled::Response(response),
             (None, None) => return,
         };
-        answerer.answer(asked.clone(), settled);
+        answerer.answer(Asked::clone(asked), settled);
     }
 
     /// The span the attempts run in.

@@ -225,9 +225,23 @@ impl UnitOfWork {
     /// a record routed to the failure topic or dropped), when a requester
     /// waits for its answer; otherwise does nothing.
     pub(crate) fn fail(&self, error: &crate::error::HandlerError) {
-        if self.event.awaited.load(Ordering::Acquire) {
-            *event::lock(&self.event.failure) = Some(error.source().to_string());
+        if let Some(message) = self.failure(error) {
+            self.settle_failed(message);
         }
+    }
+
+    /// The message a requester is told of `error`, when one waits for the
+    /// event's answer (`None` otherwise, allocating nothing).
+    pub(crate) fn failure(&self, error: &crate::error::HandlerError) -> Option<String> {
+        self.event
+            .awaited
+            .load(Ordering::Acquire)
+            .then(|| error.source().to_string())
+    }
+
+    /// Records that the event settles with the failure `message`.
+    pub(crate) fn settle_failed(&self, message: String) {
+        *event::lock(&self.event.failure) = Some(message);
     }
 
     /// The message of the failure the event settled with, if recorded.
