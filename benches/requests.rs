@@ -46,13 +46,7 @@ async fn round_trips(
     for n in 0..rounds {
         let started = Instant::now();
         let outcomes = client
-            .request::<Value, _, _>(
-                &world.topic,
-                format!("key-{n}"),
-                &json!({}),
-                names.iter().copied(),
-                TIMEOUT,
-            )
+            .request::<Value>(&world.topic, format!("key-{n}"), &json!({}), names, TIMEOUT)
             .await
             .unwrap();
         assert!(
@@ -102,7 +96,7 @@ async fn bench() -> Option<()> {
                 while Instant::now() < until {
                     let key = format!("load-{task}-{n}");
                     let outcomes = client
-                        .request::<Value, _, _>(&topic, key, &json!({}), ["billing"], TIMEOUT)
+                        .request::<Value>(&topic, key, &json!({}), &["billing"], TIMEOUT)
                         .await
                         .unwrap();
                     assert!(outcomes["billing"].is_success(), "{outcomes:?}");

@@ -64,11 +64,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let timeout = Duration::from_secs(5);
     let subsystems = ["billing", "inventory"];
     let outcomes = caller
-        .request::<Value, _, _>(
+        .request::<Value>(
             "orders",
             "order-1",
             &json!({ "quantity": 3 }),
-            subsystems,
+            &subsystems,
             timeout,
         )
         .await?;
@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let refused = caller
-        .request::<Value, _, _>("orders", "order-2", &json!({}), ["billing"], timeout)
+        .request::<Value>("orders", "order-2", &json!({}), &["billing"], timeout)
         .await?;
     println!(
         "billing on an order without quantity: {:?}",
@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let excised = caller
-        .request_excise::<Value, _, _>("orders", "order-1", ["inventory"], timeout)
+        .request_excise::<Value>("orders", "order-1", &["inventory"], timeout)
         .await?;
     println!("inventory on the excise: {:?}", excised["inventory"]);
 

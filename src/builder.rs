@@ -152,7 +152,12 @@ impl<C: Codec> ClientBuilder<C> {
             ),
             _ => None,
         };
-        let requests = Requests::new(settings.peer.clone(), directory, settings.send_timeout);
+        let requests = Requests::new(
+            settings.peer.clone(),
+            directory,
+            settings.send_timeout,
+            broker.durable(),
+        );
         let layers = Layers::new(
             &settings.qos,
             &producer,

@@ -43,8 +43,10 @@ pub(crate) struct Requests {
     receiver: OnceCell<Receiver>,
     /// What shutdown closes: the endpoint and its lease.
     listening: Mutex<Listening>,
-    /// Whether requests can reach other processes (a directory to register
-    /// in); said once when they cannot.
+    /// Whether the records outlive this process (a durable broker), so
+    /// answers from other processes are expected: then the lack of a
+    /// directory is warned of, once.
+    durable: bool,
     said_local: std::sync::Once,
 }
 
@@ -89,6 +91,7 @@ impl Requests {
         settings: PeerSettings,
         directory: Option<ClientDirectory>,
         send_timeout: Duration,
+        durable: bool,
     ) -> Self {
         let route = Arc::new(Peers::new(
             directory.clone(),
@@ -103,6 +106,7 @@ impl Requests {
             sending: TaskTracker::new(),
             receiver: OnceCell::new(),
             listening: Mutex::new(Listening::Idle),
+            durable,
             said_local: std::sync::Once::new(),
         }
     }
@@ -137,9 +141,10 @@ impl Requests {
                         }
                         *listening = Listening::Open(registered);
                     }
-                    None => self.said_local.call_once(|| {
-                        debug!("no peer directory (the stores are not Cassandra's): requests are answered only by members in this process");
+                    None if self.durable => self.said_local.call_once(|| {
+                        warn!("no peer directory (the stores are not Cassandra's): requests are answered only by members in this process");
                     }),
+                    None => {}
                 }
                 Ok::<_, ClientError>(Receiver { inbox })
             })
@@ -263,19 +268,14 @@ impl<C: Codec> ProsodyClient<C> {
     ///
     /// [`Outcome`]: prosody_request::Outcome
     /// [`ResponseError::Timeout`]: prosody_request::ResponseError::Timeout
-    pub async fn request<T, I, N>(
+    pub async fn request<T: DeserializeOwned>(
         &self,
         topic: &str,
         key: impl Into<Key>,
         payload: &C::Value,
-        subsystems: I,
+        subsystems: &[&str],
         timeout: Duration,
-    ) -> Result<Outcomes<T>, ClientError>
-    where
-        T: DeserializeOwned,
-        I: IntoIterator<Item = N>,
-        N: AsRef<str>,
-    {
+    ) -> Result<Outcomes<T>, ClientError> {
         self.check_open()?;
         let bytes = self
             .inner
@@ -305,35 +305,25 @@ impl<C: Codec> ProsodyClient<C> {
     /// # Errors
     ///
     /// As [`request`](Self::request).
-    pub async fn request_excise<T, I, N>(
+    pub async fn request_excise<T: DeserializeOwned>(
         &self,
         topic: &str,
         key: impl Into<Key>,
-        subsystems: I,
+        subsystems: &[&str],
         timeout: Duration,
-    ) -> Result<Outcomes<T>, ClientError>
-    where
-        T: DeserializeOwned,
-        I: IntoIterator<Item = N>,
-        N: AsRef<str>,
-    {
+    ) -> Result<Outcomes<T>, ClientError> {
         self.check_open()?;
         let key: Key = key.into();
         let record = OutgoingRecord::tombstone(topic, key.as_bytes().to_vec());
         self.ask(record, subsystems, timeout).await
     }
 
-    async fn ask<T, I, N>(
+    async fn ask<T: DeserializeOwned>(
         &self,
         record: OutgoingRecord,
-        subsystems: I,
+        subsystems: &[&str],
         timeout: Duration,
-    ) -> Result<Outcomes<T>, ClientError>
-    where
-        T: DeserializeOwned,
-        I: IntoIterator<Item = N>,
-        N: AsRef<str>,
-    {
+    ) -> Result<Outcomes<T>, ClientError> {
         if timeout.is_zero() {
             return Err(ClientError::InvalidRequest(
                 "the timeout must be longer than zero".to_owned(),

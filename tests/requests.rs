@@ -104,11 +104,11 @@ fn answer(by: &str, key: &str) -> Outcome<Value> {
 async fn each_subsystem_answers_once_with_its_handlers_result() {
     let (client, _members) = system().await;
     let outcomes = client
-        .request::<Value, _, _>(
+        .request::<Value>(
             TOPIC,
             "order-1",
             &json!({}),
-            ["billing", "inventory", "billing"],
+            &["billing", "inventory", "billing"],
             TIMEOUT,
         )
         .await
@@ -119,7 +119,7 @@ async fn each_subsystem_answers_once_with_its_handlers_result() {
 
     // A permanent failure carries the handler's message.
     let outcomes = client
-        .request::<Value, _, _>(TOPIC, "refuse", &json!({}), ["billing"], TIMEOUT)
+        .request::<Value>(TOPIC, "refuse", &json!({}), &["billing"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(
@@ -133,18 +133,18 @@ async fn each_subsystem_answers_once_with_its_handlers_result() {
     // answered when its backlog retries it for good (here after two
     // failures), if its caller still waits.
     let outcomes = client
-        .request::<Value, _, _>(TOPIC, "flaky", &json!({}), ["inventory"], DEFERRED)
+        .request::<Value>(TOPIC, "flaky", &json!({}), &["inventory"], DEFERRED)
         .await
         .expect("request");
     assert_eq!(outcomes["inventory"], answer("inventory", "flaky"));
 
     // A subsystem nobody answers as is a timeout, never a missing entry.
     let outcomes = client
-        .request::<Value, _, _>(
+        .request::<Value>(
             TOPIC,
             "order-2",
             &json!({}),
-            ["shipping", "billing"],
+            &["shipping", "billing"],
             TIMEOUT,
         )
         .await
@@ -157,7 +157,7 @@ async fn each_subsystem_answers_once_with_its_handlers_result() {
 
     // An answer of another shape than asked for.
     let outcomes = client
-        .request::<u32, _, _>(TOPIC, "order-3", &json!({}), ["billing"], TIMEOUT)
+        .request::<u32>(TOPIC, "order-3", &json!({}), &["billing"], TIMEOUT)
         .await
         .expect("request");
     assert!(matches!(
@@ -167,7 +167,7 @@ async fn each_subsystem_answers_once_with_its_handlers_result() {
 
     // An excise request is answered by `on_excise`.
     let outcomes = client
-        .request_excise::<Value, _, _>(TOPIC, "order-4", ["inventory"], TIMEOUT)
+        .request_excise::<Value>(TOPIC, "order-4", &["inventory"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(
@@ -181,12 +181,12 @@ async fn a_duplicate_skipped_by_dedup_is_not_answered() {
     let (client, _members) = system().await;
     let payload = json!({ "id": "payment-7" });
     let first = client
-        .request::<Value, _, _>(TOPIC, "order-9", &payload, ["billing"], TIMEOUT)
+        .request::<Value>(TOPIC, "order-9", &payload, &["billing"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(first["billing"], answer("billing", "order-9"));
     let again = client
-        .request::<Value, _, _>(TOPIC, "order-9", &payload, ["billing"], TIMEOUT)
+        .request::<Value>(TOPIC, "order-9", &payload, &["billing"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(again["billing"], Outcome::Failure(ResponseError::Timeout));
@@ -211,18 +211,18 @@ async fn a_dropped_or_routed_failure_is_answered_with_its_message() {
         })
     };
     let outcomes = client
-        .request::<Value, _, _>(TOPIC, "flaky", &json!({}), ["audit"], TIMEOUT)
+        .request::<Value>(TOPIC, "flaky", &json!({}), &["audit"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(outcomes["audit"], failed("not yet"));
     let outcomes = client
-        .request::<Value, _, _>(TOPIC, "refuse", &json!({}), ["audit", "ledger"], TIMEOUT)
+        .request::<Value>(TOPIC, "refuse", &json!({}), &["audit", "ledger"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(outcomes["audit"], failed("orders for refuse are refused"));
     assert_eq!(outcomes["ledger"], failed("orders for refuse are refused"));
     let outcomes = client
-        .request::<Value, _, _>(TOPIC, "order-5", &json!({}), ["audit", "ledger"], TIMEOUT)
+        .request::<Value>(TOPIC, "order-5", &json!({}), &["audit", "ledger"], TIMEOUT)
         .await
         .expect("request");
     assert_eq!(outcomes["audit"], answer("audit", "order-5"));
@@ -239,7 +239,7 @@ async fn invalid_requests_fail_the_call() {
         (none.to_vec(), TIMEOUT),
     ] {
         let result = client
-            .request::<Value, _, _>(TOPIC, "k", &json!({}), subsystems, timeout)
+            .request::<Value>(TOPIC, "k", &json!({}), &subsystems, timeout)
             .await;
         assert!(
             matches!(result, Err(prosody::ClientError::InvalidRequest(_))),
@@ -248,7 +248,7 @@ async fn invalid_requests_fail_the_call() {
     }
     client.shutdown().await;
     let result = client
-        .request::<Value, _, _>(TOPIC, "k", &json!({}), ["billing"], TIMEOUT)
+        .request::<Value>(TOPIC, "k", &json!({}), &["billing"], TIMEOUT)
         .await;
     assert!(
         matches!(result, Err(prosody::ClientError::ShutDown)),
@@ -288,7 +288,7 @@ proptest! {
                 let client = Arc::clone(&client);
                 async move {
                     client
-                        .request::<Value, _, _>(TOPIC, *key, &json!({}), names.clone(), TIMEOUT)
+                        .request::<Value>(TOPIC, *key, &json!({}), names, TIMEOUT)
                         .await
                 }
             });

@@ -42,11 +42,11 @@ async fn caller() -> ExitCode {
         .unwrap();
     let topic = std::env::var("PROSODY_SUBSCRIBED_TOPICS").unwrap();
     let outcomes = client
-        .request::<Value, _, _>(
+        .request::<Value>(
             &topic,
             "order-c",
             &json!({}),
-            ["billing"],
+            &["billing"],
             Duration::from_secs(30),
         )
         .await
@@ -64,13 +64,7 @@ async fn ask(
     timeout: Duration,
 ) -> prosody::Outcomes<Value> {
     client
-        .request::<Value, _, _>(
-            &world.topic,
-            key,
-            &json!({}),
-            names.iter().copied(),
-            timeout,
-        )
+        .request::<Value>(&world.topic, key, &json!({}), names, timeout)
         .await
         .unwrap()
 }
