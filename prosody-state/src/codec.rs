@@ -80,6 +80,9 @@ fn encode<T: Serialize>(collection: &'static str, value: &T) -> Result<Bytes, St
 }
 
 /// A JSON item.
-fn decode<T: DeserializeOwned>(collection: &'static str, bytes: &[u8]) -> Result<T, StateError> {
+pub(crate) fn decode<T: DeserializeOwned>(
+    collection: &'static str,
+    bytes: &[u8],
+) -> Result<T, StateError> {
     serde_json::from_slice(bytes).map_err(|source| StateError::Codec { collection, source })
 }

@@ -25,7 +25,7 @@ struct Bounds {
 }
 
 /// The item of position `at`: its bytes sort as the positions do.
-fn slot_item(at: i64) -> Bytes {
+pub(crate) fn slot_item(at: i64) -> Bytes {
     Bytes::copy_from_slice(&(at.cast_unsigned() ^ (1 << 63)).to_be_bytes())
 }
 
@@ -216,6 +216,11 @@ impl<'a, T: Send + Sync + 'a, E: Encoding<T>> DequeState<'a, T, E> {
     /// Whether the deque holds nothing.
     pub async fn is_empty(&self) -> Result<bool, StateError> {
         Ok(self.len().await? == 0)
+    }
+
+    /// The range of the deque's slots, front to back.
+    pub(crate) async fn slots(&self) -> Result<ItemRange, StateError> {
+        Ok(Self::range(self.bounds().await?))
     }
 
     fn range(bounds: Bounds) -> ItemRange {

@@ -59,6 +59,7 @@ mod codec;
 mod definition;
 mod deque;
 mod map;
+mod published;
 mod scan;
 mod value;
 
@@ -69,6 +70,9 @@ pub use deque::DequeState;
 pub use map::MapState;
 pub use prosody_core::state::{Kind, Payload, ReadCache, Spec, SpecError, StateError};
 pub use prosody_core::store::Direction;
+pub use published::{
+    CachedReads, PublishedDeque, PublishedMap, PublishedValue, SharedReads, Source,
+};
 pub use value::ValueState;
 
 /// How many items a scan fetches from the store at a time.

@@ -21,7 +21,7 @@ pub struct MapState<'a, V, E = Json> {
     _value: PhantomData<fn() -> (V, E)>,
 }
 
-fn entry_name(collection: &'static str, item: &[u8]) -> Result<String, StateError> {
+pub(crate) fn entry_name(collection: &'static str, item: &[u8]) -> Result<String, StateError> {
     String::from_utf8(item.to_vec()).map_err(|_| StateError::Malformed {
         collection,
         reason: "a map entry's key is not UTF-8",

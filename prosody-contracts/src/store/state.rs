@@ -27,7 +27,7 @@ pub enum Direction {
 
 /// The items `from <= item < until` (no upper end when `until` is `None`),
 /// in byte order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ItemRange {
     /// The first item in range.
     pub from: Bytes,

@@ -106,6 +106,10 @@ pub enum StateError {
     /// no collections.
     #[error("keyed state is not available in this context")]
     Unavailable,
+    /// A definition breaks a rule of its own (a reader checks it before
+    /// its first read).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
 }
 
 impl StateError {
@@ -124,7 +128,8 @@ impl StateError {
             | Self::AttemptEnded { .. }
             | Self::MessageGone { .. }
             | Self::Unreadable { .. }
-            | Self::Unavailable => Category::Permanent,
+            | Self::Unavailable
+            | Self::Spec(_) => Category::Permanent,
         }
     }
 

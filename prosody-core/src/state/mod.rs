@@ -13,12 +13,14 @@ mod attempt;
 mod error;
 mod messages;
 mod overlay;
+mod reading;
 
 pub(crate) use attempt::{AttemptState, Marker, StateGuard};
 pub use attempt::{Page, Slot};
 pub use error::{SpecError, StateError};
 pub(crate) use messages::Reader;
 pub use messages::message_cell;
+pub use reading::Reading;
 
 use crate::loader::Loader;
 use crate::store::{StateStore, StoreError};
