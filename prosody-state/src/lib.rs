@@ -71,7 +71,8 @@ pub use map::MapState;
 pub use prosody_core::state::{Kind, Payload, ReadCache, Spec, SpecError, StateError};
 pub use prosody_core::store::Direction;
 pub use published::{
-    CachedReads, PublishedDeque, PublishedMap, PublishedValue, SharedReads, Source,
+    CachedReads, Gate, Publishable, PublishedDeque, PublishedMap, PublishedValue, SharedReads,
+    Source,
 };
 pub use value::ValueState;
 

@@ -110,6 +110,16 @@ pub enum StateError {
     /// its first read).
     #[error(transparent)]
     Spec(#[from] SpecError),
+    /// A published collection's reader found it no longer published (its
+    /// owners retired it), or published as another kind: it reads nothing
+    /// rather than stale or foreign cells.
+    #[error("state collection {collection}: {reason}")]
+    Unpublished {
+        /// The collection.
+        collection: &'static str,
+        /// What its publication says.
+        reason: String,
+    },
 }
 
 impl StateError {
@@ -129,7 +139,8 @@ impl StateError {
             | Self::MessageGone { .. }
             | Self::Unreadable { .. }
             | Self::Unavailable
-            | Self::Spec(_) => Category::Permanent,
+            | Self::Spec(_)
+            | Self::Unpublished { .. } => Category::Permanent,
         }
     }
 

@@ -18,6 +18,7 @@ use crate::map::entry_name;
 use crate::{CHUNK, DequeState, MapState, ValueState};
 use bytes::Bytes;
 use futures_util::Stream;
+use futures_util::future::BoxFuture;
 use futures_util::stream::{self, StreamExt};
 use prosody_core::broker::{TopicPartition, partition_for_key};
 use prosody_core::key::Key;
@@ -28,16 +29,66 @@ use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+/// What a reader checks before each read: that the collection is still
+/// published as it reads it (the facade re-reads its publication once per
+/// cache window).
+pub trait Gate: Send + Sync + 'static {
+    /// `Ok` while the collection may be read; else why not
+    /// ([`StateError::Unpublished`]).
+    fn check(&self) -> BoxFuture<'_, Result<(), StateError>>;
+}
+
 /// Where a published collection's cells are: the owning group's stores,
 /// the topic whose partitions hold them, and its partition count.
 ///
-/// Invariant: `partitions` is at least 1, so every key has a partition.
-#[derive(Debug)]
+/// Invariant: `partitions` is at least 1, so every key has a partition;
+/// every read passes the gate first.
 pub struct Source<S> {
     stores: S,
     topic: Arc<str>,
     partitions: i32,
+    gate: Option<Arc<dyn Gate>>,
 }
+
+impl<S> std::fmt::Debug for Source<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("topic", &self.topic)
+            .field("partitions", &self.partitions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A definition whose collection other groups may read: the JSON
+/// collections (values, maps, deques).
+pub trait Publishable {
+    /// The reader of the collection over stores `S`.
+    type Reader<S>;
+
+    /// The collection's specification.
+    fn spec(&self) -> Spec;
+
+    /// The reader of the collection in `source`.
+    fn reader<S>(&self, source: Source<S>) -> Self::Reader<S>;
+}
+
+macro_rules! publishable {
+    ($($def:ident => $reader:ident),*) => {$(
+        impl<T> Publishable for crate::$def<T> {
+            type Reader<S> = $reader<T, S>;
+
+            fn spec(&self) -> Spec {
+                crate::$def::<T>::spec(self)
+            }
+
+            fn reader<S>(&self, source: Source<S>) -> Self::Reader<S> {
+                $reader::new(source, Publishable::spec(self))
+            }
+        }
+    )*};
+}
+
+publishable!(ValueDef => PublishedValue, MapDef => PublishedMap, DequeDef => PublishedDeque);
 
 impl<S: StateStore + Clone + 'static> Source<S> {
     /// The cells of the group `stores` reads, in `topic`'s `partitions`
@@ -48,7 +99,29 @@ impl<S: StateStore + Clone + 'static> Source<S> {
             stores,
             topic: topic.into(),
             partitions: partitions.max(1),
+            gate: None,
         }
+    }
+
+    /// The same source, checking `gate` before each read.
+    #[must_use]
+    pub fn gated(mut self, gate: Arc<dyn Gate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Passes the gate, if any.
+    async fn open(&self) -> Result<(), StateError> {
+        match &self.gate {
+            Some(gate) => gate.check().await,
+            None => Ok(()),
+        }
+    }
+
+    /// The view of `key`'s collection `spec`, once the gate lets it read.
+    async fn open_reading(&self, key: &str, spec: Spec) -> Result<Reading, StateError> {
+        self.open().await?;
+        self.reading(key, spec)
     }
 
     /// The view of `key`'s collection `spec`.
@@ -70,8 +143,14 @@ impl<S: StateStore + Clone + 'static> Source<S> {
         map: fn(&'static str, Bytes, Bytes) -> Result<T, StateError>,
     ) -> impl Stream<Item = Result<T, StateError>> + Send + 'static {
         let reading = self.reading(key, spec).map(Arc::new);
-        let pages = stream::unfold(Some((reading, range)), move |state| async move {
-            let (reading, range) = state?;
+        let gate = self.gate.clone();
+        let pages = stream::unfold(Some((reading, range, gate)), move |state| async move {
+            let (reading, range, gate) = state?;
+            if let Some(gate) = gate
+                && let Err(error) = gate.check().await
+            {
+                return Some((Err(error), None));
+            }
             let reading = match reading {
                 Ok(reading) => reading,
                 Err(error) => return Some((Err(error), None)),
@@ -86,7 +165,7 @@ impl<S: StateStore + Clone + 'static> Source<S> {
             };
             match page.await {
                 Ok(page) => {
-                    let next = page.next.map(|next| (Ok(reading), Some(next)));
+                    let next = page.next.map(|next| (Ok(reading), Some(next), None));
                     Some((Ok(page.items), next))
                 }
                 Err(error) => Some((Err(error), None)),
@@ -112,6 +191,7 @@ impl<S: Clone> Clone for Source<S> {
             stores: self.stores.clone(),
             topic: Arc::clone(&self.topic),
             partitions: self.partitions,
+            gate: self.gate.clone(),
         }
     }
 }
@@ -172,7 +252,7 @@ where
     /// [`StateError::Store`] when the store fails, [`StateError::Codec`]
     /// when the value is not a `T`.
     pub async fn get(&self, key: &str) -> Result<Option<T>, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         ValueState::<T, Json>::new(reading.slot()?).get().await
     }
 }
@@ -188,7 +268,7 @@ where
     ///
     /// As [`PublishedValue::get`].
     pub async fn get(&self, key: &str, entry: &str) -> Result<Option<V>, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         MapState::<V, Json>::new(reading.slot()?).get(entry).await
     }
 
@@ -202,7 +282,7 @@ where
         key: &str,
         entries: &[&str],
     ) -> Result<Vec<Option<V>>, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         MapState::<V, Json>::new(reading.slot()?)
             .get_many(entries)
             .await
@@ -214,7 +294,7 @@ where
     ///
     /// As [`PublishedValue::get`].
     pub async fn contains(&self, key: &str, entry: &str) -> Result<bool, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         MapState::<V, Json>::new(reading.slot()?)
             .contains(entry)
             .await
@@ -274,7 +354,7 @@ where
     ///
     /// As [`PublishedValue::get`].
     pub async fn get(&self, key: &str, index: u64) -> Result<Option<T>, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         DequeState::<T, Json>::new(reading.slot()?).get(index).await
     }
 
@@ -284,7 +364,7 @@ where
     ///
     /// As [`PublishedValue::get`].
     pub async fn len(&self, key: &str) -> Result<u64, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         DequeState::<T, Json>::new(reading.slot()?).len().await
     }
 
@@ -303,7 +383,7 @@ where
     ///
     /// As [`PublishedValue::get`].
     pub async fn peek_front(&self, key: &str) -> Result<Option<T>, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         DequeState::<T, Json>::new(reading.slot()?)
             .peek_front()
             .await
@@ -315,7 +395,7 @@ where
     ///
     /// As [`PublishedValue::get`].
     pub async fn peek_back(&self, key: &str) -> Result<Option<T>, StateError> {
-        let reading = self.source.reading(key, self.spec)?;
+        let reading = self.source.open_reading(key, self.spec).await?;
         DequeState::<T, Json>::new(reading.slot()?)
             .peek_back()
             .await

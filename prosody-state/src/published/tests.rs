@@ -201,3 +201,41 @@ async fn scans_page_through_long_maps() {
     let values: Vec<u64> = totals.values("alice").try_collect().await.unwrap();
     assert_eq!(values, (0..n as u64).collect::<Vec<_>>());
 }
+
+/// A gate that says the collection was retired.
+struct Retired;
+
+impl Gate for Retired {
+    fn check(&self) -> futures_util::future::BoxFuture<'_, Result<(), StateError>> {
+        Box::pin(std::future::ready(Err(StateError::Unpublished {
+            collection: "totals",
+            reason: "retired".into(),
+        })))
+    }
+}
+
+/// Every read passes the gate first: point reads and scans of a retired
+/// collection fail, naming it, rather than read what is left.
+#[tokio::test]
+async fn a_closed_gate_fails_every_read() {
+    let stores = MemoryStores::new();
+    commit(&stores, "alice", vec![put("totals", "alice", "a", "1")]).await;
+    let gated = source(&stores, Duration::ZERO).gated(Arc::new(Retired));
+    let totals = PublishedMap::<u64, _>::new(gated, TOTALS.spec());
+    let error = totals.get("alice", "a").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StateError::Unpublished {
+                collection: "totals",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let scanned: Result<Vec<u64>, _> = totals.values("alice").try_collect().await;
+    assert!(
+        matches!(scanned, Err(StateError::Unpublished { .. })),
+        "{scanned:?}"
+    );
+}
