@@ -24,7 +24,7 @@ pub use builder::ClientBuilder;
 pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
 pub use config::{
-    GroupProtocol, Mode, ProbePort, SaslMechanism, Secret, SecurityProtocol, SpanLink,
+    GroupProtocol, Mode, ProbePort, ReadTtl, SaslMechanism, Secret, SecurityProtocol, SpanLink,
 };
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,

@@ -20,6 +20,7 @@ pub(crate) use observe::Observe;
 pub use observe::{ProbePort, SpanLink};
 pub use qos::Mode;
 pub(crate) use qos::Qos;
+pub use state::ReadTtl;
 pub(crate) use table::Options;
 use table::Values;
 
@@ -133,6 +134,8 @@ pub(crate) struct Settings {
     pub(crate) kafka: Kafka,
     /// The state owners' disk cache (durable stores, or any once `state_cache_dir` is set).
     pub(crate) state_cache: state::CacheSettings,
+    /// The readers of published collections.
+    pub(crate) reads: state::ReadSettings,
     /// The subsystem answered, and the peer endpoint.
     pub(crate) peer: peer::PeerSettings,
 }
@@ -183,6 +186,7 @@ impl Options {
             memory_stores: values.memory_stores,
             kafka: values.kafka()?,
             state_cache: values.cache(),
+            reads: values.reads(),
             peer,
         })
     }

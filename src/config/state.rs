@@ -1,10 +1,13 @@
 //! The keyed-state options: the collections handlers may bind, the
 //! recovery delay their TTLs must exceed, and the owners' disk cache.
 
-use super::{ConfigError, Values};
+use super::{ConfigError, Values, shown};
 use crate::builder::ClientBuilder;
+use crate::env::FromEnv;
 use prosody_core::state::{Registry, Spec};
+use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where and how large the owners' disk cache is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,7 +18,80 @@ pub(crate) struct CacheSettings {
     pub(crate) memory: Option<u64>,
 }
 
+/// How long a read of another group's published collection is served
+/// from the readers' cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadTtl {
+    /// Every read goes to the store.
+    Off,
+    /// A read is served this long after the store answered it.
+    For(Duration),
+}
+
+impl ReadTtl {
+    /// The duration, zero when off.
+    #[must_use]
+    pub fn duration(self) -> Duration {
+        match self {
+            Self::Off => Duration::ZERO,
+            Self::For(ttl) => ttl,
+        }
+    }
+}
+
+impl FromEnv for ReadTtl {
+    fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("none") || text.eq_ignore_ascii_case("false") {
+            return Ok(Self::Off);
+        }
+        let ttl = <Duration as FromEnv>::parse(text)
+            .map_err(|e| format!("{e}; or none, to read the store every time"))?;
+        Ok(if ttl.is_zero() {
+            Self::Off
+        } else {
+            Self::For(ttl)
+        })
+    }
+}
+
+impl fmt::Display for ReadTtl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Off => f.write_str("none"),
+            Self::For(ttl) => write!(f, "{}", shown(*ttl)),
+        }
+    }
+}
+
+/// The readers of published collections: how long a read is cached, and
+/// how many bytes the cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReadSettings {
+    pub(crate) ttl: ReadTtl,
+    /// `None`: `state_owned_cache_size` if set, else 1 MiB.
+    pub(crate) size: Option<u64>,
+}
+
+/// The readers' cache when no size is given.
+pub(crate) const READ_CACHE_SIZE: u64 = 1024 * 1024;
+
+impl ReadSettings {
+    /// The readers' cache size, in bytes.
+    pub(crate) fn bytes(&self, owned: &CacheSettings) -> u64 {
+        self.size.or(owned.memory).unwrap_or(READ_CACHE_SIZE)
+    }
+}
+
 impl Values {
+    /// The readers' settings.
+    pub(super) fn reads(&self) -> ReadSettings {
+        ReadSettings {
+            ttl: self.state_read_cache,
+            size: self.state_read_cache_size,
+        }
+    }
+
     /// The disk cache's settings.
     pub(super) fn cache(&self) -> CacheSettings {
         CacheSettings {

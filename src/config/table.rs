@@ -13,7 +13,7 @@ use super::rules::{
     small_count, some_path, statistics, subsystem, topics, whole_seconds,
 };
 use super::schema::options;
-use super::{GroupProtocol, Mode, SaslMechanism, SecurityProtocol, SpanLink};
+use super::{GroupProtocol, Mode, ReadTtl, SaslMechanism, SecurityProtocol, SpanLink};
 use prosody_core::state::Spec;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -285,6 +285,20 @@ options! {
     state_owned_cache_size: bytes, "PROSODY_STATE_OWNED_CACHE_SIZE", optional,
         check positive_bytes => u64,
         test(size, |s| s.state_cache.memory.map(|m| m.to_string()).unwrap_or_default());
+
+    /// How long a read of another group's published collection is served
+    /// from the readers' cache (`ReadTtl::Off`, `none` or `false` in the
+    /// environment, reads the store every time); a definition's
+    /// `read_cache` overrides it.
+    state_read_cache: ReadTtl, "PROSODY_STATE_READ_CACHE_TTL", default("5s"),
+        test(|n| if n % 4 == 0 { "none".to_owned() } else { duration(Duration::from_secs(1 + n % 600)) },
+             |s| match s.reads.ttl { ReadTtl::Off => "none".to_owned(), ReadTtl::For(ttl) => duration(ttl) });
+    /// The readers' cache of published cells, in bytes (sizes like `1 MiB`
+    /// in the environment; default `state_owned_cache_size` if set, else
+    /// 1 MiB; positive).
+    state_read_cache_size: bytes, "PROSODY_STATE_READ_CACHE_SIZE", derived("1 MiB"),
+        check positive_bytes => u64,
+        test(size, |s| s.reads.size.map_or_else(|| "1 MiB".to_owned(), |b| b.to_string()));
 
     // Requests.
 
