@@ -146,6 +146,15 @@ impl Broker for Backend {
             Brokers::Custom(broker) => broker.read(partition, offset).await,
         }
     }
+
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        match &self.0 {
+            Brokers::Memory(broker) => broker.partitions(topic).await,
+            #[cfg(feature = "kafka")]
+            Brokers::Kafka(broker) => broker.partitions(topic).await,
+            Brokers::Custom(broker) => broker.partitions(topic).await,
+        }
+    }
 }
 
 impl Consumer for BackendConsumer {

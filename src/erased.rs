@@ -19,6 +19,7 @@ trait DynBroker: Send + Sync {
     fn consumer<'a>(&'a self, config: &'a ConsumerConfig) -> Call<'a, Box<dyn DynConsumer>>;
     fn producer(&self) -> Result<Arc<dyn DynProducer>, BrokerError>;
     fn read<'a>(&'a self, partition: &'a TopicPartition, offset: i64) -> Call<'a, Option<Record>>;
+    fn partitions<'a>(&'a self, topic: &'a str) -> Call<'a, Option<i32>>;
 }
 
 /// [`Consumer`], object-safe.
@@ -55,6 +56,10 @@ impl<B: Broker> DynBroker for B {
 
     fn read<'a>(&'a self, partition: &'a TopicPartition, offset: i64) -> Call<'a, Option<Record>> {
         Box::pin(Broker::read(self, partition, offset))
+    }
+
+    fn partitions<'a>(&'a self, topic: &'a str) -> Call<'a, Option<i32>> {
+        Box::pin(Broker::partitions(self, topic))
     }
 }
 
@@ -133,6 +138,10 @@ impl Broker for ErasedBroker {
         offset: i64,
     ) -> Result<Option<Record>, BrokerError> {
         self.0.read(partition, offset).await
+    }
+
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        self.0.partitions(topic).await
     }
 }
 

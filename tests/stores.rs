@@ -186,6 +186,10 @@ impl Broker for Durable {
     ) -> Result<Option<Record>, BrokerError> {
         self.0.read(partition, offset).await
     }
+
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        self.0.partitions(topic).await
+    }
 }
 
 /// A broker of the caller's whose records outlive the process needs stores

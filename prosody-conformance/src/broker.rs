@@ -16,6 +16,7 @@ mod fixture;
 mod membership;
 mod offsets;
 mod records;
+mod topics;
 
 pub use membership::{
     close_moves_partitions, drop_moves_partitions, group_splits_partitions,
@@ -25,6 +26,7 @@ pub use offsets::{
     committed_reads_back, pause_and_resume, resume_from_committed, store_offset_requires_assignment,
 };
 pub use records::{keys_choose_partitions, read_by_offset, round_trip};
+pub use topics::partitions_report_counts;
 
 use prosody_contracts::broker::{Broker, BrokerError};
 use std::future::Future;
@@ -91,6 +93,10 @@ pub async fn run_all(harness: &impl Harness) -> Checked {
         keys_choose_partitions(harness).await,
     );
     record("read_by_offset", read_by_offset(harness).await);
+    record(
+        "partitions_report_counts",
+        partitions_report_counts(harness).await,
+    );
     record(
         "group_splits_partitions",
         group_splits_partitions(harness).await,

@@ -181,4 +181,16 @@ impl Broker for KafkaBroker {
             .await
             .map_err(retriable_failure)?
     }
+
+    /// A metadata request for this one topic, on the reader's consumer,
+    /// bounded by the reader's metadata timeout (10 s). The consumer never
+    /// asks the cluster to create the topic; an unreachable cluster is a
+    /// retriable error at the timeout.
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        let reader = self.reader()?;
+        let topic = topic.to_owned();
+        tokio::task::spawn_blocking(move || reader.partitions(&topic))
+            .await
+            .map_err(retriable_failure)?
+    }
 }

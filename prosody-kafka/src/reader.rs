@@ -20,7 +20,8 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one rdkafka poll of a read waits.
 const POLL: Duration = Duration::from_millis(50);
 
-/// A consumer outside any group that reads single records back.
+/// A consumer outside any group that reads single records back, and
+/// answers metadata requests (a topic's partition count).
 ///
 /// Invariant: one read at a time (the lock). Between reads the consumer
 /// holds at most one partition, and only right after a read that found its
@@ -29,14 +30,13 @@ const POLL: Duration = Duration::from_millis(50);
 /// from there, discarding what lies between; any other read seeks afresh.
 /// A read that finds nothing, or fails, gives the partition up.
 pub(crate) struct Reader {
-    consumer: Mutex<Cursor>,
-    discard_threshold: i64,
-}
-
-/// The consumer and where its queue stands.
-struct Cursor {
+    /// Outside the lock: a metadata request needs no cursor, and librdkafka
+    /// takes it from any thread while a read polls.
     consumer: BaseConsumer,
-    position: Option<(TopicPartition, i64)>,
+    /// Where the consumer's queue stands: the partition and the offset it
+    /// delivers next, after a read that found its record.
+    position: Mutex<Option<(TopicPartition, i64)>>,
+    discard_threshold: i64,
 }
 
 /// How a read begins.
@@ -67,11 +67,32 @@ fn start(
 impl Reader {
     pub(crate) fn new(consumer: BaseConsumer, discard_threshold: i64) -> Self {
         Self {
-            consumer: Mutex::new(Cursor {
-                consumer,
-                position: None,
-            }),
+            consumer,
+            position: Mutex::new(None),
             discard_threshold,
+        }
+    }
+
+    /// How many partitions `topic` has; `None` if the cluster does not know
+    /// it. The consumer does not ask the broker to create topics
+    /// (`allow.auto.create.topics` is off for consumers), so asking never
+    /// creates one.
+    pub(crate) fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        let metadata = self
+            .consumer
+            .fetch_metadata(Some(topic), METADATA_TIMEOUT)
+            .map_err(backend)?;
+        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Ok(None);
+        };
+        match found.error().map(RDKafkaErrorCode::from) {
+            None => Ok(Some(
+                i32::try_from(found.partitions().len()).unwrap_or(i32::MAX),
+            )),
+            Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) => {
+                Ok(None)
+            }
+            Some(code) => Err(backend(KafkaError::MetadataFetch(code))),
         }
     }
 
@@ -85,24 +106,25 @@ impl Reader {
         let deadline = Instant::now()
             .checked_add(READ_DEADLINE)
             .unwrap_or_else(Instant::now);
-        let mut cursor = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
-        let position = cursor.position.take();
+        let mut cursor = self.position.lock().unwrap_or_else(PoisonError::into_inner);
+        let position = cursor.take();
         let how = start(position.as_ref(), partition, offset, self.discard_threshold);
+        let consumer = &self.consumer;
         let mut found = match how {
-            Start::Continue => Self::find(&cursor.consumer, partition, offset, deadline),
-            Start::Seek => Self::seek(&cursor.consumer, partition, offset, deadline),
+            Start::Continue => Self::find(consumer, partition, offset, deadline),
+            Start::Seek => Self::seek(consumer, partition, offset, deadline),
         };
         if how == Start::Continue && !matches!(found, Ok(Some(_))) {
             // The queue may hold an end-of-partition event from before the
             // record was written, or an error of the long-lived fetch: only
             // a fresh seek can say the record is absent. (Assigning anew
             // makes librdkafka discard what the old queue still holds.)
-            found = Self::seek(&cursor.consumer, partition, offset, deadline);
+            found = Self::seek(consumer, partition, offset, deadline);
         }
         if matches!(found, Ok(Some(_))) {
-            cursor.position = Some((partition.clone(), offset.saturating_add(1)));
+            *cursor = Some((partition.clone(), offset.saturating_add(1)));
         } else {
-            let _ = cursor.consumer.unassign();
+            let _ = consumer.unassign();
         }
         found
     }

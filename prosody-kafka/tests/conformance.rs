@@ -58,6 +58,7 @@ checks!(
     round_trip,
     keys_choose_partitions,
     read_by_offset,
+    partitions_report_counts,
     group_splits_partitions,
     close_moves_partitions,
     drop_moves_partitions,
@@ -92,4 +93,24 @@ async fn reading_an_unknown_topic_or_partition_is_an_error() -> Result<(), Failu
         )));
     }
     Ok(())
+}
+
+/// Asking a cluster that cannot be reached for a topic's partition count
+/// is a retriable backend error, not `None`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_of_an_unreachable_cluster_is_a_retriable_error() -> Result<(), Failure> {
+    use prosody_contracts::broker::Broker;
+    use prosody_kafka::KafkaConfig;
+    // Port 1 on the loopback: nothing listens, the connection is refused.
+    let config = KafkaConfig::new(["127.0.0.1:1"]).map_err(|e| Failure::new(e.to_string()))?;
+    let broker = KafkaBroker::new(config);
+    let asked = broker.partitions("anything").await;
+    match asked {
+        Err(BrokerError::Backend {
+            retriable: true, ..
+        }) => Ok(()),
+        other => Err(Failure::new(format!(
+            "partitions of an unreachable cluster: {other:?}"
+        ))),
+    }
 }

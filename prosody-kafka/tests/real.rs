@@ -94,6 +94,7 @@ mod classic {
         round_trip,
         keys_choose_partitions,
         read_by_offset,
+        partitions_report_counts,
         group_splits_partitions,
         close_moves_partitions,
         drop_moves_partitions,

@@ -226,4 +226,9 @@ impl Broker for MemoryBroker {
             .read(partition, offset)
             .map(Option::<&Record>::cloned)
     }
+
+    /// The topic's partition count; asking never creates the topic.
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        Ok(self.partition_count(topic))
+    }
 }

@@ -58,6 +58,10 @@ impl Broker for Counted {
         }
         self.inner.read(partition, offset).await
     }
+
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        self.inner.partitions(topic).await
+    }
 }
 
 async fn setup(cache: usize) -> (Counted, BrokerLoader<Counted>, TopicPartition) {

@@ -154,6 +154,10 @@ impl<B: Broker> Broker for FaultyBroker<B> {
         self.faults.broker("a read")?;
         self.inner.read(partition, offset).await
     }
+
+    async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
+        self.inner.partitions(topic).await
+    }
 }
 
 pub struct FaultyConsumer<C> {

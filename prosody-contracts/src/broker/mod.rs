@@ -301,6 +301,21 @@ pub trait Broker: Clone + Send + Sync + 'static {
         partition: &TopicPartition,
         offset: i64,
     ) -> impl Future<Output = Result<Option<Record>, BrokerError>> + Send;
+
+    /// How many partitions `topic` has; `None` when the topic does not exist.
+    ///
+    /// With it a client computes the partition a key lands on
+    /// ([`partition_for_key`]) for a topic it does not consume. After a
+    /// topic is created with `N` partitions, it reports `Some(N)`. An
+    /// unknown topic is `Ok(None)`, not an error, and asking never creates
+    /// the topic (a backend whose broker creates topics on first use does
+    /// not do so for this call). A broker that cannot be reached, or does
+    /// not answer in the backend's time, is an error: a retriable
+    /// [`BrokerError::Backend`].
+    fn partitions(
+        &self,
+        topic: &str,
+    ) -> impl Future<Output = Result<Option<i32>, BrokerError>> + Send;
 }
 
 /// A member of a consumer group.
