@@ -1,7 +1,7 @@
 //! The client's peer directory, whichever store holds it: one opaque type,
 //! so no signature of the facade names a backend.
 
-use prosody_core::peer::{PeerEntry, PeerId};
+use prosody_core::peer::{PeerEntry, PeerId, Publication};
 use prosody_core::store::{PeerDirectory, StoreError};
 use std::fmt;
 use std::future::Future;
@@ -17,6 +17,12 @@ trait DynDirectory: Send + Sync {
     fn register<'a>(&'a self, peer: PeerId, entry: &'a PeerEntry, ttl: Duration) -> Call<'a, ()>;
     fn lookup(&self, peer: PeerId) -> Call<'_, Option<PeerEntry>>;
     fn deregister(&self, peer: PeerId) -> Call<'_, ()>;
+    fn publish<'a>(&'a self, publication: &'a Publication) -> Call<'a, ()>;
+    fn publication<'a>(
+        &'a self,
+        subsystem: &'a str,
+        collection: &'a str,
+    ) -> Call<'a, Option<Publication>>;
 }
 
 impl<D: PeerDirectory> DynDirectory for D {
@@ -30,6 +36,18 @@ impl<D: PeerDirectory> DynDirectory for D {
 
     fn deregister(&self, peer: PeerId) -> Call<'_, ()> {
         Box::pin(PeerDirectory::deregister(self, peer))
+    }
+
+    fn publish<'a>(&'a self, publication: &'a Publication) -> Call<'a, ()> {
+        Box::pin(PeerDirectory::publish(self, publication))
+    }
+
+    fn publication<'a>(
+        &'a self,
+        subsystem: &'a str,
+        collection: &'a str,
+    ) -> Call<'a, Option<Publication>> {
+        Box::pin(PeerDirectory::publication(self, subsystem, collection))
     }
 }
 
@@ -67,5 +85,17 @@ impl PeerDirectory for ClientDirectory {
 
     async fn deregister(&self, peer: PeerId) -> Result<(), StoreError> {
         self.0.deregister(peer).await
+    }
+
+    async fn publish(&self, publication: &Publication) -> Result<(), StoreError> {
+        self.0.publish(publication).await
+    }
+
+    async fn publication(
+        &self,
+        subsystem: &str,
+        collection: &str,
+    ) -> Result<Option<Publication>, StoreError> {
+        self.0.publication(subsystem, collection).await
     }
 }

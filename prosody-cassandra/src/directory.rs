@@ -1,32 +1,40 @@
-//! The peer directory's table, `peers` (schema version 7): one row per
+//! The peer directory's tables. `peers` (schema version 7): one row per
 //! peer, keyed by its id alone, not by group, so every group whose stores
 //! share the keyspace shares the directory. A registration writes the row
 //! with its lease as the TTL, so Cassandra forgets a peer that stops
-//! renewing by itself.
+//! renewing by itself. `publications` (schema version 8): one row per
+//! (subsystem, collection), not keyed by group either, written without a
+//! TTL, so a publication is kept until a later one replaces it.
 
 use crate::config::ttl_seconds;
 use crate::error::Classify;
 use crate::{CassandraStores, Inner};
-use prosody_contracts::peer::{PeerEntry, PeerId};
+use prosody_contracts::peer::{PeerEntry, PeerId, Publication};
 use prosody_contracts::store::{PeerDirectory, StoreError};
 use scylla::client::session::Session;
 use scylla::errors::PrepareError;
 use scylla::statement::prepared::PreparedStatement;
 use std::time::Duration;
 
-/// The statements of the `peers` table.
+/// The statements of the `peers` and `publications` tables.
 ///
 /// Invariant: writes carry `USING TIMESTAMP ?` from the stores'
 /// [`WriteClock`](crate::write::WriteClock), so the registrations and the
 /// deregistration of one peer (all made by its own process, through one
 /// client) apply in the order they were made; a registration carries its
 /// lease as `USING TTL ?`, and writes every column (a column not set is
-/// written null), so it replaces the earlier entry and lease whole.
+/// written null), so it replaces the earlier entry and lease whole. A
+/// publication writes every column too, with no TTL, so the latest
+/// `publish` of a pair (by the clock's microseconds: within one client
+/// the order they were made, across clients as far as their clocks
+/// agree) replaces the earlier whole.
 #[derive(Debug)]
 pub(crate) struct PeerStatements {
     insert: PreparedStatement,
     delete: PreparedStatement,
     select: PreparedStatement,
+    publish: PreparedStatement,
+    publication: PreparedStatement,
 }
 
 impl PeerStatements {
@@ -49,6 +57,17 @@ impl PeerStatements {
             .await?,
             select: prepare(format!(
                 "SELECT address, network, advertised FROM {ks}.peers WHERE peer_id = ?"
+            ))
+            .await?,
+            publish: prepare(format!(
+                "INSERT INTO {ks}.publications \
+                 (subsystem, collection, owner_group, topic, identity, published) \
+                 VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+            ))
+            .await?,
+            publication: prepare(format!(
+                "SELECT owner_group, topic, identity, published FROM {ks}.publications \
+                 WHERE subsystem = ? AND collection = ?"
             ))
             .await?,
         })
@@ -110,14 +129,58 @@ impl Inner {
             .map(drop)
             .map_err(Classify::into_store)
     }
+
+    async fn publish(&self, publication: &Publication) -> Result<(), StoreError> {
+        let values = (
+            publication.subsystem.as_str(),
+            publication.collection.as_str(),
+            publication.group.as_str(),
+            publication.topic.as_str(),
+            publication.identity.as_str(),
+            publication.published,
+            self.clock.next(),
+        );
+        self.session
+            .execute_unpaged(&self.peers.publish, values)
+            .await
+            .map(drop)
+            .map_err(Classify::into_store)
+    }
+
+    async fn publication(
+        &self,
+        subsystem: &str,
+        collection: &str,
+    ) -> Result<Option<Publication>, StoreError> {
+        let rows = self
+            .session
+            .execute_unpaged(&self.peers.publication, (subsystem, collection))
+            .await
+            .map_err(Classify::into_store)?
+            .into_rows_result()
+            .map_err(StoreError::rejected)?;
+        let row = rows
+            .maybe_first_row::<(String, String, String, bool)>()
+            .map_err(StoreError::rejected)?;
+        Ok(row.map(|(group, topic, identity, published)| Publication {
+            subsystem: subsystem.to_owned(),
+            collection: collection.to_owned(),
+            group,
+            topic,
+            identity,
+            published,
+        }))
+    }
 }
 
-/// The directory in the keyspace's `peers` table, shared by every group
-/// whose stores use the keyspace. A lease runs out when its row's TTL
-/// does: Cassandra counts TTLs in whole seconds, so a lease of `ttl`,
-/// rounded up to `n` whole seconds, runs out between `n - 1` and `n`
-/// seconds after its registration: within a second of `ttl`. A failed request keeps its category: retriable
-/// ([`StoreError::Unavailable`]) or not ([`StoreError::Rejected`]).
+/// The directory in the keyspace's `peers` and `publications` tables,
+/// shared by every group whose stores use the keyspace. A lease runs out
+/// when its row's TTL does: Cassandra counts TTLs in whole seconds, so a
+/// lease of `ttl`, rounded up to `n` whole seconds, runs out between
+/// `n - 1` and `n` seconds after its registration: within a second of
+/// `ttl`. A publication has no TTL: it is kept until replaced. A failed
+/// request keeps its category: retriable ([`StoreError::Unavailable`]) or
+/// not ([`StoreError::Rejected`]).
 impl PeerDirectory for CassandraStores {
     async fn register(
         &self,
@@ -134,5 +197,17 @@ impl PeerDirectory for CassandraStores {
 
     async fn deregister(&self, peer: PeerId) -> Result<(), StoreError> {
         self.0.deregister(peer).await
+    }
+
+    async fn publish(&self, publication: &Publication) -> Result<(), StoreError> {
+        self.0.publish(publication).await
+    }
+
+    async fn publication(
+        &self,
+        subsystem: &str,
+        collection: &str,
+    ) -> Result<Option<Publication>, StoreError> {
+        self.0.publication(subsystem, collection).await
     }
 }

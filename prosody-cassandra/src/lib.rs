@@ -1,6 +1,7 @@
 //! Cassandra stores for prosody: the timers, deferred offsets, keyed state
 //! and dedup records of one consumer group, and the peer directory every
-//! group shares, in one keyspace, outliving the process.
+//! group shares (peers and publications), in one keyspace, outliving the
+//! process.
 //!
 //! [`CassandraStores::connect`] logs in, brings the keyspace's schema to
 //! this version ([`schema`]), prepares every statement, and returns stores
@@ -15,8 +16,10 @@
 //!   in their order and writing a batch again changes nothing;
 //! - every row carries the group, so groups sharing a keyspace never see
 //!   each other's data (but for the peer directory, which every group
-//!   shares), and a TTL: dedup records and peers their own (at most the
-//!   retention), everything else the retention;
+//!   shares, and through [`CassandraStores::for_group`], which reads
+//!   another group's published state), and a TTL: dedup records and peers
+//!   their own (at most the retention), publications none (kept until
+//!   replaced), everything else the retention;
 //! - the slab size of a group's timers is recorded with them (by the
 //!   group's first client), and [`CassandraStores::connect`] refuses
 //!   another ([`ConnectError::SlabSizeChanged`]), which would never find
@@ -77,6 +80,8 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use std::fmt;
+use std::num::NonZeroUsize;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -87,25 +92,58 @@ use tracing::{info, warn};
 #[derive(Clone)]
 pub struct CassandraStores(Arc<Inner>);
 
+/// One group's view of the stores: the group, and what this client knows
+/// of that group's partitions and collections; the rest is [`Shared`].
 pub(crate) struct Inner {
+    shared: Arc<Shared>,
+    group: Arc<str>,
+    fences: Fences,
+    known: Known,
+    /// Txns of large commits this client left unfinished.
+    unresolved: Unresolved,
+    /// The layout of each collection identified.
+    layouts: Layouts,
+}
+
+/// What every group's view of one connection shares: the session, the
+/// statements and the configuration.
+pub(crate) struct Shared {
     session: Session,
     statements: Statements,
     /// The peer directory's statements.
     peers: PeerStatements,
     keyspace: String,
-    group: Arc<str>,
     /// The retention as a TTL, in seconds.
     ttl: i32,
     slab_size: SlabSize,
     /// Timestamps of dedup records, which belong to no partition.
     clock: WriteClock,
-    fences: Fences,
-    known: Known,
-    /// Txns of large commits this client left unfinished.
-    unresolved: Unresolved,
     recovery_delay: Duration,
-    /// The layout of each collection identified.
-    layouts: Layouts,
+    /// The size of the defer store's cache of each group's view.
+    cache_size: NonZeroUsize,
+}
+
+impl Deref for Inner {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl Inner {
+    /// A view of `shared` as `group`, knowing nothing yet of its
+    /// partitions and collections.
+    fn new(shared: Arc<Shared>, group: &str) -> Self {
+        Self {
+            known: Known::new(shared.cache_size),
+            shared,
+            group: Arc::from(group),
+            fences: Fences::default(),
+            unresolved: Unresolved::default(),
+            layouts: Layouts::default(),
+        }
+    }
 }
 
 impl fmt::Debug for CassandraStores {
@@ -186,21 +224,37 @@ impl CassandraStores {
             .await
             .map_err(|e| ConnectError::Migration(format!("preparing the statements: {e}")))?;
         info!(keyspace = %config.keyspace, group, "Cassandra stores ready");
-        Ok(Self(Arc::new(Inner {
+        let shared = Shared {
             session,
             statements,
             peers,
             keyspace: config.keyspace.clone(),
-            group: Arc::from(group),
             ttl: config.ttl(),
             slab_size: config.slab_size,
             clock: WriteClock::default(),
-            fences: Fences::default(),
-            known: Known::new(config.cache_size),
-            unresolved: Unresolved::default(),
             recovery_delay: config.recovery_delay,
-            layouts: Layouts::default(),
-        })))
+            cache_size: config.cache_size,
+        };
+        Ok(Self(Arc::new(Inner::new(Arc::new(shared), group))))
+    }
+
+    /// The same stores (same session, statements and configuration)
+    /// reading and writing as consumer group `group`: for reading another
+    /// group's keyed state, such as a collection that group publishes
+    /// ([`PeerDirectory::publication`](prosody_contracts::store::PeerDirectory::publication)
+    /// names the group). Cheap: it shares this connection and starts with
+    /// empty caches of its own (the defer index, the collections' layouts,
+    /// the large commits left unfinished, the partitions' epochs), so it
+    /// never mixes what it learns with this group's.
+    ///
+    /// It must not be used to commit, or to open or close partitions: the
+    /// other group's members own its partitions, and a write through
+    /// these stores would take an ownership epoch of its own, fencing the
+    /// owner's writes. Nor does it check the group's slab size: its timers
+    /// are not for it to read.
+    #[must_use]
+    pub fn for_group(&self, group: &str) -> Self {
+        Self(Arc::new(Inner::new(Arc::clone(&self.0.shared), group)))
     }
 
     /// Writes a batch; returns the deferral states it left.

@@ -117,10 +117,20 @@ const MIGRATIONS: &[Migration] = &[
             peer_id blob, address text, network text, advertised text,
             PRIMARY KEY (peer_id))"],
     },
+    Migration {
+        version: 8,
+        description: "publications: where each subsystem publishes a keyed-state collection \
+                      (its owning group and topic), shared by every group, kept until replaced \
+                      (no TTL)",
+        statements: &["CREATE TABLE IF NOT EXISTS {ks}.publications (
+            subsystem text, collection text, owner_group text, topic text, identity text,
+            published boolean,
+            PRIMARY KEY ((subsystem), collection))"],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 7;
+pub const VERSION: i32 = 8;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

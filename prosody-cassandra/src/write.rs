@@ -124,12 +124,15 @@ fn size(statement: &PreparedStatement, row: &impl SerializeRow) -> usize {
     }
 }
 
-/// Write timestamps of dedup records and of the peer directory, in
-/// microseconds since the epoch, strictly increasing within the process. A
-/// dedup record belongs to no partition, and every write of one is the same
-/// insert, so clocks need not agree across members; a peer's row is
-/// written by its own process alone, so this clock orders its writes. (Timer and deferral writes take theirs from the
-/// partition's [`Fence`](crate::fence::Fence).)
+/// Write timestamps of dedup records and of the peer directory (peers and
+/// publications), in microseconds since the epoch, strictly increasing
+/// within the process. A dedup record belongs to no partition, and every
+/// write of one is the same insert, so clocks need not agree across
+/// members; a peer's row is written by its own process alone, so this
+/// clock orders its writes; a publication's, by the members of its owning
+/// group, so the latest wins as far as their clocks agree. (Timer and
+/// deferral writes take theirs from the partition's
+/// [`Fence`](crate::fence::Fence).)
 #[derive(Debug, Default)]
 pub(crate) struct WriteClock {
     last: AtomicI64,

@@ -1,8 +1,8 @@
 //! The peer directory on the real Cassandra of `scripts/services`
 //! (password authentication on): the shared conformance suite in real
-//! time (leases of two seconds, watched run out by polling), the
-//! directory shared by the groups of one keyspace, and the categories of
-//! request errors. Without
+//! time (leases of two seconds, watched run out by polling; publications),
+//! the directory shared by the groups of one keyspace, and the categories
+//! of request errors. Without
 //! `PROSODY_CASSANDRA_NODES` the suite prints one line and does not run.
 
 #![allow(
@@ -16,7 +16,7 @@ use prosody_cassandra::{CassandraConfig, CassandraStores};
 use prosody_conformance::broker::Failure;
 use prosody_conformance::services;
 use prosody_conformance::store::directory as conformance;
-use prosody_contracts::peer::{PeerEntry, PeerId};
+use prosody_contracts::peer::{PeerEntry, PeerId, Publication};
 use prosody_contracts::store::PeerDirectory;
 use scylla::client::session_builder::SessionBuilder;
 use std::sync::OnceLock;
@@ -62,6 +62,14 @@ async fn operations_follow_the_model() -> Result<(), Failure> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publications_replace_and_stay_apart() -> Result<(), Failure> {
+    let Some(stores) = stores("publications").await else {
+        return Ok(());
+    };
+    conformance::publications_replace_and_stay_apart(&stores).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_run_out() -> Result<(), Failure> {
     let Some(stores) = stores("leases").await else {
         return Ok(());
@@ -78,7 +86,9 @@ async fn a_renewed_lease_outlasts_the_first() -> Result<(), Failure> {
 }
 
 /// The directory is not keyed by group: a peer registered through one
-/// group's stores is found, and deregistered, through another's.
+/// group's stores is found, and deregistered, through another's; a
+/// publication written through one is read through another, and through
+/// a view of the stores as another group (`for_group`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_group_shares_the_directory() {
     let Some(requester) = stores("requesters").await else {
@@ -98,6 +108,21 @@ async fn every_group_shares_the_directory() {
     assert_eq!(answerer.lookup(peer).await.unwrap(), Some(entry));
     answerer.deregister(peer).await.unwrap();
     assert_eq!(requester.lookup(peer).await.unwrap(), None);
+    let publication = Publication {
+        subsystem: format!("sub-{peer}"),
+        collection: "accounts".into(),
+        group: "requesters".into(),
+        topic: "payments".into(),
+        identity: "map/json".into(),
+        published: true,
+    };
+    requester.publish(&publication).await.unwrap();
+    let read = answerer
+        .for_group("elsewhere")
+        .publication(&publication.subsystem, "accounts")
+        .await
+        .unwrap();
+    assert_eq!(read, Some(publication));
 }
 
 /// A request the server refuses (the table is gone) is not retriable; one
@@ -134,6 +159,22 @@ async fn request_errors_keep_their_category() {
     let refused = stores.lookup(peer).await.unwrap_err();
     assert!(!refused.is_retriable(), "{refused}");
     let refused = stores.deregister(peer).await.unwrap_err();
+    assert!(!refused.is_retriable(), "{refused}");
+    session
+        .query_unpaged(format!("DROP TABLE {keyspace}.publications"), &[])
+        .await
+        .unwrap();
+    let publication = Publication {
+        subsystem: "billing".into(),
+        collection: "accounts".into(),
+        group: "ledger".into(),
+        topic: "payments".into(),
+        identity: "map/json".into(),
+        published: true,
+    };
+    let refused = stores.publish(&publication).await.unwrap_err();
+    assert!(!refused.is_retriable(), "{refused}");
+    let refused = stores.publication("billing", "accounts").await.unwrap_err();
     assert!(!refused.is_retriable(), "{refused}");
 
     let impatient = config.request_timeout(Duration::from_nanos(1));

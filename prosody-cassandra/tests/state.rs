@@ -261,3 +261,33 @@ async fn big_deques_and_maps_page_across_their_buckets() {
     let left = page("m", ItemRange::all(), Direction::Forward, 10).await;
     assert_eq!(left, Vec::<Bytes>::new(), "the map after its clear");
 }
+
+/// `for_group` reads another group's keyed state (a collection it
+/// publishes) over the same connection, and leaves the stores it came from
+/// reading their own group's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_group_reads_another_groups_state() {
+    let Some(owner) = stores("publisher").await else {
+        return;
+    };
+    let p = TopicPartition::new(services::unique("published"), 0);
+    owner.open(&p).await.unwrap();
+    owner
+        .commit(&p, batch(vec![put("a", "published")]))
+        .await
+        .unwrap();
+    let reader = stores("reader").await.unwrap();
+    let key = Key::from("k");
+    assert_eq!(reader.cell(&p, "c", &key, b"a").await.unwrap(), None);
+    let theirs = reader.for_group("publisher");
+    assert!(format!("{theirs:?}").contains("publisher"), "{theirs:?}");
+    assert_eq!(
+        theirs.cell(&p, "c", &key, b"a").await.unwrap().as_deref(),
+        Some(&b"published"[..])
+    );
+    assert_eq!(
+        reader.cell(&p, "c", &key, b"a").await.unwrap(),
+        None,
+        "the stores for_group came from read their own group's state still"
+    );
+}

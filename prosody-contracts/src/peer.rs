@@ -332,6 +332,34 @@ pub struct PeerEntry {
     pub advertised: Option<String>,
 }
 
+/// Where a subsystem publishes one keyed-state collection: the group whose
+/// handlers own it and the topic whose partitions hold it.
+///
+/// A publication is written to the directory by the owning group
+/// ([`PeerDirectory::publish`]) and read by any client that reads the
+/// collection ([`PeerDirectory::publication`]), keyed by `subsystem` and
+/// `collection`.
+///
+/// [`PeerDirectory::publish`]: crate::store::PeerDirectory::publish
+/// [`PeerDirectory::publication`]: crate::store::PeerDirectory::publication
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Publication {
+    /// The subsystem that publishes the collection.
+    pub subsystem: String,
+    /// The collection's name.
+    pub collection: String,
+    /// The owning consumer group.
+    pub group: String,
+    /// The topic whose partitions hold the collection's cells.
+    pub topic: String,
+    /// The collection's identity (kind and payload), as `Spec::identity`
+    /// records it.
+    pub identity: String,
+    /// Whether it is published; `false` retires it (readers then fail
+    /// rather than read stale data).
+    pub published: bool,
+}
+
 impl PeerEntry {
     /// The address a peer on `network` connects to.
     #[must_use]

@@ -1,7 +1,8 @@
-//! An in-memory [`PeerDirectory`] on tokio's clock.
+//! An in-memory [`PeerDirectory`] on tokio's clock: leased peers and
+//! publications.
 
 use crate::MemoryStores;
-use prosody_contracts::peer::{PeerEntry, PeerId};
+use prosody_contracts::peer::{PeerEntry, PeerId, Publication};
 use prosody_contracts::store::{PeerDirectory, StoreError};
 use std::collections::{BTreeSet, HashMap};
 use std::future::{Future, ready};
@@ -52,6 +53,19 @@ struct Leases {
     deadlines: BTreeSet<(Deadline, PeerId)>,
 }
 
+/// What the directory holds, under one lock: the leases, and the
+/// publications beside them.
+///
+/// Removal path of the publications: none is needed. There is one per
+/// (subsystem, collection) pair ever published, replaced by each later
+/// `publish` of the pair and never removed (a publication has no lease),
+/// so they are bounded by the number of pairs published.
+#[derive(Debug, Default)]
+struct Directory {
+    leases: Leases,
+    publications: HashMap<(String, String), Publication, foldhash::fast::RandomState>,
+}
+
 impl Leases {
     /// Removes every lease that has run out by `now`: each step pops the
     /// first pair, so a sweep costs a logarithm per lease removed.
@@ -95,7 +109,9 @@ impl Leases {
 /// clock, so under a paused clock advancing time ends them. Memory holds
 /// the leases that ran at the last call and no more: every call first
 /// removes the leases that have run out (the removal path on the
-/// internal `Leases` type).
+/// internal `Leases` type). Publications are kept until replaced (no
+/// lease, as the contract says): one per (subsystem, collection) pair
+/// published, so their memory is bounded by the number of pairs.
 ///
 /// [`MemoryStores`](crate::MemoryStores) holds one, shared by its clones
 /// as a real directory is shared by every group; those stores pass the
@@ -103,7 +119,7 @@ impl Leases {
 /// `tests/directory.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryPeerDirectory {
-    leases: Arc<Mutex<Leases>>,
+    directory: Arc<Mutex<Directory>>,
 }
 
 impl MemoryPeerDirectory {
@@ -113,17 +129,27 @@ impl MemoryPeerDirectory {
         Self::default()
     }
 
-    /// Locks the leases. Nothing panics while holding the lock, so a
-    /// poisoned lock still guards consistent leases and is recovered.
-    fn lock(&self) -> MutexGuard<'_, Leases> {
-        self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Locks the leases and publications. Nothing panics while holding
+    /// the lock, so a poisoned lock still guards a consistent directory
+    /// and is recovered.
+    fn lock(&self) -> MutexGuard<'_, Directory> {
+        self.directory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How many leases the directory holds, running or run out but not
     /// yet removed: what its memory is proportional to.
     #[must_use]
     pub fn stored_leases(&self) -> usize {
-        self.lock().leases.len()
+        self.lock().leases.leases.len()
+    }
+
+    /// How many publications the directory holds: one per (subsystem,
+    /// collection) pair ever published.
+    #[must_use]
+    pub fn stored_publications(&self) -> usize {
+        self.lock().publications.len()
     }
 }
 
@@ -136,6 +162,7 @@ impl PeerDirectory for MemoryPeerDirectory {
         ttl: Duration,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.lock()
+            .leases
             .register(peer, entry.clone(), ttl, Instant::now());
         ready(Ok(()))
     }
@@ -145,13 +172,36 @@ impl PeerDirectory for MemoryPeerDirectory {
         &self,
         peer: PeerId,
     ) -> impl Future<Output = Result<Option<PeerEntry>, StoreError>> + Send {
-        ready(Ok(self.lock().lookup(peer, Instant::now())))
+        ready(Ok(self.lock().leases.lookup(peer, Instant::now())))
     }
 
     /// Never fails.
     fn deregister(&self, peer: PeerId) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.lock().deregister(peer, Instant::now());
+        self.lock().leases.deregister(peer, Instant::now());
         ready(Ok(()))
+    }
+
+    /// Never fails.
+    fn publish(
+        &self,
+        publication: &Publication,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let pair = (
+            publication.subsystem.clone(),
+            publication.collection.clone(),
+        );
+        self.lock().publications.insert(pair, publication.clone());
+        ready(Ok(()))
+    }
+
+    /// Never fails.
+    fn publication(
+        &self,
+        subsystem: &str,
+        collection: &str,
+    ) -> impl Future<Output = Result<Option<Publication>, StoreError>> + Send {
+        let pair = (subsystem.to_owned(), collection.to_owned());
+        ready(Ok(self.lock().publications.get(&pair).cloned()))
     }
 }
 
@@ -176,6 +226,21 @@ impl PeerDirectory for MemoryStores {
 
     fn deregister(&self, peer: PeerId) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.peers().deregister(peer)
+    }
+
+    fn publish(
+        &self,
+        publication: &Publication,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.peers().publish(publication)
+    }
+
+    fn publication(
+        &self,
+        subsystem: &str,
+        collection: &str,
+    ) -> impl Future<Output = Result<Option<Publication>, StoreError>> + Send {
+        self.peers().publication(subsystem, collection)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use prosody_conformance::broker::Failure;
 use prosody_conformance::store::directory as conformance;
-use prosody_contracts::peer::{PeerEntry, PeerId};
+use prosody_contracts::peer::{PeerEntry, PeerId, Publication};
 use prosody_contracts::store::PeerDirectory;
 use prosody_memory::{MemoryPeerDirectory, MemoryStores};
 use std::time::Duration;
@@ -13,6 +13,11 @@ use tokio::time::advance;
 #[tokio::test(start_paused = true)]
 async fn operations_follow_the_model() -> Result<(), Failure> {
     conformance::operations_follow_the_model(&MemoryStores::new()).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn publications_replace_and_stay_apart() -> Result<(), Failure> {
+    conformance::publications_replace_and_stay_apart(&MemoryStores::new()).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -84,4 +89,43 @@ async fn leases_that_ran_out_are_swept_by_the_next_registration() {
     assert_eq!(directory.stored_leases(), 2, "leases that ran out stayed");
     assert_eq!(directory.lookup(peer(5)).await.unwrap(), None);
     assert_eq!(directory.lookup(peer(1000)).await.unwrap(), Some(entry));
+}
+
+/// Publications are kept one per (subsystem, collection) pair: publishing
+/// a pair again replaces its publication, so memory is bounded by the
+/// pairs published; clones share them.
+#[tokio::test(start_paused = true)]
+async fn publications_are_kept_one_per_pair() {
+    let stores = MemoryStores::new();
+    let publication = |collection: &str, published: bool| Publication {
+        subsystem: "billing".into(),
+        collection: collection.into(),
+        group: "ledger".into(),
+        topic: "payments".into(),
+        identity: "map/json".into(),
+        published,
+    };
+    for n in 0..100 {
+        let published = n % 2 == 0;
+        stores
+            .clone()
+            .publish(&publication("accounts", published))
+            .await
+            .unwrap();
+        stores
+            .publish(&publication("invoices", !published))
+            .await
+            .unwrap();
+    }
+    assert_eq!(stores.peers().stored_publications(), 2);
+    assert_eq!(
+        stores.publication("billing", "accounts").await.unwrap(),
+        Some(publication("accounts", false))
+    );
+    advance(Duration::from_secs(86_400 * 365)).await;
+    assert_eq!(
+        stores.publication("billing", "invoices").await.unwrap(),
+        Some(publication("invoices", true)),
+        "a publication has no lease"
+    );
 }

@@ -1,6 +1,6 @@
 //! The [`PeerDirectory`] conformance suite: peers registered, renewed and
-//! deregistered, and looked up, checked against every clause of the
-//! contract.
+//! deregistered, and looked up, and publications published, replaced and
+//! retired, and read, checked against every clause of the contract.
 //!
 //! - [`operations_follow_the_model`] is a property test: generated
 //!   sequences of registrations (each with an entry and a long ttl),
@@ -9,7 +9,15 @@
 //!   lookup, a later registration replacing the entry, deregistration
 //!   (of a peer never registered too), and the peers' independence (their
 //!   ids differ in one byte). A failing sequence is shrunk to a smallest
-//!   one, which the failure shows with the seed that replays it.
+//!   one, which the failure shows with the seed that replays it. The same
+//!   sequences publish and retire over a few (subsystem, collection) pairs
+//!   (two subsystems sharing two collection names), every pair read after
+//!   every step: publish then read, a later publication replacing the
+//!   earlier (`published` flipped either way), a pair never published
+//!   (`None`), the pairs' independence, and publications and peers left
+//!   alone by each other.
+//! - [`publications_replace_and_stay_apart`] walks the same clauses as
+//!   fixed examples: publish, retire, publish again, each pair read.
 //! - [`leases_run_out`] and [`a_renewed_lease_outlasts_the_first`] watch
 //!   leases of a few seconds run out: a lease runs out `ttl` after its
 //!   registration, give or take the store's clock granularity
@@ -17,9 +25,10 @@
 //!   shorter; deregistering a peer that is gone succeeds.
 //!
 //! Run each check against a backend, one test per check, or all with
-//! [`run_all`]. Every check uses peer ids of its own (random), so checks
-//! can share one directory (and one Cassandra table) with each other and
-//! with other runs. Every store call has a deadline ([`DEADLINE`]).
+//! [`run_all`]. Every check uses peer ids and subsystem names of its own
+//! (random), so checks can share one directory (and one Cassandra table)
+//! with each other and with other runs; the publications they leave are
+//! kept (a publication has no TTL), one per pair a check used. Every store call has a deadline ([`DEADLINE`]).
 //!
 //! Time: the expiry checks take `pass`, how the backend's time passes:
 //! `tokio::time::advance` under a paused clock (the memory store), whose
@@ -36,8 +45,8 @@ mod model;
 pub use super::DEADLINE;
 use super::{Checked, call, ensure_eq};
 use crate::broker::Failure;
-pub use model::{CASES, PEERS, STEPS, operations_follow_the_model};
-use prosody_contracts::peer::{PeerEntry, PeerId};
+pub use model::{CASES, PAIRS, PEERS, STEPS, operations_follow_the_model};
+use prosody_contracts::peer::{PeerEntry, PeerId, Publication};
 use prosody_contracts::store::PeerDirectory;
 use std::future::Future;
 use std::time::Duration;
@@ -74,6 +83,30 @@ pub(crate) fn peers(count: usize) -> Result<Vec<PeerId>, Failure> {
         .collect()
 }
 
+/// The (subsystem, collection) pairs of [`PAIRS`]: two subsystems new to
+/// this call (random), each with collections `orders` and `stock`, in the
+/// order (a, orders), (a, stock), (b, orders), (b, stock); so a pair
+/// shares its subsystem with one and its collection with another.
+pub(crate) fn pairs() -> Result<Vec<(String, String)>, Failure> {
+    let base = PeerId::random()
+        .map_err(|error| Failure::new(format!("making subsystem names: {error}")))?;
+    let pairs: Vec<(String, String)> = ["a", "b"]
+        .iter()
+        .flat_map(|subsystem| {
+            ["orders", "stock"]
+                .map(|collection| (format!("sub-{base}-{subsystem}"), collection.to_owned()))
+        })
+        .collect();
+    if pairs.len() == PAIRS {
+        Ok(pairs)
+    } else {
+        Err(Failure::new(format!(
+            "{} pairs made, not {PAIRS}",
+            pairs.len()
+        )))
+    }
+}
+
 /// An entry that names `name` in each of its fields; `network` and
 /// `advertised` set or not.
 fn entry(name: &str, network: bool, advertised: bool) -> PeerEntry {
@@ -103,6 +136,99 @@ pub(crate) async fn lookup(
 
 pub(crate) async fn deregister(store: &impl PeerDirectory, peer: PeerId) -> Checked {
     call(&format!("deregister({peer})"), store.deregister(peer)).await
+}
+
+pub(crate) async fn publish(store: &impl PeerDirectory, publication: &Publication) -> Checked {
+    call(
+        &format!("publish({publication:?})"),
+        store.publish(publication),
+    )
+    .await
+}
+
+pub(crate) async fn publication(
+    store: &impl PeerDirectory,
+    subsystem: &str,
+    collection: &str,
+) -> Result<Option<Publication>, Failure> {
+    let what = format!("publication({subsystem:?}, {collection:?})");
+    call(&what, store.publication(subsystem, collection)).await
+}
+
+/// A publication of `pair` naming `name` in each of its fields.
+fn publication_of(
+    (subsystem, collection): &(String, String),
+    name: &str,
+    published: bool,
+) -> Publication {
+    Publication {
+        subsystem: subsystem.clone(),
+        collection: collection.clone(),
+        group: format!("group-{name}"),
+        topic: format!("topic-{name}"),
+        identity: format!("keyed:{name}"),
+        published,
+    }
+}
+
+/// Reads every pair and compares each with what it should hold.
+async fn read_pairs(
+    store: &impl PeerDirectory,
+    pairs: &[(String, String)],
+    expected: &[Option<Publication>],
+    when: &str,
+) -> Checked {
+    for ((subsystem, collection), expected) in pairs.iter().zip(expected) {
+        ensure_eq(
+            &format!("publication of ({subsystem}, {collection}) {when}"),
+            expected,
+            &publication(store, subsystem, collection).await?,
+        )?;
+    }
+    Ok(())
+}
+
+/// Publications as examples: a pair never published is `None`; publish
+/// then read back; a later publication replaces the earlier whole, also
+/// retiring it (`published: false`) and publishing it again; pairs that
+/// share a subsystem or a collection stay apart; a peer registered
+/// meanwhile is left alone, and leaves the publications alone.
+pub async fn publications_replace_and_stay_apart(store: &impl PeerDirectory) -> Checked {
+    let pairs = pairs()?;
+    let [peer] =
+        <[PeerId; 1]>::try_from(peers(1)?).map_err(|_| Failure::new("one peer was asked for"))?;
+    let mut held: Vec<Option<Publication>> = vec![None; pairs.len()];
+    read_pairs(store, &pairs, &held, "before any publication").await?;
+    let peer_entry = entry("publisher", true, false);
+    register(store, peer, &peer_entry, LONG_TTL).await?;
+    // Each step publishes one pair: (pair, name, published).
+    let steps = [
+        (0, "first", true),
+        (1, "beside", true),
+        (2, "other-subsystem", true),
+        (0, "retired", false),
+        (0, "again", true),
+        (3, "retired-at-once", false),
+    ];
+    for (n, name, published) in steps {
+        let pair = pairs
+            .get(n)
+            .ok_or_else(|| Failure::new(format!("pair {n} of {}", pairs.len())))?;
+        let new = publication_of(pair, name, published);
+        publish(store, &new).await?;
+        if let Some(slot) = held.get_mut(n) {
+            *slot = Some(new);
+        }
+        let when = format!("after publishing pair {n} as {name:?} (published: {published})");
+        read_pairs(store, &pairs, &held, &when).await?;
+        ensure_eq(
+            &format!("lookup of a registered peer {when}"),
+            &Some(peer_entry.clone()),
+            &lookup(store, peer).await?,
+        )?;
+    }
+    deregister(store, peer).await?;
+    read_pairs(store, &pairs, &held, "after deregistering a peer").await
 }
 
 /// A lease under watch: the peer, the entry its registration wrote, the
@@ -311,6 +437,10 @@ where
     record(
         "operations_follow_the_model",
         operations_follow_the_model(store).await,
+    );
+    record(
+        "publications_replace_and_stay_apart",
+        publications_replace_and_stay_apart(store).await,
     );
     record("leases_run_out", leases_run_out(store, &pass).await);
     record(

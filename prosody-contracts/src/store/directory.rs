@@ -1,8 +1,9 @@
 //! The peer directory: where each process that waits for answers to its
-//! requests can be reached.
+//! requests can be reached, and where each published keyed-state
+//! collection is held.
 
 use super::StoreError;
-use crate::peer::{PeerEntry, PeerId};
+use crate::peer::{PeerEntry, PeerId, Publication};
 use std::future::Future;
 use std::time::Duration;
 
@@ -28,6 +29,16 @@ use std::time::Duration;
 /// - [`deregister`](Self::deregister) of a peer never registered, or gone,
 ///   succeeds and changes nothing.
 /// - Peers are independent.
+/// - After [`publish`](Self::publish) returns,
+///   [`publication`](Self::publication) of its (subsystem, collection)
+///   returns it, until a later `publish` of the same pair replaces it
+///   (whole, `published` included). A publication has no lease and no
+///   TTL: it is kept until replaced; retiring one is publishing it with
+///   `published: false`.
+/// - `publication` of a pair never published returns `None`.
+/// - Publications and peers are independent, and so are (subsystem,
+///   collection) pairs: a pair sharing its subsystem or its collection
+///   with another is still another pair.
 pub trait PeerDirectory: Clone + Send + Sync + 'static {
     /// Registers (or renews) `peer` with `entry` for `ttl`.
     fn register(
@@ -45,4 +56,18 @@ pub trait PeerDirectory: Clone + Send + Sync + 'static {
 
     /// Removes `peer`'s entry.
     fn deregister(&self, peer: PeerId) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Publishes (or replaces, or retires) the publication of its
+    /// (subsystem, collection).
+    fn publish(
+        &self,
+        publication: &Publication,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The latest publication of `collection` by `subsystem`, if any.
+    fn publication(
+        &self,
+        subsystem: &str,
+        collection: &str,
+    ) -> impl Future<Output = Result<Option<Publication>, StoreError>> + Send;
 }

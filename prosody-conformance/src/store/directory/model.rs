@@ -1,10 +1,11 @@
 //! The property test: generated sequences of registrations, renewals and
-//! deregistrations over a few peers, replayed against the store and a
-//! model, every peer looked up after every step. A failing sequence is
+//! deregistrations over a few peers, and of publications and retirements
+//! over a few (subsystem, collection) pairs, replayed against the store
+//! and a model, every peer and every pair looked up after every step. A failing sequence is
 //! shrunk (proptest's value trees, driven here because the store is
 //! async) to a smallest one that still fails.
 
-use super::{deregister, lookup, peers, register};
+use super::{deregister, lookup, pairs, peers, publication, publish, register};
 use crate::broker::Failure;
 use crate::store::{Checked, ensure_eq};
 use proptest::collection::vec;
@@ -13,7 +14,7 @@ use proptest::prelude::{Just, Strategy, any, prop_oneof};
 use proptest::sample::select;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
-use prosody_contracts::peer::{PeerEntry, PeerId};
+use prosody_contracts::peer::{PeerEntry, PeerId, Publication};
 use prosody_contracts::store::PeerDirectory;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,13 +29,19 @@ pub const STEPS: usize = 24;
 /// The peers a sequence's operations pick from.
 pub const PEERS: usize = 3;
 
+/// The (subsystem, collection) pairs a sequence's operations pick from:
+/// two subsystems, each with the same two collection names, so pairs
+/// share a subsystem or a collection (each run names its own subsystems).
+pub const PAIRS: usize = 4;
+
 /// The most replays spent shrinking a failing sequence.
 const SHRINK_RUNS: u32 = 256;
 
-/// One operation on peer number `peer` of the sequence's peers.
+/// One operation on peer number `peer` of the sequence's peers, or on
+/// pair number `pair` of its (subsystem, collection) pairs.
 ///
-/// Invariant: `peer < PEERS` (the strategy makes no other; a replay
-/// reports one as a failure rather than index past the peers).
+/// Invariant: `peer < PEERS` and `pair < PAIRS` (the strategy makes no
+/// other; a replay reports one as a failure rather than index past them).
 #[derive(Clone, Debug)]
 enum Op {
     /// Registers the peer with `entry` for `ttl`.
@@ -48,6 +55,18 @@ enum Op {
     Renew { peer: usize, ttl: Duration },
     /// Deregisters the peer, registered or not.
     Deregister { peer: usize },
+    /// Publishes the pair: owned by `group`, held in `topic`, with
+    /// `identity`, published or retired.
+    Publish {
+        pair: usize,
+        group: String,
+        topic: String,
+        identity: String,
+        published: bool,
+    },
+    /// Publishes the pair again as it holds it, retired (`published:
+    /// false`); a pair never published with placeholder names.
+    Retire { pair: usize },
 }
 
 /// The entry a renewal of a peer without one registers.
@@ -111,69 +130,164 @@ fn op() -> impl Strategy<Value = Op, Tree: Send> {
             .prop_map(|(peer, entry, ttl)| Op::Register { peer, entry, ttl }),
         2 => (0..PEERS, ttl()).prop_map(|(peer, ttl)| Op::Renew { peer, ttl }),
         2 => (0..PEERS).prop_map(|peer| Op::Deregister { peer }),
+        3 => (0..PAIRS, text(NAME, 1, 8), text(NAME, 1, 8), text(NAME, 0, 12), any::<bool>())
+            .prop_map(|(pair, group, topic, identity, published)| Op::Publish {
+                pair,
+                group,
+                topic,
+                identity,
+                published,
+            }),
+        1 => (0..PAIRS).prop_map(|pair| Op::Retire { pair }),
     ]
 }
 
-/// Checks that every peer's lookup is what the model holds.
+/// What the store should hold: each peer's entry and each pair's
+/// publication.
+struct Model {
+    peers: Vec<Option<PeerEntry>>,
+    publications: Vec<Option<Publication>>,
+}
+
+/// Checks that every peer's lookup and every pair's publication is what
+/// the model holds.
 async fn agree(
     store: &impl PeerDirectory,
     peers: &[PeerId],
-    model: &[Option<PeerEntry>],
+    pairs: &[(String, String)],
+    model: &Model,
     when: &str,
 ) -> Checked {
-    for (n, (&peer, expected)) in peers.iter().zip(model).enumerate() {
+    for (n, (&peer, expected)) in peers.iter().zip(&model.peers).enumerate() {
         let found = lookup(store, peer).await?;
         ensure_eq(&format!("lookup of peer {n} {when}"), expected, &found)?;
+    }
+    for (n, ((subsystem, collection), expected)) in
+        pairs.iter().zip(&model.publications).enumerate()
+    {
+        let found = publication(store, subsystem, collection).await?;
+        ensure_eq(
+            &format!("publication of pair {n} ({subsystem}, {collection}) {when}"),
+            expected,
+            &found,
+        )?;
     }
     Ok(())
 }
 
-/// Replays `ops` on new peers: first deregisters each (never registered),
-/// last deregisters each again (leaving nothing behind), and compares
-/// every peer with the model after each step.
+/// Applies one publication operation to the store and the model.
+async fn apply_publication(
+    store: &impl PeerDirectory,
+    (subsystem, collection): &(String, String),
+    held: &mut Option<Publication>,
+    op: &Op,
+) -> Checked {
+    let new = match op {
+        Op::Publish {
+            group,
+            topic,
+            identity,
+            published,
+            ..
+        } => Publication {
+            subsystem: subsystem.clone(),
+            collection: collection.clone(),
+            group: group.clone(),
+            topic: topic.clone(),
+            identity: identity.clone(),
+            published: *published,
+        },
+        _ => Publication {
+            published: false,
+            ..held.clone().unwrap_or_else(|| Publication {
+                subsystem: subsystem.clone(),
+                collection: collection.clone(),
+                group: "retired-group".into(),
+                topic: "retired-topic".into(),
+                identity: String::new(),
+                published: false,
+            })
+        },
+    };
+    publish(store, &new).await?;
+    *held = Some(new);
+    Ok(())
+}
+
+/// Replays `ops` on new peers and pairs: first deregisters each peer
+/// (never registered) and looks each pair up (never published), last
+/// deregisters each peer again (leaving no lease behind; publications
+/// stay, as the contract keeps them, under pair names of this replay
+/// alone), and compares every peer and pair with the model after each
+/// step.
 async fn replay(store: &impl PeerDirectory, ops: &[Op]) -> Checked {
     let peers = peers(PEERS)?;
-    let mut model: Vec<Option<PeerEntry>> = vec![None; PEERS];
+    let pairs = pairs()?;
+    let mut model = Model {
+        peers: vec![None; PEERS],
+        publications: vec![None; PAIRS],
+    };
     for &peer in &peers {
         deregister(store, peer).await?;
     }
     agree(
         store,
         &peers,
+        &pairs,
         &model,
         "after deregistering peers never registered",
     )
     .await?;
     for (step, op) in ops.iter().enumerate() {
-        let (Op::Register { peer: n, .. } | Op::Renew { peer: n, .. } | Op::Deregister { peer: n }) =
-            *op;
-        let (Some(&peer), Some(held)) = (peers.get(n), model.get_mut(n)) else {
-            return Err(Failure::new(format!(
-                "step {step} names peer {n} of {PEERS}"
-            )));
+        let unknown = |what: &str, n: usize, of: usize| {
+            Failure::new(format!("step {step} names {what} {n} of {of}"))
         };
         match op {
-            Op::Register { entry, ttl, .. } => {
-                register(store, peer, entry, *ttl).await?;
-                *held = Some(entry.clone());
+            Op::Register { peer: n, .. }
+            | Op::Renew { peer: n, .. }
+            | Op::Deregister { peer: n } => {
+                let (Some(&peer), Some(held)) = (peers.get(*n), model.peers.get_mut(*n)) else {
+                    return Err(unknown("peer", *n, PEERS));
+                };
+                match op {
+                    Op::Register { entry, ttl, .. } => {
+                        register(store, peer, entry, *ttl).await?;
+                        *held = Some(entry.clone());
+                    }
+                    Op::Renew { ttl, .. } => {
+                        let entry = held.clone().unwrap_or_else(fallback);
+                        register(store, peer, &entry, *ttl).await?;
+                        *held = Some(entry);
+                    }
+                    _ => {
+                        deregister(store, peer).await?;
+                        *held = None;
+                    }
+                }
             }
-            Op::Renew { ttl, .. } => {
-                let entry = held.clone().unwrap_or_else(fallback);
-                register(store, peer, &entry, *ttl).await?;
-                *held = Some(entry);
-            }
-            Op::Deregister { .. } => {
-                deregister(store, peer).await?;
-                *held = None;
+            Op::Publish { pair: n, .. } | Op::Retire { pair: n } => {
+                let (Some(pair), Some(held)) = (pairs.get(*n), model.publications.get_mut(*n))
+                else {
+                    return Err(unknown("pair", *n, PAIRS));
+                };
+                apply_publication(store, pair, held, op).await?;
             }
         }
-        agree(store, &peers, &model, &format!("after step {step}, {op:?}")).await?;
+        let when = format!("after step {step}, {op:?}");
+        agree(store, &peers, &pairs, &model, &when).await?;
     }
     for &peer in &peers {
         deregister(store, peer).await?;
     }
-    model.fill(None);
-    agree(store, &peers, &model, "after deregistering every peer").await
+    model.peers.fill(None);
+    agree(
+        store,
+        &peers,
+        &pairs,
+        &model,
+        "after deregistering every peer",
+    )
+    .await
 }
 
 /// The seed of this run: `PROPTEST_RNG_SEED` when set, else from the wall
@@ -218,10 +332,13 @@ async fn shrink(
 }
 
 /// Any sequence of registrations, renewals and deregistrations over a few
-/// peers leaves each peer's lookup as a model of the contract says: the
-/// entry of its last registration, or `None` after a deregistration (or
-/// before any). [`CASES`] sequences of up to [`STEPS`] operations over
-/// [`PEERS`] peers, all with leases no sequence outlives.
+/// peers, and of publications and retirements over a few pairs, leaves
+/// each peer's lookup as a model of the contract says: the entry of its
+/// last registration, or `None` after a deregistration (or before any);
+/// and each pair's publication the last one published (retired or not),
+/// or `None` before any. [`CASES`] sequences of up to [`STEPS`] operations
+/// over [`PEERS`] peers, all with leases no sequence outlives, and
+/// [`PAIRS`] pairs.
 pub async fn operations_follow_the_model(store: &impl PeerDirectory) -> Checked {
     let seed = seed();
     let config = Config {
