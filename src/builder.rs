@@ -5,6 +5,7 @@ use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort};
 use crate::connect;
+use crate::published::Readers;
 use crate::request::Requests;
 use crate::slot::Subscription;
 use crate::stack::Layers;
@@ -117,7 +118,7 @@ impl<C: Codec> ClientBuilder<C> {
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
         // (Collections are checked once the broker, their loader, is made.)
-        let (mut stores, directory) = Box::pin(connect::stores(
+        let (mut stores, directory, rebind) = Box::pin(connect::stores(
             self.stores,
             self.broker.as_ref(),
             &settings,
@@ -134,8 +135,16 @@ impl<C: Codec> ClientBuilder<C> {
         if !settings.runtime.state.is_empty() {
             settings.runtime.state =
                 connect::state(&settings.runtime.state, &stores, loader.clone()).await?;
+            crate::published::advertise(
+                &settings,
+                &settings.runtime.state,
+                &stores,
+                directory.as_ref(),
+            )
+            .await?;
             stores = connect::cached(&settings, stores)?;
         }
+        let readers = Readers::new(&settings, rebind);
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",
             reason: format!("the producer could not be made: {e}"),
@@ -175,6 +184,7 @@ impl<C: Codec> ClientBuilder<C> {
                 stores,
                 subscription: Subscription::new(),
                 requests,
+                readers,
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),
                 probe: crate::probe::Probe::default(),

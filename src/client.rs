@@ -6,6 +6,7 @@ use crate::builder::ClientBuilder;
 use crate::config::{Mode, Settings};
 pub use crate::error::ClientError;
 use crate::probe::Probe;
+use crate::published::Readers;
 use crate::request::Requests;
 use crate::slot::Subscription;
 use crate::stack::Layers;
@@ -62,6 +63,7 @@ pub(crate) struct Inner<C> {
     pub(crate) shutdown: OnceCell<()>,
     pub(crate) probe: Probe,
     pub(crate) requests: Requests,
+    pub(crate) readers: Readers,
 }
 
 /// Produces records and consumes topics with one handler.

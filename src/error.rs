@@ -2,6 +2,7 @@
 
 use prosody_core::CodecError;
 use prosody_core::broker::BrokerError;
+use prosody_core::state::StateError;
 
 /// A client operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,10 @@ pub enum ClientError {
     /// one, or its timeout is zero.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// A published collection cannot be read: not published, retired,
+    /// published as another kind, or the directory failed.
+    #[error(transparent)]
+    State(#[from] StateError),
     /// The peer endpoint, where the answers to this client's requests
     /// arrive, could not be started or registered (in time), or the
     /// system's random source failed to make an id.

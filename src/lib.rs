@@ -14,6 +14,7 @@ pub mod otel;
 mod probe;
 #[cfg(doctest)]
 mod promises;
+mod published;
 mod request;
 mod slot;
 mod stack;
@@ -43,5 +44,6 @@ pub use prosody_memory::{
 };
 pub use prosody_request::{Outcome, Outcomes, ResponseError};
 pub use prosody_state as state;
+pub use published::ClientReads;
 pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};
 pub use stores::ClientStores;

@@ -111,6 +111,11 @@ impl Requests {
         }
     }
 
+    /// The client's peer directory, if its stores have one.
+    pub(crate) fn directory(&self) -> Option<&ClientDirectory> {
+        self.directory.as_ref()
+    }
+
     /// The peer id of the client's inbox, once opened.
     pub(crate) fn peer(&self) -> Option<PeerId> {
         self.receiver.get().map(|receiver| receiver.inbox.peer())

@@ -2,16 +2,18 @@
 
 use crate::config::{ConfigError, Settings};
 use crate::directory::ClientDirectory;
+use crate::published::Rebind;
 use crate::stores::ClientStores;
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
 use prosody_core::store::timer::SlabSize;
+use std::sync::Arc;
 
 /// The Cassandra stores of the settings' group: reached and logged in
 /// within `connect_timeout`, then migrated (waiting for another client's
 /// migration up to two minutes).
 pub(super) async fn stores(
     settings: &Settings,
-) -> Result<(ClientStores, Option<ClientDirectory>), ConfigError> {
+) -> Result<(ClientStores, Option<ClientDirectory>, Option<Rebind>), ConfigError> {
     let options = &settings.cassandra;
     let mut config = CassandraConfig::new(options.nodes.iter().cloned())
         .keyspace(options.keyspace.clone())
@@ -45,6 +47,9 @@ pub(super) async fn stores(
         })
         .map(|stores| {
             let directory = ClientDirectory::new(stores.clone());
-            (ClientStores::new(stores), Some(directory))
+            let owners = stores.clone();
+            let rebind: Rebind =
+                Arc::new(move |group: &str| ClientStores::new(owners.for_group(group)));
+            (ClientStores::new(stores), Some(directory), Some(rebind))
         })
 }

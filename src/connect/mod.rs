@@ -4,6 +4,7 @@
 use crate::backend::Backend;
 use crate::config::{Cluster, ConfigError, Settings};
 use crate::directory::ClientDirectory;
+use crate::published::Rebind;
 use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
@@ -67,7 +68,7 @@ pub(crate) async fn stores(
     given: Option<ClientStores>,
     broker: Option<&Backend>,
     settings: &Settings,
-) -> Result<(ClientStores, Option<ClientDirectory>), ConfigError> {
+) -> Result<(ClientStores, Option<ClientDirectory>, Option<Rebind>), ConfigError> {
     // Without the `kafka` feature a client on Kafka cannot be built: say
     // so before any store is reached.
     #[cfg(not(feature = "kafka"))]
@@ -75,13 +76,13 @@ pub(crate) async fn stores(
         return Err(no_kafka());
     }
     if let Some(stores) = given {
-        return Ok((stores, None));
+        return Ok((stores, None, None));
     }
     let durable = broker.map_or(settings.cluster != Cluster::Mock, Broker::durable);
     if !durable {
         // Mock mode keeps every store in memory, whatever cassandra_nodes
         // says; answers stay within the process.
-        return Ok((ClientStores::new(MemoryStores::new()), None));
+        return Ok((ClientStores::new(MemoryStores::new()), None, None));
     }
     if !settings.cassandra.nodes.is_empty() {
         #[cfg(feature = "cassandra")]
@@ -99,7 +100,7 @@ pub(crate) async fn stores(
             "memory_stores is set: timers, deferred records and dedup records are lost when \
              this process stops or its partitions move"
         );
-        return Ok((ClientStores::new(MemoryStores::new()), None));
+        return Ok((ClientStores::new(MemoryStores::new()), None, None));
     }
     Err(ConfigError::NoDurableStore)
 }

@@ -1,0 +1,277 @@
+//! Published state: a subsystem's JSON collections, read by other clients
+//! (see the README's Published state section).
+
+use crate::client::{ClientError, ProsodyClient};
+use crate::config::{ConfigError, ReadTtl, Settings};
+use crate::directory::ClientDirectory;
+use crate::stores::ClientStores;
+use prosody_core::Codec;
+use prosody_core::broker::Broker;
+use prosody_core::peer::{Publication, check_subsystem};
+use prosody_core::state::{Payload, ReadCache, Registry, Spec, StateError};
+use prosody_core::store::PeerDirectory;
+use prosody_state::{CachedReads, Gate, Publishable, SharedReads, Source};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The stores a published reader reads: the owning group's, through the
+/// readers' cache.
+pub type ClientReads = CachedReads<ClientStores>;
+
+/// Publications of this process, with the owners' stores: mock mode's
+/// directory, and a shortcut for readers in the owner's process.
+static LOCAL: LazyLock<Mutex<Local>> = LazyLock::new(Mutex::default);
+
+/// The publications of this process, by (subsystem, collection).
+type Local = HashMap<(String, String), (Publication, ClientStores)>;
+
+fn local() -> MutexGuard<'static, Local> {
+    LOCAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Rebinds the client's durable stores to another group, for reading its
+/// published cells (the Cassandra stores'; `None` for the others).
+pub(crate) type Rebind = Arc<dyn Fn(&str) -> ClientStores + Send + Sync>;
+
+/// A client's side of published state: its readers' shared cache, and how
+/// it reaches other groups' cells.
+pub(crate) struct Readers {
+    shared: SharedReads,
+    ttl: ReadTtl,
+    rebind: Option<Rebind>,
+}
+
+impl std::fmt::Debug for Readers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readers")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Readers {
+    pub(crate) fn new(settings: &Settings, rebind: Option<Rebind>) -> Self {
+        Self {
+            shared: SharedReads::new(settings.reads.bytes(&settings.state_cache)),
+            ttl: settings.reads.ttl,
+            rebind,
+        }
+    }
+}
+
+/// Advertises the client's JSON collections under its subsystem: each with
+/// its `published` flag, so a collection deployed with `published(false)`
+/// is retired. Without a subsystem, or a topic, nothing is advertised.
+///
+/// # Errors
+///
+/// [`ConfigError::StateStore`] when the directory refuses a publication.
+pub(crate) async fn advertise(
+    settings: &Settings,
+    registry: &Registry,
+    stores: &ClientStores,
+    directory: Option<&ClientDirectory>,
+) -> Result<(), ConfigError> {
+    let (Some(subsystem), Some(topic)) = (
+        &settings.peer.subsystem,
+        settings.subscribed_topics.as_ref().and_then(|t| t.first()),
+    ) else {
+        return Ok(());
+    };
+    for spec in registry
+        .specs()
+        .iter()
+        .filter(|s| s.payload == Payload::Json)
+    {
+        let publication = Publication {
+            subsystem: subsystem.to_string(),
+            collection: spec.name.to_owned(),
+            group: settings.runtime.group_id.to_string(),
+            topic: topic.to_string(),
+            identity: spec.identity(),
+            published: spec.published,
+        };
+        if let Some(directory) = directory {
+            directory
+                .publish(&publication)
+                .await
+                .map_err(|error| ConfigError::StateStore {
+                    retriable: error.is_retriable(),
+                    reason: format!("publishing {} failed: {error}", spec.name),
+                })?;
+        }
+        let key = (
+            publication.subsystem.clone(),
+            publication.collection.clone(),
+        );
+        local().insert(key, (publication, stores.clone()));
+    }
+    Ok(())
+}
+
+/// Where a reader finds its publication again, to see a retirement.
+#[derive(Clone)]
+enum Found {
+    Local,
+    Directory(ClientDirectory),
+}
+
+/// The publication of `subsystem`'s `collection`: this process's, else the
+/// directory's.
+async fn find(
+    subsystem: &str,
+    collection: &str,
+    directory: Option<&ClientDirectory>,
+) -> Result<Option<(Publication, Option<ClientStores>, Found)>, StateError> {
+    let key = (subsystem.to_owned(), collection.to_owned());
+    if let Some((publication, stores)) = local().get(&key).cloned() {
+        return Ok(Some((publication, Some(stores), Found::Local)));
+    }
+    let Some(directory) = directory else {
+        return Ok(None);
+    };
+    let publication = directory.publication(subsystem, collection).await?;
+    Ok(publication.map(|p| (p, None, Found::Directory(directory.clone()))))
+}
+
+/// Why `publication` cannot be read as `spec`, if it cannot.
+fn refused(spec: &Spec, publication: &Publication) -> Option<StateError> {
+    let reason = if !publication.published {
+        format!(
+            "subsystem {} retired it (published is false)",
+            publication.subsystem
+        )
+    } else if publication.identity != spec.identity() {
+        format!(
+            "subsystem {} publishes it as {}, not {}",
+            publication.subsystem,
+            publication.identity,
+            spec.identity()
+        )
+    } else {
+        return None;
+    };
+    Some(StateError::Unpublished {
+        collection: spec.name,
+        reason,
+    })
+}
+
+/// Re-reads a reader's publication at most once per window, and refuses
+/// reads once it is retired.
+struct Recheck {
+    subsystem: String,
+    spec: Spec,
+    found: Found,
+    window: Duration,
+    last: tokio::sync::Mutex<(Instant, Option<StateError>)>,
+}
+
+impl Gate for Recheck {
+    fn check(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StateError>> + Send + '_>>
+    {
+        Box::pin(async move {
+            let mut last = self.last.lock().await;
+            if last.0.elapsed() >= self.window {
+                let directory = match &self.found {
+                    Found::Local => None,
+                    Found::Directory(directory) => Some(directory),
+                };
+                let now = find(&self.subsystem, self.spec.name, directory).await?;
+                let refusal = match now {
+                    Some((publication, ..)) => refused(&self.spec, &publication),
+                    None => Some(unpublished(&self.subsystem, &self.spec)),
+                };
+                *last = (Instant::now(), refusal);
+            }
+            match &last.1 {
+                Some(StateError::Unpublished { collection, reason }) => {
+                    Err(StateError::Unpublished {
+                        collection,
+                        reason: reason.clone(),
+                    })
+                }
+                _ => Ok(()),
+            }
+        })
+    }
+}
+
+fn unpublished(subsystem: &str, spec: &Spec) -> StateError {
+    StateError::Unpublished {
+        collection: spec.name,
+        reason: format!("subsystem {subsystem} does not publish it"),
+    }
+}
+
+impl<C: Codec> ProsodyClient<C> {
+    /// A read-only reader of `subsystem`'s published collection
+    /// `definition` (the owners' own definition): each read takes the key,
+    /// and sees what the owners committed (never a handler's pending
+    /// changes), at most `read_cache` (the definition's, else
+    /// `state_read_cache`) old. The client needs no subscription, takes no
+    /// partition and writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::InvalidRequest`] for an invalid subsystem name;
+    /// [`ClientError::State`] with [`StateError::Unpublished`] when the
+    /// subsystem does not publish the collection, retired it, or publishes
+    /// another kind; with [`StateError::Store`] when the directory fails.
+    pub async fn state<D: Publishable>(
+        &self,
+        subsystem: &str,
+        definition: &D,
+    ) -> Result<D::Reader<ClientReads>, ClientError> {
+        self.check_open()?;
+        check_subsystem(subsystem)
+            .map_err(|error| ClientError::InvalidRequest(error.to_string()))?;
+        let spec = definition.spec();
+        let readers = &self.inner.readers;
+        let directory = self.inner.requests.directory();
+        let Some((publication, stores, found)) = find(subsystem, spec.name, directory).await?
+        else {
+            return Err(unpublished(subsystem, &spec).into());
+        };
+        if let Some(refusal) = refused(&spec, &publication) {
+            return Err(refusal.into());
+        }
+        let stores = match (stores, &readers.rebind) {
+            (Some(stores), _) => stores,
+            (None, Some(rebind)) => rebind(&publication.group),
+            (None, None) => return Err(unpublished(subsystem, &spec).into()),
+        };
+        let partitions = self
+            .inner
+            .broker
+            .partitions(&publication.topic)
+            .await?
+            .ok_or_else(|| StateError::Unpublished {
+                collection: spec.name,
+                reason: format!("its topic {} does not exist", publication.topic),
+            })?;
+        let ttl = match spec.read_cache {
+            ReadCache::Inherit => readers.ttl.duration(),
+            ReadCache::Disabled => Duration::ZERO,
+            ReadCache::For(ttl) => ttl,
+        };
+        let recheck = Recheck {
+            subsystem: subsystem.to_owned(),
+            spec,
+            found,
+            window: ttl,
+            last: tokio::sync::Mutex::new((Instant::now(), None)),
+        };
+        let source = Source::new(
+            CachedReads::new(stores, &readers.shared, ttl),
+            publication.topic.as_str(),
+            partitions,
+        )
+        .gated(Arc::new(recheck));
+        Ok(definition.reader(source))
+    }
+}
