@@ -4,7 +4,7 @@ import re
 targets=[
 ('src/otel.rs','OtelError','prosody::otel::OtelError'),
 ('src/config/mod.rs','ConfigError','prosody::ConfigError'),
-('src/client.rs','ClientError','prosody::ClientError'),
+('src/error.rs','ClientError','prosody::ClientError'),
 ('src/client.rs','ConsumerState','prosody::ConsumerState'),
 ('prosody-contracts/src/loader.rs','LoadError','prosody_core::loader::LoadError'),
 ('prosody-core/src/timers/mod.rs','TimerError','prosody_core::timers::TimerError'),
@@ -17,6 +17,8 @@ targets=[
 ('prosody-kafka/src/admin.rs','AdminError','prosody_kafka::AdminError'),
 ('prosody-core/src/state/error.rs','StateError','prosody_core::state::StateError'),
 ('prosody-cassandra/src/error.rs','ConnectError','prosody_cassandra::ConnectError'),
+('prosody-contracts/src/peer.rs','AskedError','prosody::peer::AskedError'),
+('prosody-request/src/outcome.rs','ResponseError','prosody::ResponseError'),
 ]
 out=['''//! Doc tests that pin the library's `#[non_exhaustive]` enums: each
 //! matches every variant of one enum without a `_` arm, which another

@@ -34,7 +34,7 @@ pub struct ConfigErrorIsOpen;
 /// use prosody::ClientError;
 /// fn every(value: ClientError) {
 ///     match value {
-///         ClientError::ShutDown { .. } | ClientError::AlreadySubscribed { .. } | ClientError::NotConfigured { .. } | ClientError::Encode { .. } | ClientError::Broker { .. } => {}
+///         ClientError::ShutDown { .. } | ClientError::AlreadySubscribed { .. } | ClientError::NotConfigured { .. } | ClientError::Encode { .. } | ClientError::Broker { .. } | ClientError::InvalidRequest { .. } | ClientError::State { .. } | ClientError::Peer { .. } => {}
 ///     }
 /// }
 /// ```
@@ -166,7 +166,7 @@ pub struct AdminErrorIsOpen;
 /// use prosody_core::state::StateError;
 /// fn every(value: StateError) {
 ///     match value {
-///         StateError::NullValue { .. } | StateError::Codec { .. } | StateError::Malformed { .. } | StateError::Store { .. } | StateError::Unregistered { .. } | StateError::Mismatch { .. } | StateError::AttemptEnded { .. } | StateError::MessageGone { .. } | StateError::MessageRead { .. } | StateError::Unreadable { .. } | StateError::Unavailable { .. } => {}
+///         StateError::NullValue { .. } | StateError::Codec { .. } | StateError::Malformed { .. } | StateError::Store { .. } | StateError::Unregistered { .. } | StateError::Mismatch { .. } | StateError::AttemptEnded { .. } | StateError::MessageGone { .. } | StateError::MessageRead { .. } | StateError::Unreadable { .. } | StateError::Unavailable { .. } | StateError::Spec { .. } | StateError::Unpublished { .. } => {}
 ///     }
 /// }
 /// ```
@@ -183,3 +183,27 @@ pub struct StateErrorIsOpen;
 /// }
 /// ```
 pub struct ConnectErrorIsOpen;
+
+/// `prosody::peer::AskedError` is `#[non_exhaustive]`.
+///
+/// ```compile_fail,E0004
+/// use prosody::peer::AskedError;
+/// fn every(value: AskedError) {
+///     match value {
+///         AskedError::NoSubsystem { .. } | AskedError::Subsystem { .. } | AskedError::Missing { .. } | AskedError::Header { .. } => {}
+///     }
+/// }
+/// ```
+pub struct AskedErrorIsOpen;
+
+/// `prosody::ResponseError` is `#[non_exhaustive]`.
+///
+/// ```compile_fail,E0004
+/// use prosody::ResponseError;
+/// fn every(value: ResponseError) {
+///     match value {
+///         ResponseError::HandlerFailed { .. } | ResponseError::Timeout { .. } | ResponseError::FormatMismatch { .. } | ResponseError::MalformedResponse { .. } => {}
+///     }
+/// }
+/// ```
+pub struct ResponseErrorIsOpen;

@@ -9,7 +9,7 @@ use prosody_core::Codec;
 use prosody_core::broker::Broker;
 use prosody_core::peer::{Publication, check_subsystem};
 use prosody_core::state::{Payload, ReadCache, Registry, Spec, StateError};
-use prosody_core::store::PeerDirectory;
+use prosody_core::store::{PeerDirectory, StateStore};
 use prosody_state::{CachedReads, Gate, Publishable, SharedReads, Source};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
@@ -245,6 +245,20 @@ impl<C: Codec> ProsodyClient<C> {
             (None, Some(rebind)) => rebind(&publication.group),
             (None, None) => return Err(unpublished(subsystem, &spec).into()),
         };
+        // The owners recorded the collection's identity; reading it back
+        // tells the stores how its cells are laid out.
+        let identity = spec.identity();
+        let recorded = stores
+            .identify(spec.name, &identity)
+            .await
+            .map_err(StateError::from)?;
+        if recorded != identity {
+            return Err(StateError::Unpublished {
+                collection: spec.name,
+                reason: format!("its owners recorded it as {recorded}, not {identity}"),
+            }
+            .into());
+        }
         let partitions = self
             .inner
             .broker

@@ -7,6 +7,9 @@
 //! - A rebalance of `billing` while a request waits still gives one outcome.
 //! - With `inventory` killed (SIGKILL), its outcome is a timeout within the
 //!   request's timeout, while `billing` still answers.
+//! - Published state, read from this third process, shows the members'
+//!   committed counts within the cache window; a deployment with
+//!   `published(false)` retires it, and the open reader fails.
 //! - A requester killed with SIGKILL, its directory entry left behind, drops
 //!   out of the directory within its lease.
 //!
@@ -23,14 +26,19 @@
 
 mod world;
 
+use prosody::ClientReads;
 use prosody::peer::PeerId;
+use prosody::state::{MapDef, PublishedMap, StateError};
 use prosody::store::PeerDirectory;
 use prosody::{Outcome, ProsodyClient, ResponseError};
 use prosody_conformance::services;
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use world::{CALLER, LEASE, MEMBER, World, line, member};
+use world::{CALLER, HANDLED, LEASE, MEMBER, World, group, line, member};
+
+/// The members' collection, as a deployment that retires it defines it.
+static RETIRED: MapDef<u64> = MapDef::new("handled");
 
 /// A requester process: registers by making one request, prints its peer
 /// id, and waits to be killed.
@@ -76,6 +84,54 @@ fn answered_by(outcome: &Outcome<Value>, subsystem: &str) -> u64 {
     }
 }
 
+/// Published state, read from this third process: the members' committed
+/// counts, at most one cache window (5 s) old.
+async fn published_state(
+    client: &ProsodyClient,
+    world: &World,
+    timeout: Duration,
+) -> PublishedMap<u64, ClientReads> {
+    let handled = client.state("billing", &HANDLED).await.unwrap();
+    assert_eq!(handled.get("order-1", "count").await.unwrap(), Some(1));
+    ask(client, world, "order-1", &["billing"], timeout).await;
+    let asked_again = Instant::now();
+    while handled.get("order-1", "count").await.unwrap() != Some(2) {
+        assert!(
+            asked_again.elapsed() < Duration::from_secs(8),
+            "a committed count not seen within the window"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    handled
+}
+
+/// A deployment of billing with `published(false)` retires the
+/// collection: the open reader fails within its window, naming it.
+async fn retire(world: &World, handled: &PublishedMap<u64, ClientReads>) {
+    let _retiring = ProsodyClient::builder()
+        .group_id(group("billing", &world.keyspace))
+        .subsystem("billing")
+        .subscribed_topics([world.topic.as_str()])
+        .cassandra_keyspace(world.keyspace.as_str())
+        .state_collections([RETIRED.spec()])
+        .disable_probe()
+        .build()
+        .await
+        .unwrap();
+    let retired_at = Instant::now();
+    loop {
+        match handled.get("order-1", "count").await {
+            Err(StateError::Unpublished { reason, .. }) if reason.contains("retired") => break,
+            other => assert!(
+                retired_at.elapsed() < Duration::from_secs(8),
+                "still read after the retirement: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn requests_across_processes() -> Option<()> {
     let world = World::new(4).await?;
     let (mut billing, billing_lines) = world.spawn((MEMBER, "billing"));
@@ -101,6 +157,8 @@ async fn requests_across_processes() -> Option<()> {
     );
     assert_ne!(pids.0, pids.1);
     assert_ne!(pids.0, u64::from(std::process::id()));
+
+    let handled = published_state(&client, &world, timeout).await;
 
     // A permanent failure carries the handler's message.
     let outcomes = ask(&client, &world, "refuse", &["billing"], timeout).await;
@@ -140,6 +198,8 @@ async fn requests_across_processes() -> Option<()> {
         took >= short && took < short + Duration::from_secs(3),
         "took {took:?}"
     );
+
+    retire(&world, &handled).await;
 
     // A requester killed with its entry left behind drops out of the
     // directory within its lease.

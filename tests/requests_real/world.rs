@@ -2,6 +2,7 @@
 //! servers, a topic and keyspace of the run, member processes and their
 //! handler.
 
+use prosody::state::MapDef;
 use prosody::{
     AdminClient, Context, EventHandler, Excise, HandlerError, KafkaConfig, Message, ProsodyClient,
     Timer, TopicOptions,
@@ -86,6 +87,7 @@ impl World {
             .cassandra_keyspace(self.keyspace.as_str())
             .peer_bind_address("127.0.0.1:0".parse().unwrap())
             .peer_registration_ttl(LEASE)
+            .send_timeout(Duration::from_secs(10))
             .disable_probe()
             .build()
             .await
@@ -136,7 +138,16 @@ pub fn line(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
     }
 }
 
-/// Answers `{"by", "key", "pid"}`; fails permanently for `refuse`; takes
+/// How many records of each key a member handled, published under its
+/// subsystem.
+pub static HANDLED: MapDef<u64> = MapDef::new("handled").published(true);
+
+/// The member's group for `subsystem` in this run.
+pub fn group(subsystem: &str, keyspace: &str) -> String {
+    format!("{subsystem}_{keyspace}")
+}
+
+/// Answers `{"by", "key", "pid"}` and counts each key it handled; fails permanently for `refuse`; takes
 /// four seconds over keys starting with `slow`.
 pub struct Answering {
     pub subsystem: String,
@@ -146,10 +157,17 @@ impl EventHandler for Answering {
     type Payload = Value;
     type Output = Value;
 
-    async fn on_message(&self, _: Context, message: Message<Value>) -> Result<Value, HandlerError> {
+    async fn on_message(
+        &self,
+        context: Context,
+        message: Message<Value>,
+    ) -> Result<Value, HandlerError> {
         if &*message.key == "refuse" {
             return Err(HandlerError::permanent("refused by policy"));
         }
+        let handled = context.state(&HANDLED)?;
+        let count = handled.get("count").await?.unwrap_or(0);
+        handled.set("count", &(count + 1)).await?;
         if message.key.starts_with("slow") {
             tokio::time::sleep(Duration::from_secs(4)).await;
         }
@@ -169,12 +187,13 @@ impl EventHandler for Answering {
 /// `ready` once it owns partitions.
 pub async fn member(subsystem: String) -> ExitCode {
     let client = ProsodyClient::builder()
-        .group_id(format!(
-            "{subsystem}_{}",
-            std::env::var("PROSODY_CASSANDRA_KEYSPACE").unwrap()
+        .group_id(group(
+            &subsystem,
+            &std::env::var("PROSODY_CASSANDRA_KEYSPACE").unwrap(),
         ))
         .subsystem(subsystem.as_str())
         .source_system("members")
+        .state_collections([HANDLED.spec()])
         .kafka_property("session.timeout.ms", "6000")
         .kafka_property("heartbeat.interval.ms", "1000")
         .build()
