@@ -18,13 +18,14 @@
 #[allow(dead_code, reason = "the suite's parts the benchmark does not use")]
 mod world;
 
-use prosody::ProsodyClient;
+use prosody::{ProsodyClient, ReadTtl};
+use prosody_conformance::services;
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use world::{MEMBER, World, line, member};
+use world::{HANDLED, MEMBER, World, line, member};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -116,7 +117,38 @@ async fn bench() -> Option<()> {
     )]
     let rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
     println!("throughput, 64 requests in flight, one subsystem: {rate:.0} requests/s");
+    published_reads(&client, &world).await;
     Some(())
+}
+
+/// Reads of billing's published counts: through the readers' cache (the
+/// default 5 s window), and from the store every time.
+async fn published_reads(client: &ProsodyClient, world: &World) {
+    let reads = setting("REQUESTS_BENCH_READS", 10_000);
+    let direct = ProsodyClient::builder()
+        .group_id(services::unique("readers"))
+        .cassandra_keyspace(world.keyspace.as_str())
+        .state_read_cache(ReadTtl::Off)
+        .disable_probe()
+        .build()
+        .await
+        .unwrap();
+    for (what, client, reads) in [("cache", client, reads), ("store", &direct, reads / 20)] {
+        let handled = client.state("billing", &HANDLED).await.unwrap();
+        assert!(handled.get("key-0", "count").await.unwrap().is_some());
+        let mut took = Vec::new();
+        for _ in 0..reads {
+            let started = Instant::now();
+            handled.get("key-0", "count").await.unwrap();
+            took.push(started.elapsed().as_secs_f64() * 1_000_000.0);
+        }
+        took.sort_by(f64::total_cmp);
+        println!(
+            "published read from the {what}, {reads} reads: p50 {:.1} µs, p99 {:.1} µs",
+            percentile(&took, 500),
+            percentile(&took, 990)
+        );
+    }
 }
 
 fn main() -> ExitCode {
