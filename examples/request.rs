@@ -1,14 +1,19 @@
 //! Requests to named subsystems, in mock mode: a billing and an inventory
 //! service answer orders; a caller that subscribes to nothing asks both and
-//! waits for their answers.
+//! waits for their answers, then reads what billing charged from its
+//! published state.
 //!
 //! `cargo run --example request`
 
+use prosody::state::ValueDef;
 use prosody::{
     Context, EventHandler, Excise, HandlerError, Message, Outcome, ProsodyClient, Timer,
 };
 use serde_json::{Value, json};
 use std::time::Duration;
+
+/// What billing charged for each order, published for other clients.
+static CHARGED: ValueDef<u64> = ValueDef::new("charged").published(true);
 
 /// Answers an order with what its subsystem did with it.
 struct Service {
@@ -19,16 +24,22 @@ impl EventHandler for Service {
     type Payload = Value;
     type Output = Value;
 
-    async fn on_message(&self, _: Context, order: Message<Value>) -> Result<Value, HandlerError> {
+    async fn on_message(
+        &self,
+        context: Context,
+        order: Message<Value>,
+    ) -> Result<Value, HandlerError> {
         let quantity = order.payload["quantity"].as_u64().unwrap_or(0);
         if quantity == 0 {
             // A permanent failure: its message is the subsystem's answer.
             return Err(HandlerError::permanent("an order needs a quantity"));
         }
-        Ok(match self.subsystem {
-            "billing" => json!({ "charged": quantity * 5 }),
-            _ => json!({ "reserved": quantity }),
-        })
+        if self.subsystem == "billing" {
+            // Committed with the attempt, before the answer is sent.
+            context.state(&CHARGED)?.set(&(quantity * 5)).await?;
+            return Ok(json!({ "charged": quantity * 5 }));
+        }
+        Ok(json!({ "reserved": quantity }))
     }
 
     async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
@@ -46,6 +57,7 @@ async fn service(subsystem: &'static str) -> Result<ProsodyClient, Box<dyn std::
         .group_id(subsystem)
         .subsystem(subsystem)
         .subscribed_topics(["orders"])
+        .state_collections([CHARGED.spec()])
         .build()
         .await?;
     client.subscribe(Service { subsystem }).await?;
@@ -95,6 +107,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .request_excise::<Value>("orders", "order-1", &["inventory"], timeout)
         .await?;
     println!("inventory on the excise: {:?}", excised["inventory"]);
+
+    // Billing's published state: what it committed for the order.
+    let charged = caller.state("billing", &CHARGED).await?;
+    println!(
+        "billing charged order-1: {:?}",
+        charged.get("order-1").await?
+    );
+    assert_eq!(charged.get("order-1").await?, Some(15));
 
     caller.shutdown().await;
     for service in services {
