@@ -133,13 +133,24 @@ async fn published_reads(client: &ProsodyClient, world: &World) {
         .build()
         .await
         .unwrap();
+    let counted = client
+        .request::<Value>(
+            &world.topic,
+            "order-read",
+            &json!({}),
+            &["billing"],
+            TIMEOUT,
+        )
+        .await
+        .unwrap();
+    assert!(counted["billing"].is_success(), "{counted:?}");
     for (what, client, reads) in [("cache", client, reads), ("store", &direct, reads / 20)] {
         let handled = client.state("billing", &HANDLED).await.unwrap();
-        assert!(handled.get("key-0", "count").await.unwrap().is_some());
+        assert_eq!(handled.get("order-read", "count").await.unwrap(), Some(1));
         let mut took = Vec::new();
         for _ in 0..reads {
             let started = Instant::now();
-            handled.get("key-0", "count").await.unwrap();
+            handled.get("order-read", "count").await.unwrap();
             took.push(started.elapsed().as_secs_f64() * 1_000_000.0);
         }
         took.sort_by(f64::total_cmp);
