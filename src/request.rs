@@ -111,6 +111,13 @@ impl Requests {
         }
     }
 
+    /// Answers dropped by the client's inbox.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.receiver
+            .get()
+            .map_or(0, |receiver| receiver.inbox.dropped())
+    }
+
     /// The client's peer directory, if its stores have one.
     pub(crate) fn directory(&self) -> Option<&ClientDirectory> {
         self.directory.as_ref()
@@ -293,6 +300,14 @@ impl<C: Codec> ProsodyClient<C> {
         let key: Key = key.into();
         let record = OutgoingRecord::new(topic, key.as_bytes().to_vec(), bytes);
         self.ask(record, subsystems, timeout).await
+    }
+
+    /// How many answers reached this client and were dropped: for a
+    /// request it no longer waits for (timed out, or made by an earlier
+    /// life of the process), or a second answer of one subsystem.
+    #[must_use]
+    pub fn dropped_answers(&self) -> u64 {
+        self.inner.requests.dropped()
     }
 
     /// The peer id the answers to this client's requests are addressed to

@@ -10,6 +10,8 @@
 //! - Published state, read from this third process, shows the members'
 //!   committed counts within the cache window; a deployment with
 //!   `published(false)` retires it, and the open reader fails.
+//! - A change a member's handler holds pending is never read; a requester
+//!   that restarts on the same address drops its earlier life's answer.
 //! - A requester killed with SIGKILL, its directory entry left behind, drops
 //!   out of the directory within its lease.
 //!
@@ -26,11 +28,11 @@
 
 mod world;
 
-use prosody::ClientReads;
 use prosody::peer::PeerId;
 use prosody::state::{MapDef, PublishedMap, StateError};
 use prosody::store::PeerDirectory;
-use prosody::{Outcome, ProsodyClient, ResponseError};
+use prosody::{ClientError, Outcome, ProsodyClient, ResponseError};
+use prosody::{ClientReads, ReadTtl};
 use prosody_conformance::services;
 use serde_json::{Value, json};
 use std::process::ExitCode;
@@ -104,6 +106,97 @@ async fn published_state(
     }
 
     handled
+}
+
+/// A change held pending in a member's handler is never read by this
+/// process; once the record settles (its answer came), it is.
+async fn pending_is_never_read(client: &ProsodyClient, world: &World) {
+    let direct = ProsodyClient::builder()
+        .group_id(services::unique("readers"))
+        .cassandra_keyspace(world.keyspace.as_str())
+        .state_read_cache(ReadTtl::Off)
+        .disable_probe()
+        .build()
+        .await
+        .unwrap();
+    let handled = direct.state("billing", &HANDLED).await.unwrap();
+    let asked = ask(
+        client,
+        world,
+        "order-hold",
+        &["billing"],
+        Duration::from_secs(30),
+    );
+    let watched = async {
+        // The handler holds its write pending for 3 s after it starts.
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            let seen = handled.get("order-hold", "count").await.unwrap();
+            assert_eq!(seen, None, "a pending change was read");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let (outcomes, ()) = tokio::join!(asked, watched);
+    answered_by(&outcomes["billing"], "billing");
+    assert_eq!(handled.get("order-hold", "count").await.unwrap(), Some(1));
+}
+
+/// A requester that restarts on the same address never receives an
+/// answer meant for its earlier life: that answer reaches the new
+/// endpoint and is dropped there, counted.
+async fn a_restarted_requester_drops_its_earlier_lifes_answers(world: &World) {
+    let address = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let earlier = world.requester_on(address).await;
+    let outcomes = ask(
+        &earlier,
+        world,
+        "slow-r",
+        &["billing"],
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        outcomes["billing"],
+        Outcome::Failure(ResponseError::Timeout)
+    );
+    // Gone without deregistering, as a crash leaves it; its answer is on
+    // its way (the handler takes 4 s).
+    drop(earlier);
+    let later = world.requester_on(address).await;
+    // The earlier endpoint lets the address go as its task ends.
+    let bound_by = Instant::now() + Duration::from_secs(5);
+    let outcomes = loop {
+        let asked = later
+            .request::<Value>(
+                &world.topic,
+                "order-r",
+                &json!({}),
+                &["billing"],
+                Duration::from_secs(30),
+            )
+            .await;
+        match asked {
+            Err(ClientError::Peer(error)) if Instant::now() < bound_by => {
+                eprintln!("the address is not free yet: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => break other.unwrap(),
+        }
+    };
+    answered_by(&outcomes["billing"], "billing");
+    let until = Instant::now() + Duration::from_secs(10);
+    while later.dropped_answers() == 0 {
+        assert!(
+            Instant::now() < until,
+            "the earlier life's answer never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(later.dropped_answers(), 1);
+    later.shutdown().await;
 }
 
 /// A deployment of billing with `published(false)` retires the
@@ -199,6 +292,8 @@ async fn requests_across_processes() -> Option<()> {
         "took {took:?}"
     );
 
+    pending_is_never_read(&client, &world).await;
+    a_restarted_requester_drops_its_earlier_lifes_answers(&world).await;
     retire(&world, &handled).await;
 
     // A requester killed with its entry left behind drops out of the

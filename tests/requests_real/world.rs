@@ -82,10 +82,15 @@ impl World {
 
     /// The requester of this process.
     pub async fn requester(&self) -> ProsodyClient {
+        self.requester_on("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// A requester of this process whose endpoint listens on `address`.
+    pub async fn requester_on(&self, address: std::net::SocketAddr) -> ProsodyClient {
         ProsodyClient::builder()
             .group_id(services::unique("caller"))
             .cassandra_keyspace(self.keyspace.as_str())
-            .peer_bind_address("127.0.0.1:0".parse().unwrap())
+            .peer_bind_address(address)
             .peer_registration_ttl(LEASE)
             .send_timeout(Duration::from_secs(10))
             .disable_probe()
@@ -171,6 +176,10 @@ impl EventHandler for Answering {
             let handled = context.state(&HANDLED)?;
             let count = handled.get("count").await?.unwrap_or(0);
             handled.set("count", &(count + 1)).await?;
+            // Held pending a while: no reader may see it before the commit.
+            if message.key.starts_with("order-hold") {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
         }
         if message.key.starts_with("slow") {
             tokio::time::sleep(Duration::from_secs(4)).await;
