@@ -163,7 +163,7 @@ async fn a_restarted_requester_drops_its_earlier_lifes_answers(world: &World) {
         Outcome::Failure(ResponseError::Timeout)
     );
     // Gone without deregistering, as a crash leaves it; its answer is on
-    // its way (the handler takes 4 s).
+    // its way (the handler takes 10 s, time for the later life to bind).
     drop(earlier);
     let later = world.requester_on(address).await;
     // The earlier endpoint lets the address go as its task ends.
@@ -187,7 +187,7 @@ async fn a_restarted_requester_drops_its_earlier_lifes_answers(world: &World) {
         }
     };
     answered_by(&outcomes["billing"], "billing");
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(20);
     while later.dropped_answers() == 0 {
         assert!(
             Instant::now() < until,

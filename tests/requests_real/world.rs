@@ -152,8 +152,9 @@ pub fn group(subsystem: &str, keyspace: &str) -> String {
     format!("{subsystem}_{keyspace}")
 }
 
-/// Answers `{"by", "key", "pid"}` and counts each order it handled; fails permanently for `refuse`; takes
-/// four seconds over keys starting with `slow`.
+/// Answers `{"by", "key", "pid"}` and counts each order it handled;
+/// fails permanently for `refuse`; takes four seconds over keys starting
+/// with `slow`, ten with `slower`.
 pub struct Answering {
     pub subsystem: String,
 }
@@ -181,7 +182,9 @@ impl EventHandler for Answering {
                 tokio::time::sleep(Duration::from_secs(3)).await;
             }
         }
-        if message.key.starts_with("slow") {
+        if message.key.starts_with("slower") {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        } else if message.key.starts_with("slow") {
             tokio::time::sleep(Duration::from_secs(4)).await;
         }
         Ok(json!({ "by": self.subsystem, "key": &*message.key, "pid": std::process::id() }))
