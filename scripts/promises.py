@@ -5,7 +5,7 @@ targets=[
 ('src/otel.rs','OtelError','prosody::otel::OtelError'),
 ('src/config/mod.rs','ConfigError','prosody::ConfigError'),
 ('src/error.rs','ClientError','prosody::ClientError'),
-('src/client.rs','ConsumerState','prosody::ConsumerState'),
+('src/health.rs','ConsumerState','prosody::ConsumerState'),
 ('prosody-contracts/src/loader.rs','LoadError','prosody_core::loader::LoadError'),
 ('prosody-core/src/timers/mod.rs','TimerError','prosody_core::timers::TimerError'),
 ('prosody-contracts/src/broker/mod.rs','BrokerError','prosody_core::broker::BrokerError'),

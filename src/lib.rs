@@ -10,6 +10,7 @@ mod directory;
 mod env;
 mod erased;
 mod error;
+mod health;
 pub mod otel;
 mod probe;
 #[cfg(doctest)]

@@ -14,7 +14,7 @@
 //! let asked = Asked::new(RequestId::random()?, PeerId::random()?, ["billing", "inventory"])?;
 //! let mut headers = Headers::new();
 //! asked.write(&mut headers);
-//! let read = Asked::read(&headers)?.expect("a request record");
+//! let read = Asked::read(&headers)?.ok_or("not a request record")?;
 //! assert_eq!(read, asked);
 //! assert!(read.names("billing") && !read.names("shipping"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -36,7 +36,7 @@
 //!     subsystem: "billing".into(),
 //!     answer: Answer::Value(r#"{"charged":true}"#.into()),
 //! };
-//! Inbox::local(reply.to).expect("in this process").deliver(reply);
+//! Inbox::local(reply.to).ok_or("not in this process")?.deliver(reply);
 //! let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
 //! let outcomes = waiter.collect::<serde_json::Value>(deadline).await;
 //! assert_eq!(outcomes["billing"], Outcome::Success(serde_json::json!({"charged": true})));
