@@ -17,6 +17,7 @@ mod probe;
 mod promises;
 mod published;
 mod request;
+mod scrape;
 mod slot;
 mod stack;
 mod stores;

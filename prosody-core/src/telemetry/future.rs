@@ -52,6 +52,9 @@ where
                 },
             };
             event.at = clock::now();
+            if let Err(error) = &result {
+                this.sink.failure(&event, error);
+            }
             this.sink.emit(event);
         }
         Poll::Ready(result)

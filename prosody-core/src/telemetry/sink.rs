@@ -2,7 +2,7 @@
 
 use crate::clock::Timestamp;
 use crate::context::Demand;
-use crate::error::Category;
+use crate::error::{Category, HandlerError};
 use crate::event::Topic;
 use crate::key::Key;
 use std::time::Duration;
@@ -65,6 +65,41 @@ pub trait TelemetrySink: Clone + Send + Sync + 'static {
 
     /// Takes one event.
     fn emit(&self, event: TelemetryEvent);
+
+    /// A call failed: `event` is its `Failed` event and `error` what the
+    /// handler returned. Called once per failed call, just before `event`
+    /// is emitted, and only when the sink is enabled; must not block.
+    fn failure(&self, event: &TelemetryEvent, error: &HandlerError) {
+        let _ = (event, error);
+    }
+}
+
+/// Two sinks as one: each event goes to both, each enabled part gets it.
+impl<A: TelemetrySink, B: TelemetrySink> TelemetrySink for (A, B) {
+    fn enabled(&self) -> bool {
+        self.0.enabled() || self.1.enabled()
+    }
+
+    fn emit(&self, event: TelemetryEvent) {
+        match (self.0.enabled(), self.1.enabled()) {
+            (true, true) => {
+                self.0.emit(event.clone());
+                self.1.emit(event);
+            }
+            (true, false) => self.0.emit(event),
+            (false, true) => self.1.emit(event),
+            (false, false) => {}
+        }
+    }
+
+    fn failure(&self, event: &TelemetryEvent, error: &HandlerError) {
+        if self.0.enabled() {
+            self.0.failure(event, error);
+        }
+        if self.1.enabled() {
+            self.1.failure(event, error);
+        }
+    }
 }
 
 /// A sink that may be absent: `None` takes nothing and builds nothing.
@@ -76,6 +111,12 @@ impl<T: TelemetrySink> TelemetrySink for Option<T> {
     fn emit(&self, event: TelemetryEvent) {
         if let Some(sink) = self {
             sink.emit(event);
+        }
+    }
+
+    fn failure(&self, event: &TelemetryEvent, error: &HandlerError) {
+        if let Some(sink) = self {
+            sink.failure(event, error);
         }
     }
 }
