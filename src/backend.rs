@@ -185,6 +185,15 @@ impl Consumer for BackendConsumer {
         }
     }
 
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        match &self.0 {
+            Consumers::Memory(consumer) => consumer.high_watermark(partition),
+            #[cfg(feature = "kafka")]
+            Consumers::Kafka(consumer) => consumer.high_watermark(partition),
+            Consumers::Custom(consumer) => consumer.high_watermark(partition),
+        }
+    }
+
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
         match &mut self.0 {
             Consumers::Memory(consumer) => consumer.pause(partition),

@@ -144,6 +144,12 @@ impl<C: Codec> ClientBuilder<C> {
             .await?;
             stores = connect::cached(&settings, stores)?;
         }
+        let metrics = crate::observe::metrics(
+            settings.observe.metrics,
+            broker.is_kafka(),
+            &settings.runtime.group_id,
+        )?;
+        settings.runtime.metrics = metrics.clone();
         let readers = Readers::new(&settings, rebind);
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",

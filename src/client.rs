@@ -6,6 +6,7 @@ use crate::builder::ClientBuilder;
 use crate::config::{Mode, Settings};
 pub use crate::error::ClientError;
 pub use crate::health::ConsumerState;
+use crate::observe::Sent;
 use crate::probe::Probe;
 use crate::published::Readers;
 use crate::request::Requests;
@@ -13,6 +14,7 @@ use crate::slot::Subscription;
 use crate::stack::Layers;
 use crate::stores::ClientStores;
 use prosody_core::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer};
+use prosody_core::metrics::Metered;
 use prosody_core::peer::Asked;
 use prosody_core::runtime::Answerer;
 use prosody_core::telemetry::ProducerSink;
@@ -202,10 +204,18 @@ impl<C: Codec> ProsodyClient<C> {
         // The sending span's trace context, for the consumer's span.
         prosody_core::trace::inject(&mut headers);
         record.headers = headers;
-        self.inner
+        let sent = Sent::of(&record);
+        let delivered = self
+            .inner
             .producer
             .send(record, self.inner.settings.send_timeout)
-            .await?;
+            .await;
+        sent.report(
+            &delivered,
+            &self.inner.settings.runtime.metrics,
+            self.inner.layers.telemetry_sink(),
+        );
+        delivered?;
         Ok(())
     }
 
@@ -281,7 +291,7 @@ impl<C: Codec> ProsodyClient<C> {
         claim.install(Runtime::spawn(
             consumer,
             stack,
-            self.inner.stores.clone(),
+            Metered::new(self.inner.stores.clone(), &runtime.metrics),
             runtime,
         ));
         let runtime = tokio::runtime::Handle::try_current();

@@ -30,6 +30,7 @@ trait DynConsumer: Send {
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError>;
     fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError>;
     fn committed<'a>(&'a mut self, partition: &'a TopicPartition) -> Call<'a, Option<i64>>;
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64>;
     fn close(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
@@ -86,6 +87,10 @@ impl<C: Consumer> DynConsumer for C {
 
     fn committed<'a>(&'a mut self, partition: &'a TopicPartition) -> Call<'a, Option<i64>> {
         Box::pin(Consumer::committed(self, partition))
+    }
+
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        Consumer::high_watermark(self, partition)
     }
 
     fn close(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -168,6 +173,10 @@ impl Consumer for ErasedConsumer {
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         self.0.committed(partition).await
+    }
+
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        self.0.high_watermark(partition)
     }
 
     async fn close(self) {

@@ -11,6 +11,7 @@ mod env;
 mod erased;
 mod error;
 mod health;
+mod observe;
 pub mod otel;
 mod probe;
 #[cfg(doctest)]
@@ -33,7 +34,8 @@ pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
     JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
-    loader, log, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers, trace,
+    loader, log, metrics, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers,
+    trace,
 };
 pub use prosody_core::{peer, store};
 #[cfg(feature = "kafka")]

@@ -70,6 +70,23 @@ where
     Ok(tracing_opentelemetry::layer().with_tracer(provider.tracer("prosody")))
 }
 
+/// The process's meter provider, made on first use: its instruments are
+/// read by the probe server's `/metrics`.
+///
+/// # Errors
+///
+/// None yet: the OTLP metric export is configured here next.
+pub fn meter_provider() -> Result<opentelemetry_sdk::metrics::SdkMeterProvider, OtelError> {
+    static METERS: OnceLock<opentelemetry_sdk::metrics::SdkMeterProvider> = OnceLock::new();
+    Ok(METERS
+        .get_or_init(|| {
+            opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+                .with_reader(crate::scrape::reader())
+                .build()
+        })
+        .clone())
+}
+
 /// Exports the spans that have ended and not yet gone.
 ///
 /// # Errors

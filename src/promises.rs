@@ -142,7 +142,7 @@ pub struct CacheErrorIsOpen;
 /// use prosody_core::telemetry::Lifecycle;
 /// fn every(value: Lifecycle) {
 ///     match value {
-///         Lifecycle::Dispatched { .. } | Lifecycle::Succeeded { .. } | Lifecycle::Abandoned { .. } | Lifecycle::Failed { .. } => {}
+///         Lifecycle::Dispatched { .. } | Lifecycle::Succeeded { .. } | Lifecycle::Abandoned { .. } | Lifecycle::Sent { .. } | Lifecycle::SendFailed { .. } | Lifecycle::Failed { .. } => {}
 ///     }
 /// }
 /// ```

@@ -4,6 +4,7 @@
 use crate::clock::Timestamp;
 use crate::event::{Event, Topic};
 use crate::key::Key;
+use crate::metrics::PartitionMeter;
 use crate::state::{Definition, StateError};
 use crate::timers::{self, TimerError, TimerOp};
 use crate::work::UnitOfWork;
@@ -33,6 +34,8 @@ pub(crate) struct Scope {
     pub(crate) shutdown: CancellationToken,
     /// Fires near the end of the drain: handlers should stop.
     pub(crate) cancel: CancellationToken,
+    /// The partition's meter.
+    pub(crate) meter: PartitionMeter,
 }
 
 /// The context of one handler call.
@@ -71,8 +74,30 @@ impl Context {
             partition,
             shutdown,
             cancel,
+            meter: PartitionMeter::default(),
         };
         Self::scoped(key, Arc::new(scope))
+    }
+
+    /// The same context recording into `meter`, as the runtime's contexts
+    /// record into their partition's meter (for requests made outside the
+    /// runtime: tests and benchmarks).
+    #[must_use]
+    pub fn with_meter(mut self, meter: PartitionMeter) -> Self {
+        let scope = &self.scope;
+        self.scope = Arc::new(Scope {
+            topic: Arc::clone(&scope.topic),
+            partition: scope.partition,
+            shutdown: scope.shutdown.clone(),
+            cancel: scope.cancel.clone(),
+            meter,
+        });
+        self
+    }
+
+    /// The partition's meter.
+    pub(crate) fn meter(&self) -> &PartitionMeter {
+        &self.scope.meter
     }
 
     /// A context for an event of `key` in a partition's `scope`.

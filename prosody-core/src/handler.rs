@@ -4,6 +4,7 @@ use crate::codec::{self, Codec, DecodeError, JsonCodec};
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Excise, Message, Timer};
+use crate::metrics::Action;
 use crate::store::timer::TimerKind;
 use crate::work::{self, Rider, UnitOfWork, WaitMeter};
 use futures_util::FutureExt;
@@ -293,7 +294,10 @@ where
             std::panic::catch_unwind(AssertUnwindSafe(|| codec::decode(&self.codec, event)));
         let event = match decoded.unwrap_or(Err(DecodeError::Panicked)) {
             Ok(event) => event,
-            Err(error) => return Box::pin(std::future::ready(Err(HandlerError::permanent(error)))),
+            Err(error) => {
+                context.meter().count(Action::DecodeFailed);
+                return Box::pin(std::future::ready(Err(HandlerError::permanent(error))));
+            }
         };
         if let Event::Timer(timer) = &event
             && timer.kind != TimerKind::Application

@@ -30,6 +30,7 @@ pub mod error;
 pub mod failure;
 pub mod handler;
 pub mod log;
+pub mod metrics;
 pub mod monopolization;
 
 pub use context::{Context, Demand};

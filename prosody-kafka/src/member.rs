@@ -3,13 +3,33 @@
 //! consumer's owner has drained.
 
 use prosody_contracts::broker::{Record, TopicPartition};
+use prosody_contracts::hash::FastMap;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, TopicPartitionList};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as sync;
 use std::sync::{Mutex, PoisonError};
 use tokio::sync::mpsc;
+
+/// The part of librdkafka's statistics the lag gauge reads.
+#[derive(serde::Deserialize)]
+struct Statistics {
+    #[serde(default)]
+    topics: HashMap<String, TopicStatistics>,
+}
+
+#[derive(serde::Deserialize)]
+struct TopicStatistics {
+    #[serde(default)]
+    partitions: HashMap<String, PartitionStatistics>,
+}
+
+#[derive(serde::Deserialize)]
+struct PartitionStatistics {
+    hi_offset: i64,
+}
 
 /// What the poll thread hands to the consumer.
 #[derive(Debug)]
@@ -38,6 +58,8 @@ pub(crate) struct Member {
     pub(crate) closing: AtomicBool,
     /// Records polled and not yet handed over (the poll thread's batch).
     pending: Mutex<Vec<Record>>,
+    /// Each partition's high watermark, from the last statistics.
+    highs: Mutex<FastMap<TopicPartition, i64>>,
 }
 
 impl Member {
@@ -46,7 +68,14 @@ impl Member {
             events,
             closing: AtomicBool::new(false),
             pending: Mutex::new(Vec::new()),
+            highs: Mutex::default(),
         }
+    }
+
+    /// The partition's high watermark in the last statistics, if any.
+    pub(crate) fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        let highs = self.highs.lock().unwrap_or_else(PoisonError::into_inner);
+        highs.get(partition).copied()
     }
 
     fn closing(&self) -> bool {
@@ -83,12 +112,33 @@ pub(crate) fn partitions(list: &TopicPartitionList) -> Vec<TopicPartition> {
 
 impl ClientContext for Member {
     /// librdkafka's statistics (every `statistics.interval.ms`), as raw
-    /// JSON at trace level under `prosody_kafka::statistics`; never parsed.
+    /// JSON at trace level under `prosody_kafka::statistics`; the high
+    /// watermarks in them are kept for [`Member::high_watermark`].
     fn stats_raw(&self, statistics: &[u8]) {
         tracing::trace!(
             target: "prosody_kafka::statistics",
             statistics = %String::from_utf8_lossy(statistics),
         );
+        match serde_json::from_slice::<Statistics>(statistics) {
+            Ok(parsed) => {
+                let mut highs = self.highs.lock().unwrap_or_else(PoisonError::into_inner);
+                for (topic, partitions) in parsed.topics {
+                    for (partition, seen) in partitions.partitions {
+                        // librdkafka lists an internal partition -1, and
+                        // -1 for a watermark it has not learned.
+                        if let (Ok(partition @ 0..), 0..) =
+                            (partition.parse::<i32>(), seen.hi_offset)
+                        {
+                            highs.insert(
+                                TopicPartition::new(topic.as_str(), partition),
+                                seen.hi_offset,
+                            );
+                        }
+                    }
+                }
+            }
+            Err(error) => tracing::debug!(%error, "librdkafka statistics did not parse"),
+        }
     }
 }
 

@@ -102,6 +102,11 @@ impl Consumer for MemoryConsumer {
         Ok(())
     }
 
+    /// Exact: the log's end now.
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        self.shared.lock().logs().end_offset(partition)
+    }
+
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         Ok(self.shared.lock().committed(&self.group, partition))
     }

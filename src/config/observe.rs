@@ -60,6 +60,8 @@ pub(crate) struct Observe {
     /// Whether `probe_port` was set (builder or environment), not defaulted.
     pub(crate) probe_port_set: bool,
     pub(crate) statistics_interval: Duration,
+    /// Whether the client records metrics.
+    pub(crate) metrics: bool,
     pub(crate) message_spans: SpanLink,
     pub(crate) timer_spans: SpanLink,
 }
@@ -90,6 +92,7 @@ impl Values {
             probe_port: self.probe_port.unwrap_or(ProbePort::Port(PROBE_PORT)),
             probe_port_set: self.probe_port.is_some(),
             statistics_interval: self.statistics_interval,
+            metrics: self.metrics_enabled,
             message_spans: self.message_spans,
             timer_spans: self.timer_spans,
         }

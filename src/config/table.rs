@@ -96,6 +96,10 @@ options! {
     probe_port: port, "PROSODY_PROBE_PORT", derived("8000"),
         test(|n| if n % 5 == 0 { "none".to_owned() } else { (n % 65_536).to_string() },
              |s| s.observe.probe_port.to_string());
+    /// Whether the client records metrics (served at the probe server's
+    /// `/metrics` and exported over OTLP when an endpoint is set).
+    metrics_enabled: bool, "PROSODY_METRICS_ENABLED", default("true"),
+        test(flag, |s| s.observe.metrics.to_string());
     /// How often librdkafka reports client statistics, between 1ms and 24h.
     statistics_interval: Duration, "PROSODY_STATISTICS_INTERVAL", default("5s"), check statistics,
         test(|n| millis(n, 1, 86_400_000), |s| duration(s.observe.statistics_interval));

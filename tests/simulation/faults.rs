@@ -187,6 +187,10 @@ impl<C: Consumer> Consumer for FaultyConsumer<C> {
         self.inner.resume(partition)
     }
 
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        self.inner.high_watermark(partition)
+    }
+
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         self.inner.committed(partition).await
     }

@@ -268,6 +268,10 @@ impl<C: Consumer> Consumer for ProbedConsumer<C> {
         self.inner.committed(tp)
     }
 
+    fn high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        self.inner.high_watermark(tp)
+    }
+
     fn close(self) -> impl Future<Output = ()> + Send {
         self.inner.close()
     }

@@ -220,6 +220,20 @@ pub enum BrokerError {
 }
 
 impl BrokerError {
+    /// A short fixed name of the error's kind, for a metric attribute.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SendTimeout { .. } => "timeout",
+            Self::UnknownTopic(_) => "unknown_topic",
+            Self::UnknownPartition(_) => "unknown_partition",
+            Self::NotAssigned(_) => "not_assigned",
+            Self::Invalid(_) => "invalid",
+            Self::Closed => "closed",
+            Self::Backend { .. } => "backend",
+        }
+    }
+
     /// Whether trying the same operation again may succeed.
     #[must_use]
     pub fn is_retriable(&self) -> bool {
@@ -345,6 +359,15 @@ pub trait Consumer: Send + 'static {
         &mut self,
         partition: &TopicPartition,
     ) -> impl Future<Output = Result<Option<i64>, BrokerError>> + Send;
+
+    /// The high watermark of an assigned partition (the offset one past its
+    /// last record) as the consumer last learned it, if it knows one. It
+    /// does not ask the broker: it may be as old as the backend's refresh
+    /// interval. The lag gauge reads it; the default knows none.
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        let _ = partition;
+        None
+    }
 
     /// Leaves the group; the member's partitions move to the others. Whether
     /// stored but uncommitted offsets are committed on the way out is the

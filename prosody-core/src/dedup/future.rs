@@ -3,6 +3,7 @@
 use super::Shared;
 use crate::error::HandlerError;
 use crate::handler::{EventRequest, Settlement};
+use crate::metrics::Action;
 use crate::store::DedupWrite;
 use crate::store::StoreError;
 use crate::store::dedup::DedupKey;
@@ -163,6 +164,9 @@ where
                     };
                     let call = call.take();
                     if present {
+                        if let Some((_, request)) = &call {
+                            request.context.meter().count(Action::DedupHit);
+                        }
                         if let Some((shared, key)) = this.record.as_ref() {
                             debug!(%key, "duplicate message skipped (store)");
                             shared.remember(*key);

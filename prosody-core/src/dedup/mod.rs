@@ -62,6 +62,7 @@ use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::{EventRequest, Settlement};
 use crate::hash::{BoundedCache, recent};
+use crate::metrics::Action;
 use crate::store::dedup::DedupKey;
 use crate::work::UnitOfWork;
 use std::fmt;
@@ -165,6 +166,7 @@ where
         // A store that can tell at once needs no cache in front of it.
         match stores.and_then(|stores| stores.contains_now(key)) {
             Some(true) => {
+                request.context.meter().count(Action::DedupHit);
                 debug!(%key, "duplicate message skipped (store)");
                 return ResponseFuture::duplicate();
             }
@@ -174,6 +176,7 @@ where
             None => {}
         }
         if self.shared.cached(key) {
+            request.context.meter().count(Action::DedupHit);
             debug!(%key, "duplicate message skipped (cache)");
             return ResponseFuture::duplicate();
         }

@@ -3,6 +3,7 @@
 use super::{Origin, Shared, backlog};
 use crate::error::{Category, HandlerError};
 use crate::handler::Settlement;
+use crate::metrics::Action;
 use crate::store::timer::TimerKind;
 use futures_util::future::BoxFuture;
 use pin_project::pin_project;
@@ -137,7 +138,10 @@ pub(super) fn failed<R: Settlement, L>(
         return Failed::Returned(Err(error));
     }
     match (origin, context.work()) {
-        (Origin::Record { .. }, _) => Failed::Defer(error),
+        (Origin::Record { .. }, _) => {
+            context.meter().count(Action::Deferred);
+            Failed::Defer(error)
+        }
         // A commit that failed partway may have removed the timer already
         // (its first change): only the retry stage can finish the job.
         (Origin::Timer { .. }, Some(timers)) if timers.commit_started() => {
@@ -147,6 +151,7 @@ pub(super) fn failed<R: Settlement, L>(
             let delay = shared.config.delay(timers.deferrals().saturating_add(1));
             let at = backlog::after(delay, None);
             timers.put_off(at);
+            context.meter().count(Action::Deferred);
             tracing::warn!(%error, key = %context.key(), ?delay, kind = ?TimerKind::Application,
                 "timer failed; it runs again after the delay");
             Failed::Returned(Ok(R::unhandled()))

@@ -5,6 +5,7 @@ use crate::broker::{BrokerError, Delivery, Producer};
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::handler::Settlement;
+use crate::metrics::Action;
 use futures_util::future::BoxFuture;
 use pin_project::pin_project;
 use std::future::Future;
@@ -94,8 +95,12 @@ where
                     let settles = this.context.work().and_then(|work| {
                         work.failure(&error).map(|message| (work.clone(), message))
                     });
+                    let meter = this.context.meter().clone();
                     let send: Send = Box::pin(async move {
                         let delivered = producer.send(record, timeout).await;
+                        if delivered.is_ok() {
+                            meter.count(Action::FailureSent);
+                        }
                         if let (Ok(_), Some((work, message))) = (&delivered, settles) {
                             work.settle_failed(message);
                         }

@@ -79,6 +79,7 @@ use crate::event::Topic;
 use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
+use crate::metrics::Action;
 use crate::work::WaitMeter;
 use quick_cache::Equivalent;
 use std::hash::{Hash, Hasher};
@@ -339,6 +340,7 @@ where
                     window: shared.window,
                 };
                 debug!(%error, "rejecting a hot key");
+                context.meter().count(Action::Rejected);
                 return ResponseFuture::rejected(HandlerError::transient(error));
             }
         };

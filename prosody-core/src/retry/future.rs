@@ -4,6 +4,7 @@ use super::RetryConfig;
 use crate::context::Demand;
 use crate::error::{Category, HandlerError};
 use crate::handler::EventRequest;
+use crate::metrics::Action;
 use pin_project::pin_project;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -107,6 +108,7 @@ where
                         return Poll::Ready(Err(error));
                     }
                     *this.retries += 1;
+                    this.request.context.meter().count(Action::Retried);
                     let delay = this.config.delay(
                         *this.retries,
                         jitter(this.request.context.key(), *this.retries),

@@ -240,6 +240,11 @@ impl Alarm {
         self.wake.as_mut().reset(at);
     }
 
+    /// The second of the earliest timer waiting to be taken, due or not.
+    pub(crate) fn next_due(&self) -> Option<i64> {
+        self.due.next()
+    }
+
     /// A taken timer's turn came: whether it is still scheduled (and so
     /// should run).
     pub(crate) fn still_scheduled(&self, due: &Due) -> bool {

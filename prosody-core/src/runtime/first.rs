@@ -189,6 +189,7 @@ mod tests {
                 partition: 0,
                 shutdown: CancellationToken::new(),
                 cancel: CancellationToken::new(),
+                meter: crate::metrics::PartitionMeter::default(),
             }),
             backoff: Backoff {
                 base: Duration::from_millis(1),

@@ -23,11 +23,12 @@ use crate::broker::TopicPartition;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
+use crate::metrics::Metrics;
 use crate::state::Registry;
 use crate::store::Stores;
 pub(crate) use answer::asked_by;
 pub use answer::{Answerer, Settled};
-use status::PartitionState;
+pub(crate) use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -67,6 +68,8 @@ pub struct RuntimeConfig {
     /// Answers the requests this member's subsystem is asked (`None`: the
     /// member answers none).
     pub answerer: Option<Arc<dyn Answerer>>,
+    /// The client's instruments ([`Metrics::off`] records nothing).
+    pub metrics: Metrics,
 }
 
 impl RuntimeConfig {
@@ -85,6 +88,7 @@ impl RuntimeConfig {
             slab_size: Duration::from_secs(3600),
             state: Arc::default(),
             answerer: None,
+            metrics: Metrics::off(),
         }
     }
 }
@@ -109,6 +113,14 @@ impl Status {
 
     pub(crate) fn remove(&self, tp: &TopicPartition) {
         self.partitions().remove(tp);
+    }
+
+    /// The partitions held now, for the gauges.
+    pub(crate) fn snapshot(&self) -> Vec<(TopicPartition, Arc<PartitionState>)> {
+        self.partitions()
+            .iter()
+            .map(|(tp, state)| (tp.clone(), Arc::clone(state)))
+            .collect()
     }
 }
 
@@ -144,6 +156,7 @@ impl Runtime {
         let stop = CancellationToken::new();
         let done = CancellationToken::new();
         let status = Arc::new(Status::default());
+        config.metrics.watch(Arc::downgrade(&status));
         let poll = poll::PollLoop::new(
             consumer,
             service,

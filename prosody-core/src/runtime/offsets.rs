@@ -16,9 +16,9 @@ pub(crate) struct Stale {
 /// of it never passes an unsettled record. Tracked offsets strictly increase.
 #[derive(Debug, Default)]
 pub(crate) struct OffsetTracker {
-    /// Tracked offsets, ascending, with whether each has settled; the front
-    /// is always unsettled.
-    pending: VecDeque<(i64, bool)>,
+    /// Tracked offsets, ascending, with whether each has settled and its
+    /// record's timestamp (milliseconds); the front is always unsettled.
+    pending: VecDeque<(i64, bool, i64)>,
     /// One past the highest tracked offset.
     next: Option<i64>,
     unsettled: usize,
@@ -26,13 +26,13 @@ pub(crate) struct OffsetTracker {
 
 impl OffsetTracker {
     /// Starts tracking a record that just arrived.
-    pub(crate) fn track(&mut self, offset: i64) -> Result<(), Stale> {
+    pub(crate) fn track(&mut self, offset: i64, at: i64) -> Result<(), Stale> {
         if let Some(next) = self.next
             && offset < next
         {
             return Err(Stale { offset, next });
         }
-        self.pending.push_back((offset, false));
+        self.pending.push_back((offset, false, at));
         self.next = Some(offset.saturating_add(1));
         self.unsettled += 1;
         Ok(())
@@ -41,7 +41,7 @@ impl OffsetTracker {
     /// Marks a tracked record settled; `false` if it was not tracked or had
     /// settled already.
     pub(crate) fn settle(&mut self, offset: i64) -> bool {
-        let Ok(index) = self.pending.binary_search_by_key(&offset, |&(o, _)| o) else {
+        let Ok(index) = self.pending.binary_search_by_key(&offset, |&(o, _, _)| o) else {
             return false;
         };
         let Some(entry) = self.pending.get_mut(index) else {
@@ -52,7 +52,7 @@ impl OffsetTracker {
         }
         entry.1 = true;
         self.unsettled -= 1;
-        while self.pending.front().is_some_and(|&(_, settled)| settled) {
+        while self.pending.front().is_some_and(|&(_, settled, _)| settled) {
             self.pending.pop_front();
         }
         true
@@ -60,7 +60,12 @@ impl OffsetTracker {
 
     /// The offset a commit may name now, if any record was tracked.
     pub(crate) fn committable(&self) -> Option<i64> {
-        self.pending.front().map(|&(o, _)| o).or(self.next)
+        self.pending.front().map(|&(o, _, _)| o).or(self.next)
+    }
+
+    /// The timestamp of the oldest unsettled record, if any.
+    pub(crate) fn oldest(&self) -> Option<i64> {
+        self.pending.front().map(|&(_, _, at)| at)
     }
 
     /// How many tracked records have not settled.
@@ -89,7 +94,7 @@ mod tests {
             let mut unsettled = BTreeSet::new();
             for gap in &gaps {
                 offset += gap;
-                prop_assert!(tracker.track(offset).is_ok());
+                prop_assert!(tracker.track(offset, offset).is_ok());
                 unsettled.insert(offset);
             }
             let highest = offset;
@@ -110,8 +115,8 @@ mod tests {
     fn rejects_offsets_that_do_not_increase() {
         let mut tracker = OffsetTracker::default();
         assert_eq!(tracker.committable(), None);
-        assert!(tracker.track(5).is_ok());
-        assert_eq!(tracker.track(5), Err(Stale { offset: 5, next: 6 }));
+        assert!(tracker.track(5, 0).is_ok());
+        assert_eq!(tracker.track(5, 0), Err(Stale { offset: 5, next: 6 }));
         assert!(!tracker.settle(4));
         assert!(tracker.settle(5));
         assert_eq!(tracker.committable(), Some(6));

@@ -113,6 +113,7 @@ where
             tokio::select! {
                 command = self.commands.recv() => match command {
                     Some(Command::Records(records)) => {
+                        self.shared.scope.meter.consumed(records.len());
                         for record in records {
                             self.accept(record);
                         }
@@ -194,7 +195,10 @@ where
     }
 
     fn accept(&mut self, record: Record) {
-        if let Err(stale) = self.tracker.track(record.offset) {
+        if let Err(stale) = self
+            .tracker
+            .track(record.offset, record.timestamp.as_millis())
+        {
             warn!(partition = %self.tp, offset = stale.offset, next = stale.next,
                 "record below an offset already seen; ignored");
             self.release();
@@ -400,6 +404,12 @@ where
         if std::mem::take(&mut self.progressed) | std::mem::take(&mut self.busy) {
             self.state.stamp();
         }
+        self.state.publish(
+            self.queues.busy(),
+            self.queues.waiting(),
+            self.tracker.oldest(),
+            self.alarm.next_due(),
+        );
     }
 
     fn settle(&mut self, offset: i64) {

@@ -204,6 +204,7 @@ where
                         partition: tp.partition,
                         shutdown,
                         cancel,
+                        meter: self.config.metrics.partition(&tp.topic, tp.partition),
                     }),
                     backoff: Backoff {
                         base: self.config.retry_base,
@@ -246,6 +247,14 @@ where
             return;
         };
         let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::SeqCst) + 1;
+        if assigned.state.committed.load(Ordering::Relaxed) == NO_OFFSET {
+            // Before the first commit, the group's offset is where this
+            // member started reading.
+            assigned
+                .state
+                .committed
+                .store(record.offset, Ordering::Relaxed);
+        }
         if unsettled == 1 && assigned.state.running.load(Ordering::Acquire) == 0 {
             // Job reaches an idle partition: stalls count from now.
             assigned.state.stamp();
@@ -327,6 +336,26 @@ where
                 warn!(%error, "commit failed; it is retried at the next interval");
                 true
             });
+        }
+        self.publish_offsets();
+    }
+
+    /// Publishes each partition's committed offset and the high watermark
+    /// its consumer last saw, for the lag gauge.
+    fn publish_offsets(&self) {
+        let Some(consumer) = self.consumer.as_ref() else {
+            return;
+        };
+        for (tp, assigned) in &self.partitions {
+            if !self.uncommitted && assigned.stored != NO_OFFSET {
+                assigned
+                    .state
+                    .committed
+                    .store(assigned.stored, Ordering::Relaxed);
+            }
+            if let Some(high) = consumer.high_watermark(tp) {
+                assigned.state.high.store(high, Ordering::Relaxed);
+            }
         }
     }
 

@@ -15,12 +15,15 @@ use std::collections::hash_map::Entry;
 #[derive(Debug)]
 pub(crate) struct KeyQueues<T> {
     keys: FastMap<Key, VecDeque<T>>,
+    /// Events queued behind a running one, over all keys.
+    waiting: usize,
 }
 
 impl<T> Default for KeyQueues<T> {
     fn default() -> Self {
         Self {
             keys: FastMap::default(),
+            waiting: 0,
         }
     }
 }
@@ -33,6 +36,7 @@ impl<T> KeyQueues<T> {
         match self.keys.entry(key) {
             Entry::Occupied(mut waiting) => {
                 waiting.get_mut().push_back(item);
+                self.waiting += 1;
                 None
             }
             Entry::Vacant(idle) => {
@@ -50,6 +54,8 @@ impl<T> KeyQueues<T> {
         let next = waiting.pop_front();
         if next.is_none() {
             self.keys.remove(key);
+        } else {
+            self.waiting -= 1;
         }
         next
     }
@@ -58,6 +64,7 @@ impl<T> KeyQueues<T> {
     /// to complete); returns how many events were dropped. Used when the
     /// partition stops dispatching.
     pub(crate) fn drop_waiting(&mut self) -> usize {
+        self.waiting = 0;
         self.keys
             .values_mut()
             .map(|w| std::mem::take(w).len())
@@ -65,9 +72,13 @@ impl<T> KeyQueues<T> {
     }
 
     /// How many keys have a running event.
-    #[cfg(test)]
     pub(crate) fn busy(&self) -> usize {
         self.keys.len()
+    }
+
+    /// How many events wait behind a running one.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting
     }
 }
 

@@ -31,6 +31,18 @@ pub(crate) struct PartitionState {
     pub(crate) halted: AtomicBool,
     /// What stopped it, once halted.
     pub(crate) halt_reason: Mutex<Option<Arc<str>>>,
+    /// For the gauges, each `-1` until known: the offset last committed
+    /// (or, before the first commit, the first offset received), the high
+    /// watermark the consumer last saw, the timestamp (milliseconds) of the
+    /// oldest unsettled record, and the due time (milliseconds) of the
+    /// oldest due timer not yet fired.
+    pub(crate) committed: AtomicI64,
+    pub(crate) high: AtomicI64,
+    pub(crate) oldest: AtomicI64,
+    pub(crate) timer_due: AtomicI64,
+    /// For the gauges: keys being handled, and records waiting behind one.
+    pub(crate) in_flight: AtomicUsize,
+    pub(crate) waiting: AtomicUsize,
 }
 
 impl Default for PartitionState {
@@ -43,11 +55,35 @@ impl Default for PartitionState {
             progress: AtomicI64::new(clock::now().as_millis()),
             halted: AtomicBool::new(false),
             halt_reason: Mutex::new(None),
+            committed: AtomicI64::new(NO_OFFSET),
+            high: AtomicI64::new(NO_OFFSET),
+            oldest: AtomicI64::new(NO_OFFSET),
+            timer_due: AtomicI64::new(NO_OFFSET),
+            in_flight: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
         }
     }
 }
 
 impl PartitionState {
+    /// Publishes what the gauges read: keys being handled, records waiting
+    /// behind them, the oldest unsettled record's timestamp and the next
+    /// due timer's second (`None`: nothing).
+    pub(crate) fn publish(
+        &self,
+        in_flight: usize,
+        waiting: usize,
+        oldest: Option<i64>,
+        next_due: Option<i64>,
+    ) {
+        self.in_flight.store(in_flight, Ordering::Relaxed);
+        self.waiting.store(waiting, Ordering::Relaxed);
+        self.oldest
+            .store(oldest.unwrap_or(NO_OFFSET), Ordering::Relaxed);
+        let due = next_due.map_or(NO_OFFSET, |second| second.saturating_mul(1000));
+        self.timer_due.store(due, Ordering::Relaxed);
+    }
+
     /// Whether a terminal error stopped the partition.
     pub(crate) fn halted(&self) -> bool {
         self.halted.load(Ordering::Acquire)

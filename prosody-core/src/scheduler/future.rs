@@ -145,9 +145,11 @@ where
                         stage.set(Stage::Done);
                         return Poll::Ready(Err(HandlerError::transient(GaveUp::Closed)));
                     };
+                    let waited = since.elapsed();
                     if let Some(meter) = request.wait_meter() {
-                        meter.add(since.elapsed());
+                        meter.add(waited);
                     }
+                    request.context.meter().waited(waited);
                     let future = service.call(request);
                     stage.set(Stage::Running { future, permit });
                 }

@@ -222,6 +222,8 @@ fn encode(topic: &Topic, event: &TelemetryEvent) -> OutgoingRecord {
         Lifecycle::Succeeded { elapsed } => ("succeeded", Some(elapsed), None),
         Lifecycle::Abandoned { elapsed } => ("abandoned", Some(elapsed), None),
         Lifecycle::Failed { category, elapsed } => ("failed", Some(elapsed), Some(category)),
+        Lifecycle::Sent { elapsed } => ("sent", Some(elapsed), None),
+        Lifecycle::SendFailed { elapsed } => ("send_failed", Some(elapsed), None),
     };
     let wire = Wire {
         lifecycle,

@@ -2,33 +2,63 @@
 
 use super::{Lifecycle, TelemetryEvent, TelemetrySink};
 use crate::clock;
-use crate::error::HandlerError;
+use crate::error::{Category, HandlerError};
+use crate::metrics::{Outcome, PartitionMeter};
 use pin_project::{pin_project, pinned_drop};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
 use tokio::time::Instant;
 
+/// What a call is measured by: its partition's meter, its kind, and its
+/// attempt's deadline (to tell a call cancelled by it from one dropped).
+pub(super) struct Measure {
+    pub(super) meter: PartitionMeter,
+    pub(super) kind: &'static str,
+    pub(super) deadline: Option<Instant>,
+}
+
 /// A call that reports how it ended: its outcome when it completes,
-/// `Abandoned` when it is dropped first.
+/// `Abandoned` when it is dropped first; and records its duration in its
+/// partition's meter.
 #[pin_project(PinnedDrop)]
 pub struct ResponseFuture<F, T: TelemetrySink> {
     #[pin]
     attempt: F,
     sink: T,
-    /// The dispatched event, reused for the outcome, and when the call
-    /// began; `None` when the sink takes nothing (and the clock is not
-    /// read).
-    event: Option<(TelemetryEvent, Instant)>,
+    /// The dispatched event, reused for the outcome; `None` when the sink
+    /// takes nothing.
+    event: Option<TelemetryEvent>,
+    /// `None` when metrics are off.
+    measure: Option<Measure>,
+    /// When the call began; `None` once reported, or when nothing wants it
+    /// (and the clock is not read).
+    started: Option<Instant>,
 }
 
 impl<F, T: TelemetrySink> ResponseFuture<F, T> {
-    pub(super) fn new(attempt: F, sink: T, event: Option<TelemetryEvent>) -> Self {
+    pub(super) fn new(
+        attempt: F,
+        sink: T,
+        event: Option<TelemetryEvent>,
+        measure: Option<Measure>,
+    ) -> Self {
+        let started = (event.is_some() || measure.is_some()).then(Instant::now);
         Self {
             attempt,
             sink,
-            event: event.map(|event| (event, Instant::now())),
+            event,
+            measure,
+            started,
         }
+    }
+}
+
+fn outcome(category: Category) -> Outcome {
+    match category {
+        Category::Transient => Outcome::Transient,
+        Category::Permanent => Outcome::Permanent,
+        Category::Terminal => Outcome::Terminal,
     }
 }
 
@@ -42,8 +72,18 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.attempt.poll(cx));
-        if let Some((mut event, started)) = this.event.take() {
-            let elapsed = started.elapsed();
+        let Some(started) = this.started.take() else {
+            return Poll::Ready(result);
+        };
+        let elapsed = started.elapsed();
+        if let Some(measure) = this.measure.as_ref() {
+            let ended = match &result {
+                Ok(_) => Outcome::Success,
+                Err(error) => outcome(error.category()),
+            };
+            measure.meter.processed(measure.kind, ended, elapsed);
+        }
+        if let Some(mut event) = this.event.take() {
             event.lifecycle = match &result {
                 Ok(_) => Lifecycle::Succeeded { elapsed },
                 Err(error) => Lifecycle::Failed {
@@ -65,10 +105,21 @@ where
 impl<F, T: TelemetrySink> PinnedDrop for ResponseFuture<F, T> {
     fn drop(self: Pin<&mut Self>) {
         let this = self.project();
-        if let Some((mut event, started)) = this.event.take() {
-            event.lifecycle = Lifecycle::Abandoned {
-                elapsed: started.elapsed(),
+        let Some(started) = this.started.take() else {
+            return;
+        };
+        let elapsed = started.elapsed();
+        if let Some(measure) = this.measure.as_ref() {
+            let expired = measure.deadline.is_some_and(|at| Instant::now() >= at);
+            let ended = if expired {
+                Outcome::Cancelled
+            } else {
+                Outcome::Dropped
             };
+            measure.meter.processed(measure.kind, ended, elapsed);
+        }
+        if let Some(mut event) = this.event.take() {
+            event.lifecycle = Lifecycle::Abandoned { elapsed };
             event.at = clock::now();
             this.sink.emit(event);
         }

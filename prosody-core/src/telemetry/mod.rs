@@ -131,6 +131,12 @@ where
         if let Some(event) = &event {
             self.sink.emit(event.clone());
         }
-        ResponseFuture::new(self.inner.call(request), self.sink.clone(), event).instrument(span)
+        let measure = context.meter().enabled().then(|| future::Measure {
+            meter: context.meter().clone(),
+            kind,
+            deadline: context.deadline(),
+        });
+        ResponseFuture::new(self.inner.call(request), self.sink.clone(), event, measure)
+            .instrument(span)
     }
 }

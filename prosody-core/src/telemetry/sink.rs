@@ -24,6 +24,19 @@ pub enum Lifecycle {
         /// How long the handler ran.
         elapsed: Duration,
     },
+    /// A record the client sent was acknowledged after `elapsed` (a
+    /// producer event: `offset` is the record's, `attempt` is 1).
+    Sent {
+        /// How long the send took.
+        elapsed: Duration,
+    },
+    /// A record the client sent was refused or timed out after `elapsed`
+    /// (a producer event: `partition` is -1 and `offset` none when the
+    /// broker did not assign them).
+    SendFailed {
+        /// How long the send took.
+        elapsed: Duration,
+    },
     /// The call failed after `elapsed`.
     Failed {
         /// The error's category.

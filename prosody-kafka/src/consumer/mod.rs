@@ -410,6 +410,10 @@ impl Consumer for KafkaConsumer {
         Ok(())
     }
 
+    fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
+        self.consumer.as_ref()?.context().high_watermark(partition)
+    }
+
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         let consumer = Arc::clone(self.rd()?);
         let list = list(partition, Offset::Invalid)?;

@@ -1,0 +1,191 @@
+//! The gauges of the partitions a client holds, read when the metrics are
+//! collected (never on the per-event path).
+
+use crate::clock;
+use crate::runtime::{PartitionState, Status};
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::Meter;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// The runtimes whose partitions the gauges report, each with the
+/// attributes its series share.
+///
+/// Invariant: a runtime that is gone is forgotten at the next collection.
+#[derive(Debug, Default)]
+pub(crate) struct Watched(Mutex<Vec<(Weak<Status>, Vec<KeyValue>)>>);
+
+impl Watched {
+    pub(crate) fn add(&self, status: Weak<Status>, shared: Vec<KeyValue>) {
+        self.lock().push((status, shared));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Weak<Status>, Vec<KeyValue>)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calls `each` with every held partition's state and attributes.
+    fn each(&self, mut each: impl FnMut(&PartitionState, Vec<KeyValue>)) {
+        let mut watched = self.lock();
+        watched.retain(|(status, _)| status.strong_count() > 0);
+        for (status, shared) in watched.iter() {
+            let Some(status) = status.upgrade() else {
+                continue;
+            };
+            for (tp, state) in status.snapshot() {
+                let mut attributes = shared.clone();
+                attributes.extend([
+                    KeyValue::new("messaging.destination.name", Arc::clone(&tp.topic)),
+                    KeyValue::new(
+                        "messaging.destination.partition.id",
+                        tp.partition.to_string(),
+                    ),
+                ]);
+                each(&state, attributes);
+            }
+        }
+    }
+}
+
+/// One gauge: a name, its unit and description, and how to read it from a
+/// partition (`None`: nothing to report for that partition now).
+type Reading = fn(&PartitionState, i64) -> Option<i64>;
+
+const GAUGES: [(&str, &str, &str, Reading); 5] = [
+    (
+        "prosody.partition.lag",
+        "{record}",
+        "Records behind: the partition's high watermark minus the group's committed offset.",
+        |state, _| {
+            let high = state.high.load(Ordering::Relaxed);
+            let committed = state.committed.load(Ordering::Relaxed);
+            (high >= 0 && committed >= 0).then(|| (high - committed).max(0))
+        },
+    ),
+    (
+        "prosody.partition.in_flight",
+        "{record}",
+        "Records being handled now.",
+        |state, _| i64::try_from(state.in_flight.load(Ordering::Relaxed)).ok(),
+    ),
+    (
+        "prosody.partition.waiting",
+        "{record}",
+        "Records received and waiting behind an earlier record of their key.",
+        |state, _| i64::try_from(state.waiting.load(Ordering::Relaxed)).ok(),
+    ),
+    (
+        "prosody.partition.paused",
+        "1",
+        "1 while the partition is paused because too many records are unsettled, else 0.",
+        |state, _| Some(i64::from(state.paused.load(Ordering::Relaxed))),
+    ),
+    (
+        "prosody.partition.unsettled",
+        "{record}",
+        "Records received and not yet settled.",
+        |state, _| i64::try_from(state.unsettled.load(Ordering::Relaxed)).ok(),
+    ),
+];
+
+/// Ages in seconds: of the oldest unsettled record, and of the oldest due
+/// timer not yet fired.
+const AGES: [(&str, &str, Reading); 2] = [
+    (
+        "prosody.partition.lag.duration",
+        "Age of the oldest unsettled record (now minus its timestamp).",
+        |state, now| {
+            let oldest = state.oldest.load(Ordering::Relaxed);
+            (oldest >= 0).then(|| (now - oldest).max(0))
+        },
+    ),
+    (
+        "prosody.timer.lag",
+        "Now minus the due time of the oldest timer that is due and has not fired.",
+        |state, now| {
+            let due = state.timer_due.load(Ordering::Relaxed);
+            (due >= 0).then(|| (now - due).max(0))
+        },
+    ),
+];
+
+/// The series one gauge reported at its last collection.
+///
+/// Invariant: a series reported before and not now (its partition was let
+/// go of, or its runtime is gone) is reported once more as zero, so a last
+/// value kept by a cumulative reader never outlives the partition's move:
+/// summed over the members, each partition counts once.
+#[derive(Default)]
+struct Reported(Mutex<Vec<Vec<KeyValue>>>);
+
+impl Reported {
+    /// Observes each `(value, attributes)` now, and zero for each series
+    /// reported last time and not now.
+    fn observe<T: Copy + Default>(
+        &self,
+        now: Vec<(T, Vec<KeyValue>)>,
+        mut observe: impl FnMut(T, &[KeyValue]),
+    ) {
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for (value, attributes) in &now {
+            observe(*value, attributes);
+        }
+        for gone in last
+            .iter()
+            .filter(|gone| now.iter().all(|(_, a)| a != *gone))
+        {
+            observe(T::default(), gone);
+        }
+        *last = now.into_iter().map(|(_, attributes)| attributes).collect();
+    }
+}
+
+/// Registers the gauges with `meter`, reading `watched` at each collection.
+pub(crate) fn register(meter: &Meter, watched: &Arc<Watched>) {
+    for (name, unit, description, reading) in GAUGES {
+        let watched = Arc::clone(watched);
+        let reported = Reported::default();
+        meter
+            .i64_observable_gauge(name)
+            .with_unit(unit)
+            .with_description(description)
+            .with_callback(move |observer| {
+                let now = clock::now().as_millis();
+                let mut values = Vec::new();
+                watched.each(|state, attributes| {
+                    if let Some(value) = reading(state, now) {
+                        values.push((value, attributes));
+                    }
+                });
+                reported.observe(values, |value, attributes| {
+                    observer.observe(value, attributes);
+                });
+            })
+            .build();
+    }
+    for (name, description, reading) in AGES {
+        let watched = Arc::clone(watched);
+        let reported = Reported::default();
+        meter
+            .f64_observable_gauge(name)
+            .with_unit("s")
+            .with_description(description)
+            .with_callback(move |observer| {
+                let now = clock::now().as_millis();
+                let mut values = Vec::new();
+                watched.each(|state, attributes| {
+                    if let Some(millis) = reading(state, now) {
+                        #[allow(
+                            clippy::cast_precision_loss,
+                            reason = "ages fit an f64's mantissa"
+                        )]
+                        values.push((millis as f64 / 1_000.0, attributes));
+                    }
+                });
+                reported.observe(values, |value, attributes| {
+                    observer.observe(value, attributes);
+                });
+            })
+            .build();
+    }
+}

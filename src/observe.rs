@@ -1,0 +1,92 @@
+//! The client's metrics: instruments made from the process's meter
+//! provider, whose readers (the probe server's `/metrics`, and OTLP when
+//! an endpoint is set) all read the same instruments.
+
+use crate::ConfigError;
+use opentelemetry::metrics::MeterProvider as _;
+use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord};
+use prosody_core::event::Topic;
+use prosody_core::metrics::Metrics;
+use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink as _};
+use prosody_core::{Demand, Key, clock};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// The instruments of a client of consumer group `group`; none when
+/// `enabled` is false.
+pub(crate) fn metrics(enabled: bool, kafka: bool, group: &str) -> Result<Metrics, ConfigError> {
+    if !enabled {
+        return Ok(Metrics::off());
+    }
+    let provider = crate::otel::meter_provider().map_err(|e| ConfigError::Invalid {
+        option: "metrics_enabled",
+        reason: e.to_string(),
+    })?;
+    let system = if kafka { "kafka" } else { "memory" };
+    Ok(Metrics::new(&provider.meter("prosody"), system, group))
+}
+
+/// A send under way: what its end reports, in the metrics
+/// (`messaging.client.sent.messages`, `messaging.client.operation.duration`)
+/// and as a `sent` or `send_failed` event on the telemetry topic.
+pub(crate) struct Sent {
+    topic: Topic,
+    key: Key,
+    kind: &'static str,
+    started: Instant,
+}
+
+impl Sent {
+    /// Starts timing the send of `record`.
+    pub(crate) fn of(record: &OutgoingRecord) -> Self {
+        let key =
+            Key::from(String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).as_ref());
+        Self {
+            topic: Arc::clone(&record.topic),
+            key,
+            kind: if record.payload.is_some() {
+                "message"
+            } else {
+                "excise"
+            },
+            started: Instant::now(),
+        }
+    }
+
+    /// The send ended with `delivered`.
+    pub(crate) fn report(
+        self,
+        delivered: &Result<Delivery, BrokerError>,
+        metrics: &Metrics,
+        telemetry: Option<&ProducerSink>,
+    ) {
+        let elapsed = self.started.elapsed();
+        metrics.sent(
+            &self.topic,
+            elapsed,
+            delivered.as_ref().err().map(BrokerError::kind),
+        );
+        let Some(sink) = telemetry.filter(|sink| sink.enabled()) else {
+            return;
+        };
+        let (lifecycle, partition, offset) = match delivered {
+            Ok(delivery) => (
+                Lifecycle::Sent { elapsed },
+                delivery.partition,
+                Some(delivery.offset),
+            ),
+            Err(_) => (Lifecycle::SendFailed { elapsed }, -1, None),
+        };
+        sink.emit(TelemetryEvent {
+            lifecycle,
+            kind: self.kind,
+            topic: self.topic,
+            partition,
+            offset,
+            key: self.key,
+            attempt: 1,
+            demand: Demand::Normal,
+            at: clock::now(),
+        });
+    }
+}
