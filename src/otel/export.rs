@@ -338,12 +338,15 @@ impl Traces {
             .map_err(|e| self.failure.error(Signal::Traces, &e))
     }
 
-    /// Exports the ended spans and stops.
+    /// Exports the ended spans and stops. The flush comes first: the
+    /// SDK's shutdown does not report a failed export.
     pub(super) fn shutdown(&self) -> Result<(), OtelError> {
-        self.failure.clear();
-        self.provider
+        let flushed = self.flush();
+        let stopped = self
+            .provider
             .shutdown()
-            .map_err(|e| self.failure.error(Signal::Traces, &e))
+            .map_err(|e| self.failure.error(Signal::Traces, &e));
+        flushed.and(stopped)
     }
 }
 
@@ -392,12 +395,15 @@ impl Meters {
             .map_err(|e| self.failure.error(Signal::Metrics, &e))
     }
 
-    /// Exports the instruments' values and stops.
+    /// Exports the instruments' values and stops, the flush first as for
+    /// traces.
     pub(super) fn shutdown(&self) -> Result<(), OtelError> {
-        self.failure.clear();
-        self.provider
+        let flushed = self.flush();
+        let stopped = self
+            .provider
             .shutdown()
-            .map_err(|e| self.failure.error(Signal::Metrics, &e))
+            .map_err(|e| self.failure.error(Signal::Metrics, &e));
+        flushed.and(stopped)
     }
 }
 

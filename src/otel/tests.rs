@@ -329,6 +329,23 @@ fn tls_with_another_authority_fails_naming_the_unknown_issuer() {
                 "{protocol} {signal}: {text}"
             );
         }
+        // Shutting down exports what is pending, and says it failed.
+        traces
+            .provider
+            .tracer("prosody-test")
+            .in_span("late", |_| {});
+        for (signal, result) in [
+            ("traces", traces.shutdown()),
+            ("metrics", meters.shutdown()),
+        ] {
+            let text = result
+                .expect_err("the last export is refused too")
+                .to_string();
+            assert!(
+                text.contains("UnknownIssuer"),
+                "{protocol} {signal}: {text}"
+            );
+        }
         assert!(collector.so_far().is_empty());
     }
 }
