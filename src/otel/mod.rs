@@ -32,6 +32,7 @@
 //! served for scraping and, when an OTLP endpoint is set, exported.
 
 mod export;
+mod failure;
 mod log;
 mod resource;
 mod tls;
