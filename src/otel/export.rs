@@ -40,6 +40,7 @@ pub(super) enum Setting {
     Certificate,
     ClientCertificate,
     ClientKey,
+    Insecure,
 }
 
 impl Signal {
@@ -61,6 +62,7 @@ impl Signal {
             (Self::Traces, S::Certificate) => "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
             (Self::Traces, S::ClientCertificate) => "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
             (Self::Traces, S::ClientKey) => "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+            (Self::Traces, S::Insecure) => "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
             (Self::Metrics, S::Endpoint) => "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
             (Self::Metrics, S::Protocol) => "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
             (Self::Metrics, S::Timeout) => "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
@@ -69,6 +71,7 @@ impl Signal {
                 "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE"
             }
             (Self::Metrics, S::ClientKey) => "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY",
+            (Self::Metrics, S::Insecure) => "OTEL_EXPORTER_OTLP_METRICS_INSECURE",
         };
         let all = match setting {
             S::Endpoint => "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -77,6 +80,7 @@ impl Signal {
             S::Certificate => "OTEL_EXPORTER_OTLP_CERTIFICATE",
             S::ClientCertificate => "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
             S::ClientKey => "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+            S::Insecure => "OTEL_EXPORTER_OTLP_INSECURE",
         };
         [own, all]
     }
@@ -106,8 +110,8 @@ impl Signal {
 
 /// The first of `variables` set to something other than blanks, with its
 /// value.
-pub(super) fn lookup(env: Env, variables: [&'static str; 2]) -> Option<(&'static str, String)> {
-    variables.into_iter().find_map(|variable| {
+pub(super) fn lookup(env: Env, variables: &[&'static str]) -> Option<(&'static str, String)> {
+    variables.iter().find_map(|&variable| {
         env(variable)
             .filter(|value| !value.trim().is_empty())
             .map(|value| (variable, value))
@@ -133,7 +137,7 @@ impl Export {
             return Ok(None);
         }
         let [own, all] = signal.variables(Setting::Endpoint);
-        let (own, all) = (lookup(env, [own, own]), lookup(env, [all, all]));
+        let (own, all) = (lookup(env, &[own]), lookup(env, &[all]));
         if own.is_none() && all.is_none() {
             return Ok(None);
         }
@@ -150,7 +154,16 @@ impl Export {
             }
             (None, None) => return Ok(None),
         };
-        let timeout = millis(env, signal.variables(Setting::Timeout))?.unwrap_or(TIMEOUT);
+        // A gRPC endpoint may omit its scheme: TLS unless it is insecure.
+        let endpoint = if protocol == Protocol::Grpc && !endpoint.contains("://") {
+            let insecure = lookup(env, &signal.variables(Setting::Insecure))
+                .is_some_and(|(_, value)| value.trim().eq_ignore_ascii_case("true"));
+            let scheme = if insecure { "http" } else { "https" };
+            format!("{scheme}://{endpoint}")
+        } else {
+            endpoint
+        };
+        let timeout = millis(env, &signal.variables(Setting::Timeout))?.unwrap_or(TIMEOUT);
         let secure = endpoint
             .get(..6)
             .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https:"));
@@ -257,7 +270,7 @@ impl Export {
 /// Whether the signal's exporters include `otlp` (the default).
 fn wanted(env: Env, signal: Signal) -> Result<bool, OtelError> {
     let (variable, others, expected) = signal.exporters();
-    let Some((variable, value)) = lookup(env, [variable, variable]) else {
+    let Some((variable, value)) = lookup(env, &[variable]) else {
         return Ok(true);
     };
     let mut otlp = false;
@@ -280,7 +293,7 @@ fn wanted(env: Env, signal: Signal) -> Result<bool, OtelError> {
 
 /// The signal's protocol: `http/protobuf` unless a variable says otherwise.
 fn protocol(env: Env, signal: Signal) -> Result<Protocol, OtelError> {
-    let Some((variable, value)) = lookup(env, signal.variables(Setting::Protocol)) else {
+    let Some((variable, value)) = lookup(env, &signal.variables(Setting::Protocol)) else {
         return Ok(Protocol::HttpBinary);
     };
     match value.trim() {
@@ -292,7 +305,7 @@ fn protocol(env: Env, signal: Signal) -> Result<Protocol, OtelError> {
 }
 
 /// A positive whole number of milliseconds, if one of `variables` is set.
-fn millis(env: Env, variables: [&'static str; 2]) -> Result<Option<Duration>, OtelError> {
+fn millis(env: Env, variables: &[&'static str]) -> Result<Option<Duration>, OtelError> {
     let Some((variable, value)) = lookup(env, variables) else {
         return Ok(None);
     };
@@ -366,8 +379,7 @@ pub(super) fn meters(
         builder = builder.with_reader(scrape);
     }
     if let Some(export) = Export::from_env(env, Signal::Metrics)? {
-        let interval = "OTEL_METRIC_EXPORT_INTERVAL";
-        let interval = millis(env, [interval, interval])?.unwrap_or(INTERVAL);
+        let interval = millis(env, &["OTEL_METRIC_EXPORT_INTERVAL"])?.unwrap_or(INTERVAL);
         let exporter = Recorded {
             exporter: export.metric_exporter(&failure)?,
             failure: failure.clone(),

@@ -151,10 +151,9 @@ fn check(got: &[Got], service: &str) -> Vec<(String, &'static str)> {
 fn spans_and_metrics_reach_a_grpc_collector_with_the_resource() {
     let mut collector = Receiver::grpc(None);
     let vars = Vars::default()
-        .with(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://{}", collector.address),
-        )
+        // Without a scheme, an insecure gRPC endpoint is plain HTTP/2.
+        .with("OTEL_EXPORTER_OTLP_ENDPOINT", collector.address.to_string())
+        .with("OTEL_EXPORTER_OTLP_INSECURE", "true")
         .with("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .with("OTEL_SERVICE_NAME", "billing")
         .with(

@@ -35,11 +35,11 @@ struct Pem<T> {
 impl Tls {
     /// The settings of `signal` (its own variables win).
     pub(super) fn from_env(env: Env, signal: Signal) -> Result<Self, OtelError> {
-        let ca = lookup(env, signal.variables(Setting::Certificate))
+        let ca = lookup(env, &signal.variables(Setting::Certificate))
             .map(|(variable, path)| certificates(variable, &path))
             .transpose()?;
-        let certificate = lookup(env, signal.variables(Setting::ClientCertificate));
-        let key = lookup(env, signal.variables(Setting::ClientKey));
+        let certificate = lookup(env, &signal.variables(Setting::ClientCertificate));
+        let key = lookup(env, &signal.variables(Setting::ClientKey));
         let client = match (certificate, key) {
             (None, None) => None,
             (Some((present, _)), None) => {
