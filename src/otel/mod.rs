@@ -29,7 +29,8 @@
 //! ```
 //!
 //! [`meter_provider`] is the process's meter provider: its instruments are
-//! served for scraping and, when an OTLP endpoint is set, exported.
+//! read by the process's scrape reader and, when an OTLP endpoint is set,
+//! exported.
 
 mod export;
 mod failure;
