@@ -46,10 +46,9 @@ impl EventHandler for Logger {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Library logs at `info`, or as PROSODY_LOG says (for example `prosody_core=debug`).
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PROSODY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Logs at `info`, or as PROSODY_LOG says (for example `prosody_core=debug`);
+    // spans are exported when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    prosody::otel::install()?;
 
     let client = ProsodyClient::builder()
         .mock(true)
@@ -82,5 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     client.shutdown().await;
     println!("all {} messages handled; shut down", users.len());
+    // Exports what is pending; it blocks, so off the async workers.
+    tokio::task::spawn_blocking(prosody::otel::shutdown_telemetry).await??;
     Ok(())
 }

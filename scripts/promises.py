@@ -2,7 +2,7 @@
 # enum of the library. Run from the repository's root.
 import re
 targets=[
-('src/otel.rs','OtelError','prosody::otel::OtelError'),
+('src/otel/mod.rs','OtelError','prosody::otel::OtelError'),
 ('src/config/mod.rs','ConfigError','prosody::ConfigError'),
 ('src/error.rs','ClientError','prosody::ClientError'),
 ('src/health.rs','ConsumerState','prosody::ConsumerState'),

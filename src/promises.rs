@@ -10,7 +10,7 @@
 /// use prosody::otel::OtelError;
 /// fn every(value: OtelError) {
 ///     match value {
-///         OtelError::Protocol { .. } | OtelError::Tls { .. } | OtelError::Exporter { .. } | OtelError::Export { .. } => {}
+///         OtelError::Protocol { .. } | OtelError::Value { .. } | OtelError::TlsFile { .. } | OtelError::ClientIdentity { .. } | OtelError::Tls { .. } | OtelError::Exporter { .. } | OtelError::Filter { .. } | OtelError::Subscriber { .. } | OtelError::Export { .. } => {}
 ///     }
 /// }
 /// ```
