@@ -6,6 +6,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod encode;
+mod names;
 #[cfg(test)]
 mod tests;
 
