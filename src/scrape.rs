@@ -2,9 +2,6 @@
 //! Prometheus text at `/metrics`, read from the same instruments that the
 //! OTLP export reads, and their encoding (in [`encode`]).
 
-// Served by the probe server next.
-#![allow(dead_code, unused_imports)]
-
 mod encode;
 mod names;
 #[cfg(test)]
