@@ -1,6 +1,6 @@
 //! The process's scrape reader: the metrics the probe server serves as
 //! Prometheus text at `/metrics`, read from the same instruments that the
-//! OTLP export reads, and their encoding (in [`encode`]).
+//! OTLP export reads, and their encoding (in [`mod@encode`]).
 
 mod encode;
 mod names;

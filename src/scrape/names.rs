@@ -1,5 +1,5 @@
 //! Prometheus names of OpenTelemetry names and units (the rules are listed
-//! in [`super::encode`]).
+//! in [`mod@super::encode`]).
 
 /// The suffix a unit adds to a name; `None` for no suffix.
 pub(super) fn unit_suffix(unit: &str, gauge: bool) -> Option<String> {
