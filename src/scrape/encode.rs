@@ -18,7 +18,8 @@
 //!   values of attributes whose names collide after that joined with `;`
 //!   in the order of their original names; then `otel_scope_name` and
 //!   `otel_scope_version`, so one name from two scopes is one family with
-//!   distinct series;
+//!   distinct series (an attribute of one of these names, or `le` on a
+//!   histogram, is dropped);
 //! - the resource's attributes as the labels of `target_info 1`.
 //!
 //! The output is sorted (families by name, series by labels), so two
@@ -207,6 +208,10 @@ impl Families {
         ];
         let mut add = |attributes: &mut dyn Iterator<Item = &KeyValue>, sample: Sample| {
             let mut labels = labels(attributes.map(|kv| (kv.key.as_str(), &kv.value)));
+            if kind == Kind::Histogram {
+                // `le` is the bucket's.
+                labels.retain(|(name, _)| name != "le");
+            }
             for (name, value) in scope_labels {
                 // The scope's labels win over attributes of their names.
                 labels.retain(|(existing, _)| existing != name);

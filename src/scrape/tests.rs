@@ -359,6 +359,34 @@ fn one_name_from_two_scopes_is_one_family() {
 }
 
 #[test]
+fn a_histogram_attribute_named_le_is_left_to_the_buckets() {
+    let (provider, reader) = provider(&[]);
+    provider
+        .meter("test")
+        .u64_histogram("h")
+        .with_boundaries(vec![1.0])
+        .build()
+        .record(1, &[KeyValue::new("le", "x"), KeyValue::new("k", "v")]);
+    let text = scrape(&reader);
+    let families = parse(&text);
+    let labels: Labels = [
+        ("k", "v"),
+        ("otel_scope_name", "test"),
+        ("otel_scope_version", ""),
+    ]
+    .iter()
+    .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    assert!(
+        matches!(
+            value(&families, "h", &labels),
+            PrometheusValue::Histogram(_)
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn names_and_units_map_by_the_compatibility_rules() {
     let (provider, reader) = provider(&[]);
     let meter = provider.meter("test");
