@@ -60,22 +60,28 @@ pub(crate) fn encode(metrics: &ResourceMetrics) -> String {
         })
         .collect();
     entries.sort_by(|(a, _, a_scope, a_metric), (b, _, b_scope, b_metric)| {
-        let key = |scope: &ScopeMetrics, metric: &Metric| {
-            (
-                scope.scope().name().to_owned(),
-                scope.scope().version().map(str::to_owned),
-                metric.name().to_owned(),
-                metric.unit().to_owned(),
-                metric.description().to_owned(),
-            )
-        };
         a.cmp(b)
-            .then_with(|| key(a_scope, a_metric).cmp(&key(b_scope, b_metric)))
+            .then_with(|| identity(a_scope, a_metric).cmp(&identity(b_scope, b_metric)))
     });
     for (name, kind, scope, metric) in entries {
         families.metric(name, kind, scope, metric);
     }
     families.write()
+}
+
+/// What tells two metrics of one family apart, in the order they are
+/// added.
+fn identity<'a>(
+    scope: &'a ScopeMetrics,
+    metric: &'a Metric,
+) -> (&'a str, Option<&'a str>, &'a str, &'a str, &'a str) {
+    (
+        scope.scope().name(),
+        scope.scope().version(),
+        metric.name(),
+        metric.unit(),
+        metric.description(),
+    )
 }
 
 /// The Prometheus type of a family.
