@@ -1,10 +1,13 @@
 //! The client's probe server: started by the first `subscribe`, stopped by
 //! `shutdown`. Between an `unsubscribe` and the next `subscribe` it keeps
-//! answering, `/readyz` with `503`.
+//! answering, `/readyz` with `503`. `/metrics` serves the process's scrape
+//! reader ([`crate::scrape`]) as Prometheus text, or `503` while no meter
+//! provider reads through it (metrics off, or shut down).
 
 use crate::client::{Inner, ProsodyClient};
+use crate::scrape::{self, ScrapeReader};
 use prosody_core::Codec;
-use prosody_probe::{Health, ProbeServer};
+use prosody_probe::{Exposition, Health, ProbeServer};
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -52,7 +55,12 @@ impl Probe {
         if !matches!(*slot, Slot::Idle) {
             return;
         }
-        match ProbeServer::start(port, ClientHealth { inner, runtime }) {
+        let health = ClientHealth {
+            inner,
+            runtime,
+            metrics: scrape::reader(),
+        };
+        match ProbeServer::start(port, health) {
             Ok(server) => *slot = Slot::Running(server),
             Err(e) => error!(port, error = %e, "the probe server could not start; no probes"),
         }
@@ -69,10 +77,12 @@ impl Probe {
 
 /// The client as the probes see it: weak, so the server does not keep the
 /// client alive, and asked on the client's runtime, so stalls are measured
-/// by the client's clock.
+/// by the client's clock. The metrics are the process's, read on the probe
+/// server's thread.
 struct ClientHealth<C> {
     inner: Weak<Inner<C>>,
     runtime: Handle,
+    metrics: ScrapeReader,
 }
 
 impl<C: Codec> ClientHealth<C> {
@@ -112,5 +122,74 @@ impl<C: Codec> Health for ClientHealth<C> {
                     humantime::format_duration(ANSWER)
                 )]
             })
+    }
+
+    /// Collected and encoded right here, on the probe server's thread, not
+    /// on the client's runtime: the reader is the process's and needs
+    /// nothing of the client, so a scrape takes no worker from the
+    /// handlers, and a busy runtime does not delay a scrape. (Collecting
+    /// takes each instrument's lock only to copy its values out.)
+    async fn metrics(&self) -> Option<Exposition> {
+        Some(match self.metrics.collect_now() {
+            Ok(metrics) => Exposition::Text(scrape::encode(&metrics)),
+            Err(error) => Exposition::Unavailable(format!(
+                "no meter provider reads them in this process ({error})"
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::panic,
+        reason = "test code fails loudly"
+    )]
+
+    use super::*;
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry_sdk::metrics::SdkMeterProvider;
+    use prosody_core::JsonCodec;
+
+    fn health(metrics: ScrapeReader) -> ClientHealth<JsonCodec> {
+        ClientHealth {
+            inner: Weak::new(),
+            runtime: Handle::current(),
+            metrics,
+        }
+    }
+
+    /// Unavailable before a provider reads through the reader and after it
+    /// shut down; the encoded metrics between, even with the client gone.
+    #[tokio::test]
+    async fn metrics_follow_the_meter_provider() {
+        let reader = ScrapeReader::new();
+        let health = health(reader.clone());
+        let Some(Exposition::Unavailable(why)) = health.metrics().await else {
+            panic!("metrics before a provider reads them");
+        };
+        assert!(why.contains("not registered"), "{why}");
+
+        let provider = SdkMeterProvider::builder().with_reader(reader).build();
+        provider
+            .meter("test")
+            .u64_counter("jobs")
+            .build()
+            .add(2, &[]);
+        let Some(Exposition::Text(text)) = health.metrics().await else {
+            panic!("no metrics while a provider reads them");
+        };
+        let exposition = openmetrics_parser::prometheus::parse_prometheus(&text)
+            .unwrap_or_else(|e| panic!("{e:?} in\n{text}"));
+        assert!(exposition.families.contains_key("jobs_total"), "{text}");
+        assert!(exposition.families.contains_key("target_info"), "{text}");
+
+        provider.shutdown().unwrap();
+        assert!(
+            matches!(health.metrics().await, Some(Exposition::Unavailable(_))),
+            "metrics after the provider shut down"
+        );
     }
 }

@@ -1,9 +1,13 @@
 //! The process's scrape reader: the metrics the probe server serves as
 //! Prometheus text at `/metrics`, read from the same instruments that the
-//! OTLP export reads.
+//! OTLP export reads, and their encoding (in [`mod@encode`]).
 
-// Wired to the meter provider and the probe server next.
-#![allow(dead_code)]
+mod encode;
+mod names;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use encode::encode;
 
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -22,18 +26,20 @@ pub(crate) struct ScrapeReader(Arc<ManualReader>);
 /// The process's scrape reader.
 pub(crate) fn reader() -> ScrapeReader {
     static READER: OnceLock<ScrapeReader> = OnceLock::new();
-    READER
-        .get_or_init(|| {
-            ScrapeReader(Arc::new(
-                ManualReader::builder()
-                    .with_temporality(Temporality::Cumulative)
-                    .build(),
-            ))
-        })
-        .clone()
+    READER.get_or_init(ScrapeReader::new).clone()
 }
 
 impl ScrapeReader {
+    /// A reader of its own, registered with no provider yet: the process
+    /// has one ([`reader`]); tests make theirs.
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(
+            ManualReader::builder()
+                .with_temporality(Temporality::Cumulative)
+                .build(),
+        ))
+    }
+
     /// The instruments' values now.
     pub(crate) fn collect_now(&self) -> Result<ResourceMetrics, OTelSdkError> {
         let mut metrics = ResourceMetrics::default();

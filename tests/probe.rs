@@ -85,6 +85,30 @@ async fn get(address: SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// The status code, content type and body of `GET path`.
+async fn fetch(address: SocketAddr, path: &str) -> (u16, Option<String>, String) {
+    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
+    let mut stream = TcpStream::connect(local)
+        .await
+        .expect("the probe port answers");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head");
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let content_type = lines
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, value)| value.trim().to_owned());
+    (status, content_type, body.to_owned())
+}
+
 async fn wait_for(
     events: &mut mpsc::UnboundedReceiver<(&'static str, String)>,
     what: &'static str,
@@ -197,5 +221,41 @@ async fn mock_mode_serves_no_probes_unless_asked() {
     };
     client.subscribe(gate).await.unwrap();
     assert!(client.probe_address().is_none());
+    client.shutdown().await;
+}
+
+/// `/metrics` is served beside the probes, from the process's scrape
+/// reader. Nothing in this process has a meter provider read through it,
+/// so the answer is `503` with the reason, not an empty exposition that
+/// would look like a healthy target without metrics.
+#[tokio::test]
+async fn metrics_are_served_beside_the_probes() {
+    let broker = MemoryBroker::new();
+    broker.create_topic("t", 1).unwrap();
+    let client = ProsodyClient::builder()
+        .broker(broker)
+        .group_id("svc")
+        .subscribed_topics(["t"])
+        .probe_port(0)
+        .build()
+        .await
+        .unwrap();
+    let (events, _seen) = mpsc::unbounded_channel();
+    let gate = Gate {
+        released: Arc::default(),
+        release: Arc::default(),
+        events,
+    };
+    client.subscribe(gate).await.unwrap();
+    let address = client.probe_address().expect("the server runs");
+    let (status, content_type, body) = fetch(address, "/metrics").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        content_type.as_deref(),
+        None,
+        "no exposition, no content type"
+    );
+    assert!(body.starts_with("metrics unavailable: "), "{body}");
+    assert!(body.contains("not registered"), "{body}");
     client.shutdown().await;
 }

@@ -5,14 +5,21 @@
 //! - `GET /livez`: `200` unless the client reports a liveness problem (a
 //!   partition with work pending made no progress for the stall threshold,
 //!   a halted partition, a consumer that stopped), else `503` with the
-//!   problems in the body, one per line.
+//!   problems in the body, one per line;
+//! - `GET /metrics`: the metrics in the Prometheus text format (version
+//!   0.0.4), `200` with `content-type: text/plain; version=0.0.4;
+//!   charset=utf-8`; `503` with the reason when they cannot be read now;
+//!   `404` when the [`Health`] serves none (see [`Health::metrics`]).
 //!
-//! Anything else is `404`. The server reads its answers from a [`Health`]
-//! at each request, so the endpoints and the client's own methods agree.
+//! `HEAD` answers as `GET` without the body; any other method is `405`,
+//! and any other path `404`. The server reads its answers from a
+//! [`Health`] at each request, so the endpoints and the client's own
+//! methods agree.
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -38,6 +45,9 @@ const MAX_CONNECTIONS: usize = 64;
 /// The wait after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// The content type of `/metrics`: the Prometheus text format.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
 /// What the probes report; asked at each request. The answers are futures
 /// so that an implementation can compute them on the client's own runtime
 /// (and its clock).
@@ -48,6 +58,26 @@ pub trait Health: Send + Sync + 'static {
     /// What keeps the client from being live, one line each; empty when
     /// live.
     fn liveness_problems(&self) -> impl Future<Output = Vec<String>> + Send;
+
+    /// The metrics for `GET /metrics`; `None` (the default) when this
+    /// health serves none, answered `404`.
+    ///
+    /// The future is polled on the probe server's own thread: work done in
+    /// it (collecting and encoding) takes no time from the application's
+    /// runtime, and holds up only other probes while it runs.
+    fn metrics(&self) -> impl Future<Output = Option<Exposition>> + Send {
+        std::future::ready(None)
+    }
+}
+
+/// The answer to `GET /metrics`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exposition {
+    /// The metrics in the Prometheus text format (version 0.0.4): `200`
+    /// with [`METRICS_CONTENT_TYPE`].
+    Text(String),
+    /// Why the metrics cannot be read now (one line): `503`.
+    Unavailable(String),
 }
 
 /// A running probe server, on a thread of its own with its own small
@@ -178,10 +208,18 @@ async fn serve<H: Health>(listener: TcpListener, health: Arc<H>, stop: Cancellat
     connections.shutdown().await;
 }
 
-/// The response to one request.
+/// The response to one request. hyper leaves the body out of the answer
+/// to a `HEAD`.
 async fn answer<H: Health>(request: &Request<Incoming>, health: &H) -> Response<Full<Bytes>> {
-    if request.method() != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".to_owned());
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut response = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET or HEAD\n".to_owned(),
+        );
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
     }
     match request.uri().path() {
         "/readyz" => match health.assigned_partitions().await {
@@ -202,6 +240,20 @@ async fn answer<H: Health>(request: &Request<Incoming>, health: &H) -> Response<
             }
             text(StatusCode::SERVICE_UNAVAILABLE, body)
         }
+        "/metrics" => match health.metrics().await {
+            Some(Exposition::Text(body)) => {
+                let mut response = text(StatusCode::OK, body);
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));
+                response
+            }
+            Some(Exposition::Unavailable(why)) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("metrics unavailable: {why}\n"),
+            ),
+            None => text(StatusCode::NOT_FOUND, "not found\n".to_owned()),
+        },
         _ => text(StatusCode::NOT_FOUND, "not found\n".to_owned()),
     }
 }
