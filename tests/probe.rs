@@ -10,6 +10,7 @@
     reason = "test code fails loudly"
 )]
 
+use prosody::broker::{Broker as _, OutgoingRecord, Producer as _};
 use prosody::{
     ConsumerState, Context, EventHandler, Excise, HandlerError, MemoryBroker, Message,
     ProsodyClient, Timer,
@@ -224,38 +225,81 @@ async fn mock_mode_serves_no_probes_unless_asked() {
     client.shutdown().await;
 }
 
-/// `/metrics` is served beside the probes, from the process's scrape
-/// reader. Nothing in this process has a meter provider read through it,
-/// so the answer is `503` with the reason, not an empty exposition that
-/// would look like a healthy target without metrics.
+/// `/metrics` is served beside the probes, from the instruments the OTLP
+/// export reads too: a handled record shows in the consumed count and the
+/// handler-call histogram, labelled with its group and partition, and the
+/// whole page parses as Prometheus text.
 #[tokio::test]
 async fn metrics_are_served_beside_the_probes() {
     let broker = MemoryBroker::new();
-    broker.create_topic("t", 1).unwrap();
+    broker.create_topic("metered", 1).unwrap();
     let client = ProsodyClient::builder()
-        .broker(broker)
-        .group_id("svc")
-        .subscribed_topics(["t"])
+        .broker(broker.clone())
+        .group_id("metered-svc")
+        .subscribed_topics(["metered"])
         .probe_port(0)
         .build()
         .await
         .unwrap();
-    let (events, _seen) = mpsc::unbounded_channel();
+    let (events, mut seen) = mpsc::unbounded_channel();
     let gate = Gate {
         released: Arc::default(),
         release: Arc::default(),
         events,
     };
     client.subscribe(gate).await.unwrap();
+    // Sent by the client (a sent count), and by another service: the
+    // client skips what it sent itself.
+    client.send("metered", "own", &json!({})).await.unwrap();
+    let producer = broker.producer().unwrap();
+    let record = OutgoingRecord::new("metered", "k", b"{}".to_vec());
+    producer.send(record, DEADLINE).await.unwrap();
+    let handled = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some((what, _)) = seen.recv().await {
+            if what == "handled" {
+                return;
+            }
+        }
+    });
+    handled.await.expect("the record is handled");
     let address = client.probe_address().expect("the server runs");
-    let (status, content_type, body) = fetch(address, "/metrics").await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(
-        content_type.as_deref(),
-        None,
-        "no exposition, no content type"
-    );
-    assert!(body.starts_with("metrics unavailable: "), "{body}");
-    assert!(body.contains("not registered"), "{body}");
+    let series = r#"messaging_process_duration_seconds_count{messaging_consumer_group_name="metered-svc",messaging_destination_name="metered",messaging_destination_partition_id="0""#;
+    // The call is recorded as it returns, just after the handler's signal.
+    let page = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let (status, content_type, body) = fetch(address, "/metrics").await;
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(
+                content_type.as_deref(),
+                Some("text/plain; version=0.0.4; charset=utf-8")
+            );
+            if body.contains(series) {
+                return body;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the handler call is recorded");
+    let exposition = openmetrics_parser::prometheus::parse_prometheus(&page)
+        .unwrap_or_else(|e| panic!("{e:?} in\n{page}"));
+    for family in [
+        "target_info",
+        "messaging_process_duration_seconds",
+        "messaging_client_consumed_messages_total",
+        "messaging_client_sent_messages_total",
+        "prosody_partition_lag",
+    ] {
+        assert!(exposition.families.contains_key(family), "{family} in\n{page}");
+    }
+    let consumed = page
+        .lines()
+        .find(|line| {
+            line.starts_with("messaging_client_consumed_messages_total{")
+                && line.contains(r#"messaging_consumer_group_name="metered-svc""#)
+        })
+        .expect("the consumed count");
+    // Both records were received; the client's own was then skipped.
+    assert!(consumed.ends_with(" 2"), "{consumed}");
     client.shutdown().await;
 }
