@@ -288,9 +288,12 @@ async fn metrics_are_served_beside_the_probes() {
         "messaging_process_duration_seconds",
         "messaging_client_consumed_messages_total",
         "messaging_client_sent_messages_total",
-        "prosody_partition_lag",
+        "prosody_partition_unsettled",
     ] {
-        assert!(exposition.families.contains_key(family), "{family} in\n{page}");
+        assert!(
+            exposition.families.contains_key(family),
+            "{family} in\n{page}"
+        );
     }
     let consumed = page
         .lines()

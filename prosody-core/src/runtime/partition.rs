@@ -177,7 +177,10 @@ where
                         break;
                     }
                     command = self.commands.recv() => match command {
-                        Some(Command::Records(records)) => waiting.extend(records),
+                        Some(Command::Records(records)) => {
+                            self.shared.scope.meter.consumed(records.len());
+                            waiting.extend(records);
+                        }
                         Some(Command::Drain { reply, .. }) => {
                             // Nothing ran: nothing of it is settled.
                             self.shared.timers.close();
