@@ -35,12 +35,13 @@ where
     S: EventService<Encoded>,
 {
     let token = CancellationToken::new();
+    let meter = noop::meter();
     let mut total = Duration::ZERO;
     let mut done = 0;
     while done < iterations {
         let chunk = BATCH.min(iterations - done);
         let requests: Vec<_> = (0..chunk)
-            .map(|n| message(done + n, KEYS, with_id, &token))
+            .map(|n| message(done + n, KEYS, with_id, &token, &meter))
             .collect();
         let start = Instant::now();
         for request in requests {

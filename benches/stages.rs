@@ -45,10 +45,11 @@ where
     S: Service<EventRequest<Encoded>, Error = HandlerError>,
 {
     let token = CancellationToken::new();
+    let meter = noop::meter();
     for n in 0..events {
         // The runtime's requests carry a wait meter; these do too, so the
         // monopolization stage does not make one per event.
-        let request = message(n, keys, false, &token).with_wait_meter(WaitMeter::default());
+        let request = message(n, keys, false, &token, &meter).with_wait_meter(WaitMeter::default());
         service
             .ready()
             .await

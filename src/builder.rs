@@ -180,7 +180,7 @@ impl<C: Codec> ClientBuilder<C> {
             self.codec.clone(),
             (telemetry, settings.observe.links()),
         );
-        Ok(ProsodyClient {
+        let client = ProsodyClient {
             inner: Arc::new(Inner {
                 layers,
                 settings,
@@ -195,6 +195,8 @@ impl<C: Codec> ClientBuilder<C> {
                 shutdown: OnceCell::new(),
                 probe: crate::probe::Probe::default(),
             }),
-        })
+        };
+        crate::observe::watch(&client.inner);
+        Ok(client)
     }
 }

@@ -3,7 +3,10 @@
 //! an endpoint is set) all read the same instruments.
 
 use crate::ConfigError;
+use crate::client::Inner;
+use opentelemetry::KeyValue;
 use opentelemetry::metrics::MeterProvider as _;
+use prosody_core::Codec;
 use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord};
 use prosody_core::event::Topic;
 use prosody_core::metrics::Metrics;
@@ -88,5 +91,62 @@ impl Sent {
             demand: Demand::Normal,
             at: clock::now(),
         });
+    }
+}
+
+/// What a client counts outside its partitions, as counters read at each
+/// collection: telemetry events dropped on a full queue, and answers to
+/// its requests dropped by its inbox (late, or for a request it forgot).
+/// The callbacks hold the client weakly: once it is gone they report
+/// nothing.
+pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
+    if !inner.settings.runtime.metrics.enabled() {
+        return;
+    }
+    let Ok(provider) = crate::otel::meter_provider() else {
+        return;
+    };
+    let meter = provider.meter("prosody");
+    let group: Arc<str> = Arc::clone(&inner.settings.runtime.group_id);
+    let counters: [(
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&Inner<C>) -> u64,
+    ); 2] = [
+        (
+            "prosody.telemetry.dropped",
+            "{event}",
+            "Lifecycle events dropped because the telemetry queue was full.",
+            |inner| {
+                inner
+                    .layers
+                    .telemetry_sink()
+                    .map_or(0, ProducerSink::dropped)
+            },
+        ),
+        (
+            "prosody.request.answers.dropped",
+            "{answer}",
+            "Answers to this client's requests dropped: late, or for a request it no longer waits for.",
+            |inner| inner.requests.dropped(),
+        ),
+    ];
+    for (name, unit, description, read) in counters {
+        let client = Arc::downgrade(inner);
+        let attributes = [KeyValue::new(
+            "messaging.consumer.group.name",
+            Arc::clone(&group),
+        )];
+        meter
+            .u64_observable_counter(name)
+            .with_unit(unit)
+            .with_description(description)
+            .with_callback(move |observer| {
+                if let Some(inner) = client.upgrade() {
+                    observer.observe(read(&inner), &attributes);
+                }
+            })
+            .build();
     }
 }

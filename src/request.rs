@@ -9,7 +9,7 @@ use prosody_core::broker::OutgoingRecord;
 use prosody_core::peer::{Asked, PeerEntry, PeerId, RequestId};
 use prosody_core::store::PeerDirectory;
 use prosody_core::{Codec, Key};
-use prosody_request::{Endpoint, Inbox, Outcomes, Peers};
+use prosody_request::{Endpoint, Inbox, Outcome, Outcomes, Peers, ResponseError};
 use serde::de::DeserializeOwned;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -367,6 +367,22 @@ impl<C: Codec> ProsodyClient<C> {
         // Waiting before the record is sent: an answer may come at once.
         let waiter = inbox.wait(&asked);
         self.produce(record, Some(&asked)).await?;
-        Ok(waiter.collect(deadline).await)
+        let metrics = &self.inner.settings.runtime.metrics;
+        let outcomes = waiter
+            .collect_with(deadline, |subsystem, outcome: &Outcome<T>, after| {
+                let name = match outcome {
+                    Outcome::Success(_) => "success",
+                    Outcome::Failure(ResponseError::HandlerFailed { .. }) => "handler_failed",
+                    Outcome::Failure(ResponseError::Timeout) => "timeout",
+                    Outcome::Failure(ResponseError::FormatMismatch { .. }) => "format_mismatch",
+                    Outcome::Failure(ResponseError::MalformedResponse { .. }) => {
+                        "malformed_response"
+                    }
+                    Outcome::Failure(_) => "failed",
+                };
+                metrics.requested(subsystem, name, after);
+            })
+            .await;
+        Ok(outcomes)
     }
 }

@@ -2,6 +2,8 @@
 //! nothing, and JSON messages spread over a number of keys.
 
 use bytes::Bytes;
+use opentelemetry::metrics::MeterProvider as _;
+use prosody::metrics::{Metrics, PartitionMeter};
 use prosody::{
     Context, Encoded, Event, EventHandler, EventRequest, Excise, HandlerError, Headers, Message,
     Timer, Timestamp,
@@ -38,14 +40,15 @@ pub fn message(
     keys: u64,
     with_id: bool,
     token: &CancellationToken,
+    meter: &PartitionMeter,
 ) -> EventRequest<Encoded> {
     let key = format!("key-{}", n % keys.max(1));
-    let context = Context::new(
+    let context = Context::metered(
         key.as_str().into(),
         "bench".into(),
         0,
-        token.child_token(),
-        token.clone(),
+        (token.child_token(), token.clone()),
+        meter.clone(),
     );
     let event = Event::Message(Message {
         topic: "bench".into(),
@@ -60,4 +63,15 @@ pub fn message(
         headers: Headers::new(),
     });
     EventRequest::new(event, context)
+}
+
+/// The meter of partition 0 of topic `bench`: recording into the process's
+/// meter provider when `BENCH_METRICS=on`, else recording nothing (the
+/// context is then what `Context::new` makes).
+pub fn meter() -> PartitionMeter {
+    if std::env::var("BENCH_METRICS").as_deref() != Ok("on") {
+        return PartitionMeter::default();
+    }
+    let provider = prosody::otel::meter_provider().expect("meter provider");
+    Metrics::new(&provider.meter("bench"), "memory", "bench").partition(&"bench".into(), 0)
 }

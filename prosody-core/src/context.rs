@@ -69,12 +69,33 @@ impl Context {
         shutdown: CancellationToken,
         cancel: CancellationToken,
     ) -> Self {
+        Self::metered(
+            key,
+            topic,
+            partition,
+            (shutdown, cancel),
+            PartitionMeter::default(),
+        )
+    }
+
+    /// A context as [`Context::new`] makes, recording into `meter` as the
+    /// runtime's contexts record into their partition's meter (for
+    /// requests made outside the runtime: tests and benchmarks). The
+    /// tokens are `(shutdown, cancel)`.
+    #[must_use]
+    pub fn metered(
+        key: Key,
+        topic: Topic,
+        partition: i32,
+        (shutdown, cancel): (CancellationToken, CancellationToken),
+        meter: PartitionMeter,
+    ) -> Self {
         let scope = Scope {
             topic,
             partition,
             shutdown,
             cancel,
-            meter: PartitionMeter::default(),
+            meter,
         };
         Self::scoped(key, Arc::new(scope))
     }

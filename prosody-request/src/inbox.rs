@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -139,6 +140,7 @@ impl Inbox {
             inbox: Arc::clone(self),
             asked: asked.clone(),
             received,
+            began: Instant::now(),
         }
     }
 }
@@ -161,15 +163,28 @@ pub struct Waiter {
     inbox: Arc<Inbox>,
     asked: Asked,
     received: mpsc::UnboundedReceiver<(usize, Answer)>,
+    /// When the wait began.
+    began: Instant,
 }
 
 impl Waiter {
     /// Each asked subsystem's outcome: its first answer that arrived by
     /// `deadline`, decoded as a `T`, or [`ResponseError::Timeout`]. Later
     /// answers of a subsystem are ignored.
-    pub async fn collect<T: DeserializeOwned>(mut self, deadline: Instant) -> Outcomes<T> {
+    pub async fn collect<T: DeserializeOwned>(self, deadline: Instant) -> Outcomes<T> {
+        self.collect_with(deadline, |_, _, _| {}).await
+    }
+
+    /// As [`collect`](Self::collect), telling `answered` each subsystem's
+    /// outcome and how long after the wait began it came (the whole wait
+    /// for a timeout).
+    pub async fn collect_with<T: DeserializeOwned>(
+        mut self,
+        deadline: Instant,
+        mut answered: impl FnMut(&str, &Outcome<T>, Duration),
+    ) -> Outcomes<T> {
         let names = self.asked.subsystems().len();
-        let mut answers: Vec<Option<Answer>> = vec![None; names];
+        let mut answers: Vec<Option<(Answer, Duration)>> = vec![None; names];
         let mut missing = names;
         while missing > 0 {
             let Ok(Some((at, answer))) =
@@ -178,22 +193,25 @@ impl Waiter {
                 break;
             };
             if let Some(slot @ None) = answers.get_mut(at) {
-                *slot = Some(answer);
+                *slot = Some((answer, self.began.elapsed()));
                 missing -= 1;
             }
         }
+        let waited = self.began.elapsed();
         self.asked
             .subsystems()
             .iter()
             .zip(answers)
             .map(|(name, answer)| {
-                let outcome = match answer {
-                    Some(Answer::Value(json)) => decode(&json),
-                    Some(Answer::Failed(message)) => {
-                        Outcome::Failure(ResponseError::HandlerFailed { message })
-                    }
-                    None => Outcome::Failure(ResponseError::Timeout),
+                let (outcome, after) = match answer {
+                    Some((Answer::Value(json), after)) => (decode(&json), after),
+                    Some((Answer::Failed(message), after)) => (
+                        Outcome::Failure(ResponseError::HandlerFailed { message }),
+                        after,
+                    ),
+                    None => (Outcome::Failure(ResponseError::Timeout), waited),
                 };
+                answered(name, &outcome, after);
                 (name.to_string(), outcome)
             })
             .collect()

@@ -55,6 +55,8 @@ pub(crate) struct Instruments {
     pub(crate) scheduler_wait: Histogram<f64>,
     sent: Counter<u64>,
     send_duration: Histogram<f64>,
+    request_duration: Histogram<f64>,
+    request_outcomes: Counter<u64>,
     pub(crate) store_duration: Histogram<f64>,
     pub(crate) store_errors: Counter<u64>,
     partitions: Mutex<FastMap<(Topic, i32), PartitionMeter>>,
@@ -110,6 +112,15 @@ impl Metrics {
                 "messaging.client.operation.duration",
                 "How long each send took until the broker acknowledged or refused it.",
             ),
+            request_duration: duration(
+                "prosody.request.duration",
+                "How long each subsystem took to answer a request (the timeout when none did).",
+            ),
+            request_outcomes: meter
+                .u64_counter("prosody.request.outcomes")
+                .with_unit("{outcome}")
+                .with_description("Request outcomes, by subsystem and outcome.")
+                .build(),
             store_duration: duration(
                 "prosody.store.operation.duration",
                 "How long each store operation took.",
@@ -185,6 +196,28 @@ impl Metrics {
             .send_duration
             .record(elapsed.as_secs_f64(), &attributes);
         instruments.sent.add(1, &attributes);
+    }
+}
+
+impl Metrics {
+    /// Subsystem `subsystem` answered a request with `outcome` (a fixed
+    /// name: `success`, `handler_failed`, `timeout`, ...) after `elapsed`.
+    pub fn requested(&self, subsystem: &str, outcome: &'static str, elapsed: Duration) {
+        let Some(instruments) = &self.0 else {
+            return;
+        };
+        let attributes = [
+            KeyValue::new(
+                "messaging.consumer.group.name",
+                Arc::clone(&instruments.group),
+            ),
+            KeyValue::new("prosody.subsystem", subsystem.to_owned()),
+            KeyValue::new("prosody.outcome", outcome),
+        ];
+        instruments
+            .request_duration
+            .record(elapsed.as_secs_f64(), &attributes);
+        instruments.request_outcomes.add(1, &attributes);
     }
 }
 
