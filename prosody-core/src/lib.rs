@@ -31,6 +31,7 @@ pub mod failure;
 pub mod handler;
 pub mod log;
 pub mod monopolization;
+pub mod report;
 
 pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
