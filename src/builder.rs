@@ -12,6 +12,7 @@ use crate::stack::Layers;
 use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
+use prosody_core::report::{FailureReport, ReportSink, Reporter};
 use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
@@ -30,6 +31,8 @@ pub struct ClientBuilder<C = JsonCodec> {
     stores: Option<ClientStores>,
     /// librdkafka properties for the Kafka backend's clients.
     kafka: Vec<(String, String)>,
+    /// The hook of failed handler calls.
+    reporter: Option<Box<dyn Reporter>>,
 }
 
 impl<C> ClientBuilder<C> {
@@ -46,6 +49,7 @@ impl<C: Codec> ClientBuilder<C> {
             broker: None,
             stores: None,
             kafka: Vec::new(),
+            reporter: None,
         }
     }
 
@@ -97,6 +101,18 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// Hands each failed handler call (each failed attempt, whatever its
+    /// category, in every mode, mock mode included) to `hook`, on a thread
+    /// of its own: a hook that is slow or panics never holds up handling
+    /// (see [`ReportSink`]; reports it could not keep up with are counted
+    /// by [`ProsodyClient::dropped_reports`]). A closure taking a
+    /// `&FailureReport` is a hook; with the `sentry` feature,
+    /// `prosody::sentry::SentryReporter` is one.
+    pub fn error_reporter(mut self, hook: impl Reporter) -> Self {
+        self.reporter = Some(Box::new(hook));
+        self
+    }
+
     /// Encodes and decodes payloads with another codec.
     pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
         ClientBuilder {
@@ -105,6 +121,7 @@ impl<C: Codec> ClientBuilder<C> {
             broker: self.broker,
             stores: self.stores,
             kafka: self.kafka,
+            reporter: self.reporter,
         }
     }
 
@@ -167,6 +184,17 @@ impl<C: Codec> ClientBuilder<C> {
             ),
             _ => None,
         };
+        let reports = match self.reporter {
+            Some(hook) => Some(
+                ReportSink::spawn(move |report: &FailureReport| hook.report(report)).map_err(
+                    |e| ConfigError::Invalid {
+                        option: "error_reporter",
+                        reason: format!("the report thread could not start: {e}"),
+                    },
+                )?,
+            ),
+            None => None,
+        };
         let requests = Requests::new(
             settings.peer.clone(),
             directory,
@@ -178,7 +206,7 @@ impl<C: Codec> ClientBuilder<C> {
             &producer,
             loader,
             self.codec.clone(),
-            (telemetry, settings.observe.links()),
+            ((telemetry, reports), settings.observe.links()),
         );
         let client = ProsodyClient {
             inner: Arc::new(Inner {

@@ -311,6 +311,17 @@ impl<C: Codec> ProsodyClient<C> {
         Ok(())
     }
 
+    /// Failure reports dropped so far because the error reporter's queue
+    /// was full (zero without a reporter): see
+    /// [`ClientBuilder::error_reporter`].
+    #[must_use]
+    pub fn dropped_reports(&self) -> u64 {
+        self.inner
+            .layers
+            .report_sink()
+            .map_or(0, prosody_core::report::ReportSink::dropped)
+    }
+
     /// Stops everything, then sends the telemetry events still queued.
     /// Concurrent and repeated calls wait for the same shutdown; afterwards
     /// every operation fails with [`ClientError::ShutDown`].

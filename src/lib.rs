@@ -19,6 +19,8 @@ mod promises;
 mod published;
 mod request;
 mod scrape;
+#[cfg(feature = "sentry")]
+pub mod sentry;
 mod slot;
 mod stack;
 mod stores;
@@ -34,8 +36,8 @@ pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
     JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
-    loader, log, metrics, monopolization, retry, scheduler, shutdown, telemetry, timeout, timers,
-    trace,
+    loader, log, metrics, monopolization, report, retry, scheduler, shutdown, telemetry, timeout,
+    timers, trace,
 };
 pub use prosody_core::{peer, store};
 #[cfg(feature = "kafka")]

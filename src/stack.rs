@@ -9,6 +9,7 @@ use prosody_core::failure::FailureLayer;
 use prosody_core::loader::BrokerLoader;
 use prosody_core::log::LogLayer;
 use prosody_core::monopolization::MonopolizationLayer;
+use prosody_core::report::ReportSink;
 use prosody_core::retry::{RetryConfig, RetryLayer};
 use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
@@ -22,9 +23,11 @@ type Common<H, C> = ShutdownService<
     SchedulerService<TimeoutService<TelemetryService<HandlerService<H, C>, ClientTelemetry>>>,
 >;
 
-/// A client's lifecycle-event sink: records on the telemetry topic, or none
-/// (mock mode, or `telemetry_enabled` false).
-pub type ClientTelemetry = Option<ProducerSink>;
+/// A client's telemetry sinks: lifecycle events as records on the telemetry
+/// topic, or none (mock mode, or `telemetry_enabled` false); and failed
+/// calls to the error reporter, when one is set
+/// ([`ClientBuilder::error_reporter`](crate::ClientBuilder::error_reporter)).
+pub type ClientTelemetry = (Option<ProducerSink>, Option<ReportSink>);
 
 /// A client's defer stage: offsets in the partition's stores, records read
 /// back from the client's broker; the records its backlogs retry pass
@@ -206,7 +209,8 @@ impl<C: Codec> Layers<C> {
         self.timeout
     }
 
-    /// Spans and lifecycle events (mock mode emits no events).
+    /// Spans, lifecycle events (mock mode emits no events) and failure
+    /// reports (in every mode).
     #[must_use]
     pub fn telemetry(&self) -> TelemetryLayer<ClientTelemetry> {
         TelemetryLayer::new(self.telemetry.clone()).with_links(self.links)
@@ -214,7 +218,12 @@ impl<C: Codec> Layers<C> {
 
     /// The client's lifecycle-event sink, if it has one.
     pub(crate) fn telemetry_sink(&self) -> Option<&ProducerSink> {
-        self.telemetry.as_ref()
+        self.telemetry.0.as_ref()
+    }
+
+    /// The client's failure-report sink, if it has one.
+    pub(crate) fn report_sink(&self) -> Option<&ReportSink> {
+        self.telemetry.1.as_ref()
     }
 
     /// Routing to the failure topic, when one is configured.

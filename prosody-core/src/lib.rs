@@ -32,6 +32,7 @@ pub mod handler;
 pub mod log;
 pub mod metrics;
 pub mod monopolization;
+pub mod report;
 
 pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};

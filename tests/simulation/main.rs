@@ -20,6 +20,7 @@
 mod check;
 mod faults;
 mod handler;
+mod reports;
 mod scenario;
 
 use check::{all_fired, check, settled};
@@ -28,6 +29,7 @@ use handler::{PoisonSink, Probe, SimHandler};
 use prosody::broker::{Broker, OutgoingRecord, Producer, TopicPartition};
 use prosody::telemetry::TelemetryLayer;
 use prosody::{JsonCodec, MemoryBroker, MemoryStores, Mode, ProsodyClient};
+use reports::{Tally, Watched};
 use scenario::{Change, Scenario, Script};
 use std::time::Duration;
 use tower::ServiceBuilder;
@@ -85,6 +87,10 @@ pub(crate) struct World {
     stores: MemoryStores,
     faults: Faults,
     pub(crate) probe: Probe,
+    /// The handler service's failed calls, and the error reporter's
+    /// reports (`reports.rs`).
+    pub(crate) failed: Tally,
+    pub(crate) reported: Tally,
     max_concurrency: usize,
     topics: u8,
     mode: Mode,
@@ -101,8 +107,9 @@ impl World {
 
     /// A member: a client built by the facade on the faulty broker and
     /// stores, consuming with its mode's stack (made of the client's own
-    /// layers; only the lifecycle sink is the simulator's). Dropping it is
-    /// a crash; `shutdown` drains.
+    /// layers, with the client's telemetry stage and its error reporter;
+    /// the simulator adds a lifecycle sink and watches the handler service).
+    /// Dropping it is a crash; `shutdown` drains.
     async fn member(&self) -> ProsodyClient<JsonCodec<Script>> {
         let client = ProsodyClient::builder()
             .codec(JsonCodec::<Script>::new())
@@ -120,6 +127,7 @@ impl World {
             .timeout(TIMEOUT)
             .max_concurrency(self.max_concurrency)
             .max_uncommitted(16)
+            .error_reporter(self.reported.hook())
             .build()
             .await
             .expect("client");
@@ -128,12 +136,16 @@ impl World {
             .layer(layers.shutdown())
             .layer(layers.scheduler())
             .layer(layers.timeout())
+            .layer(layers.telemetry())
             .layer(TelemetryLayer::new(PoisonSink {
                 probe: self.probe.clone(),
             }))
-            .service(layers.handler(SimHandler {
-                probe: self.probe.clone(),
-            }));
+            .service(Watched {
+                inner: layers.handler(SimHandler {
+                    probe: self.probe.clone(),
+                }),
+                failed: self.failed.clone(),
+            });
         let subscribed = match self.mode {
             Mode::Pipeline => {
                 let stack = ServiceBuilder::new()
@@ -173,6 +185,8 @@ async fn simulate(seed: u64) -> Result<(), String> {
         stores: MemoryStores::new(),
         faults: Faults::new(seed, scenario.fault_percent),
         probe: Probe::default(),
+        failed: Tally::default(),
+        reported: Tally::default(),
         max_concurrency: scenario.max_concurrency,
         topics: scenario.topics,
         mode: scenario.mode,
@@ -251,7 +265,9 @@ async fn simulate(seed: u64) -> Result<(), String> {
     for member in live {
         member.shutdown().await;
     }
-    result
+    // Every failed call, the scripted ones and those of the faults alike,
+    // reached the error reporter once.
+    result.and_then(|()| reports::check(&world))
 }
 
 fn run(seed: u64) -> Result<(), String> {

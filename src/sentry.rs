@@ -1,0 +1,126 @@
+//! Failed handler calls to Sentry (the `sentry` feature).
+//!
+//! [`SentryReporter`] is an error reporter
+//! ([`ClientBuilder::error_reporter`](crate::ClientBuilder::error_reporter))
+//! that captures each failed handler call as a Sentry event, only when the
+//! application has initialised Sentry (with the `sentry` crate, 0.49): the
+//! hub it reports to has an enabled client. It never initialises Sentry,
+//! and it runs on the report thread, so Sentry never holds up or fails
+//! handling.
+//!
+//! Each event has the tags `prosody.event_type` (`message`, `timer` or
+//! `excise`), `prosody.error_class` (`transient`, `permanent` or
+//! `terminal`) and `prosody.topic`; the context `prosody` (topic,
+//! partition, offset for a message or an excise, key, attempt); and the
+//! error chain as its exceptions, the handler's error last, as Sentry
+//! orders a chain.
+//!
+//! ```
+//! use prosody::sentry::SentryReporter;
+//! use prosody::ProsodyClient;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // With `let _guard = sentry::init(...)` first in `main`; without it,
+//! // nothing is captured.
+//! let client = ProsodyClient::builder()
+//!     .mock(true)
+//!     .group_id("orders")
+//!     .source_system("shop")
+//!     .error_reporter(SentryReporter::new())
+//!     .build()
+//!     .await?;
+//! client.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::report::{FailureReport, Reporter};
+use prosody_core::Category;
+use sentry_core::Hub;
+use sentry_core::protocol::{Context, Event, Exception, Level, Map, Value};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Captures failed handler calls in Sentry; see the [module](self).
+#[derive(Clone, Debug, Default)]
+pub struct SentryReporter {
+    /// The hub to report to; `None` for the process's main hub, read at
+    /// each report.
+    hub: Option<Arc<Hub>>,
+}
+
+impl SentryReporter {
+    /// Reports to the process's main hub ([`Hub::main`]), the one
+    /// `sentry::init` sets up when called on the thread that first used
+    /// Sentry (usually at the start of `main`). It is read at each report,
+    /// so Sentry initialised after the client is built is used too.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reports to `hub`.
+    #[must_use]
+    pub fn with_hub(hub: Arc<Hub>) -> Self {
+        Self { hub: Some(hub) }
+    }
+
+    /// The Sentry event of `report`.
+    #[must_use]
+    pub fn event(report: &FailureReport) -> Event<'static> {
+        let class = match report.category {
+            Category::Transient => "transient",
+            Category::Permanent => "permanent",
+            Category::Terminal => "terminal",
+        };
+        let mut tags = Map::new();
+        tags.insert("prosody.event_type".to_owned(), report.kind.to_owned());
+        tags.insert("prosody.error_class".to_owned(), class.to_owned());
+        tags.insert("prosody.topic".to_owned(), report.topic.to_string());
+        let mut context = Map::new();
+        context.insert("topic".to_owned(), Value::from(&*report.topic));
+        context.insert("partition".to_owned(), Value::from(report.partition));
+        if let Some(offset) = report.offset {
+            context.insert("offset".to_owned(), Value::from(offset));
+        }
+        context.insert("key".to_owned(), Value::from(report.key.as_str()));
+        context.insert("attempt".to_owned(), Value::from(report.attempt));
+        let mut contexts = Map::new();
+        contexts.insert("prosody".to_owned(), Context::Other(context));
+        let exceptions: Vec<Exception> = report
+            .chain
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(depth, text)| Exception {
+                ty: if depth == 0 { "HandlerError" } else { "Error" }.to_owned(),
+                value: Some(text.clone()),
+                ..Exception::default()
+            })
+            .collect();
+        let at = u64::try_from(report.at.as_millis()).unwrap_or(0);
+        Event {
+            level: Level::Error,
+            logger: Some("prosody".to_owned()),
+            timestamp: UNIX_EPOCH + Duration::from_millis(at),
+            tags,
+            contexts,
+            exception: exceptions.into(),
+            ..Event::default()
+        }
+    }
+}
+
+impl Reporter for SentryReporter {
+    fn report(&self, report: &FailureReport) {
+        let source = self.hub.clone().unwrap_or_else(Hub::main);
+        // A hub of this thread's own, from the top of the source's scopes
+        // (its client and the application's tags): scopes are never
+        // pushed on a hub another thread uses.
+        let hub = Hub::new_from_top(source);
+        if hub.client().is_some_and(|client| client.is_enabled()) {
+            hub.capture_event(Self::event(report));
+        }
+    }
+}
