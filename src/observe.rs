@@ -10,6 +10,7 @@ use prosody_core::Codec;
 use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord};
 use prosody_core::event::Topic;
 use prosody_core::metrics::Metrics;
+use prosody_core::report::ReportSink;
 use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink as _};
 use prosody_core::{Demand, Key, clock};
 use std::sync::Arc;
@@ -94,9 +95,14 @@ impl Sent {
     }
 }
 
+/// A counter a client reports: its name, unit, description, and how to
+/// read it from the client.
+type Count<C> = (&'static str, &'static str, &'static str, fn(&Inner<C>) -> u64);
+
 /// What a client counts outside its partitions, as counters read at each
-/// collection: telemetry events dropped on a full queue, and answers to
-/// its requests dropped by its inbox (late, or for a request it forgot).
+/// collection: telemetry events dropped on a full queue, answers to its
+/// requests dropped by its inbox (late, or for a request it forgot), and
+/// failure reports dropped because the error-report hook fell behind.
 /// The callbacks hold the client weakly: once it is gone they report
 /// nothing.
 pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
@@ -108,12 +114,7 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
     };
     let meter = provider.meter("prosody");
     let group: Arc<str> = Arc::clone(&inner.settings.runtime.group_id);
-    let counters: [(
-        &'static str,
-        &'static str,
-        &'static str,
-        fn(&Inner<C>) -> u64,
-    ); 2] = [
+    let counters: [Count<C>; 3] = [
         (
             "prosody.telemetry.dropped",
             "{event}",
@@ -130,6 +131,12 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
             "{answer}",
             "Answers to this client's requests dropped: late, or for a request it no longer waits for.",
             |inner| inner.requests.dropped(),
+        ),
+        (
+            "prosody.error_reports.dropped",
+            "{report}",
+            "Failure reports dropped because the error-report hook fell behind.",
+            |inner| inner.layers.report_sink().map_or(0, ReportSink::dropped),
         ),
     ];
     for (name, unit, description, read) in counters {

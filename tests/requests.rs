@@ -314,3 +314,62 @@ proptest! {
         });
     }
 }
+
+/// The body of `GET /metrics` from the probe server at `address`.
+async fn scrape(address: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let local = std::net::SocketAddr::from(([127, 0, 0, 1], address.port()));
+    let mut stream = tokio::net::TcpStream::connect(local).await.expect("probe");
+    let request = "GET /metrics HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    response
+}
+
+/// Each subsystem's outcome is counted, under the subsystem's name and
+/// the outcome, and its round trip measured, in the requester's metrics.
+#[tokio::test]
+async fn request_outcomes_are_counted_per_subsystem() {
+    let broker = MemoryBroker::new();
+    broker.create_topic(TOPIC, 4).expect("topic");
+    let _billing = answering(&broker, "billing").await;
+    let client = ProsodyClient::builder()
+        .broker(broker.clone())
+        .group_id("metered-caller")
+        .subscribed_topics([TOPIC])
+        .probe_port(0)
+        .build()
+        .await
+        .expect("requester");
+    let wait = Duration::from_millis(300);
+    let outcomes = client
+        .request::<Value>(TOPIC, "order-9", &json!({}), &["billing", "shipping"], wait)
+        .await
+        .expect("request");
+    assert!(outcomes["billing"].is_success(), "{outcomes:?}");
+    // The probe server starts with the first subscription.
+    let idle = Answering {
+        subsystem: "caller",
+        flaky: AtomicU32::new(0),
+    };
+    client.subscribe(idle).await.expect("subscribe");
+    let page = scrape(client.probe_address().expect("probe")).await;
+    let count = |subsystem: &str, outcome: &str| {
+        page.lines()
+            .find(|line| {
+                line.starts_with("prosody_request_outcomes_total{")
+                    && line.contains(r#"messaging_consumer_group_name="metered-caller""#)
+                    && line.contains(&format!(r#"prosody_subsystem="{subsystem}""#))
+                    && line.contains(&format!(r#"prosody_outcome="{outcome}""#))
+            })
+            .map(|line| line.rsplit(' ').next().unwrap_or_default().to_owned())
+    };
+    assert_eq!(count("billing", "success").as_deref(), Some("1"), "{page}");
+    assert_eq!(count("shipping", "timeout").as_deref(), Some("1"), "{page}");
+    assert!(
+        page.contains("prosody_request_duration_seconds_count{"),
+        "{page}"
+    );
+    client.shutdown().await;
+}
