@@ -97,7 +97,12 @@ impl Sent {
 
 /// A counter a client reports: its name, unit, description, and how to
 /// read it from the client.
-type Count<C> = (&'static str, &'static str, &'static str, fn(&Inner<C>) -> u64);
+type Count<C> = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&Inner<C>) -> u64,
+);
 
 /// What a client counts outside its partitions, as counters read at each
 /// collection: telemetry events dropped on a full queue, answers to its
