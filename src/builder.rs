@@ -149,6 +149,7 @@ impl<C: Codec> ClientBuilder<C> {
             }
         };
         let loader = BrokerLoader::new(broker.clone(), &settings.qos.loader);
+        let mut lookups = None;
         if !settings.runtime.state.is_empty() {
             settings.runtime.state =
                 connect::state(&settings.runtime.state, &stores, loader.clone()).await?;
@@ -159,7 +160,7 @@ impl<C: Codec> ClientBuilder<C> {
                 directory.as_ref(),
             )
             .await?;
-            stores = connect::cached(&settings, stores)?;
+            (stores, lookups) = connect::cached(&settings, stores)?;
         }
         let metrics = crate::observe::metrics(
             settings.observe.metrics,
@@ -222,6 +223,7 @@ impl<C: Codec> ClientBuilder<C> {
                 closed: AtomicBool::new(false),
                 shutdown: OnceCell::new(),
                 probe: crate::probe::Probe::default(),
+                lookups,
             }),
         };
         crate::observe::watch(&client.inner);

@@ -43,6 +43,8 @@ pub(crate) struct Inner<C> {
     pub(crate) probe: Probe,
     pub(crate) requests: Requests,
     pub(crate) readers: Readers,
+    /// The owners' keyed-state cache's hits and misses, with collections.
+    pub(crate) lookups: Option<prosody_state::CacheLookups>,
 }
 
 /// Produces records and consumes topics with one handler.

@@ -13,6 +13,7 @@ use prosody_core::metrics::Metrics;
 use prosody_core::report::ReportSink;
 use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink as _};
 use prosody_core::{Demand, Key, clock};
+use prosody_state::CacheLookups;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -107,7 +108,8 @@ type Count<C> = (
 /// What a client counts outside its partitions, as counters read at each
 /// collection: telemetry events dropped on a full queue, answers to its
 /// requests dropped by its inbox (late, or for a request it forgot), and
-/// failure reports dropped because the error-report hook fell behind.
+/// failure reports dropped because the error-report hook fell behind,
+/// and the keyed-state cache's hits and misses.
 /// The callbacks hold the client weakly: once it is gone they report
 /// nothing.
 pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
@@ -119,7 +121,7 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
     };
     let meter = provider.meter("prosody");
     let group: Arc<str> = Arc::clone(&inner.settings.runtime.group_id);
-    let counters: [Count<C>; 3] = [
+    let counters: [Count<C>; 5] = [
         (
             "prosody.telemetry.dropped",
             "{event}",
@@ -142,6 +144,18 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
             "{report}",
             "Failure reports dropped because the error-report hook fell behind.",
             |inner| inner.layers.report_sink().map_or(0, ReportSink::dropped),
+        ),
+        (
+            "prosody.state.cache.hits",
+            "{read}",
+            "Keyed-state cell reads the owners' cache answered.",
+            |inner| inner.lookups.as_ref().map_or(0, CacheLookups::hits),
+        ),
+        (
+            "prosody.state.cache.misses",
+            "{read}",
+            "Keyed-state cell reads that went to the store.",
+            |inner| inner.lookups.as_ref().map_or(0, CacheLookups::misses),
         ),
     ];
     for (name, unit, description, read) in counters {

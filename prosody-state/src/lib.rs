@@ -63,7 +63,7 @@ mod published;
 mod scan;
 mod value;
 
-pub use cache::{CacheError, CachedStores, StateCache};
+pub use cache::{CacheError, CacheLookups, CachedStores, StateCache};
 pub use codec::{Encoding, Json, Messages};
 pub use definition::{DequeDef, MapDef, MessageDequeDef, MessageMapDef, MessageValueDef, ValueDef};
 pub use deque::DequeState;

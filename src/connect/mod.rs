@@ -11,7 +11,7 @@ use prosody_core::loader::BrokerLoader;
 use prosody_core::state::Registry;
 use prosody_core::store::Stores;
 use prosody_memory::{MemoryBroker, MemoryStores};
-use prosody_state::{CachedStores, StateCache};
+use prosody_state::{CacheLookups, CachedStores, StateCache};
 use std::sync::{Arc, OnceLock};
 
 #[cfg(feature = "cassandra")]
@@ -132,9 +132,9 @@ pub(crate) async fn state(
 pub(crate) fn cached(
     settings: &Settings,
     stores: ClientStores,
-) -> Result<ClientStores, ConfigError> {
+) -> Result<(ClientStores, Option<CacheLookups>), ConfigError> {
     if settings.runtime.state.is_empty() {
-        return Ok(stores);
+        return Ok((stores, None));
     }
     let cache = &settings.state_cache;
     let disk = if Stores::durable(&stores) || cache.dir.is_some() {
@@ -148,5 +148,7 @@ pub(crate) fn cached(
     } else {
         None
     };
-    Ok(ClientStores::new(CachedStores::new(stores, disk)))
+    let cached = CachedStores::new(stores, disk);
+    let lookups = cached.lookups();
+    Ok((ClientStores::new(cached), Some(lookups)))
 }

@@ -17,6 +17,7 @@ use prosody_core::store::{
     StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
@@ -44,6 +45,30 @@ pub struct CachedStores<S> {
 struct Shared {
     disk: Option<Arc<StateCache>>,
     partitions: Mutex<HashMap<TopicPartition, Arc<OwnerCache>>>,
+    lookups: CacheLookups,
+}
+
+/// How often a cell read was answered by the cache (a hit) or went to the
+/// store (a miss); clones share the counts, which only grow.
+#[derive(Clone, Debug, Default)]
+pub struct CacheLookups(Arc<[AtomicU64; 2]>);
+
+impl CacheLookups {
+    /// Reads the cache answered.
+    #[must_use]
+    pub fn hits(&self) -> u64 {
+        self.0[0].load(Ordering::Relaxed)
+    }
+
+    /// Reads that went to the store.
+    #[must_use]
+    pub fn misses(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
+    }
+
+    fn count(&self, hit: bool) {
+        self.0[usize::from(!hit)].fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl<S> std::fmt::Debug for CachedStores<S> {
@@ -62,8 +87,15 @@ impl<S: Stores> CachedStores<S> {
             shared: Arc::new(Shared {
                 disk,
                 partitions: Mutex::new(HashMap::new()),
+                lookups: CacheLookups::default(),
             }),
         }
+    }
+
+    /// The counts of its cell reads: answered by the cache, or not.
+    #[must_use]
+    pub fn lookups(&self) -> CacheLookups {
+        self.shared.lookups.clone()
     }
 
     fn partitions(&self) -> MutexGuard<'_, HashMap<TopicPartition, Arc<OwnerCache>>> {
@@ -169,8 +201,10 @@ impl<S: Stores> StateStore for CachedStores<S> {
             return self.inner.cell(partition, collection, key, item).await;
         };
         if let Seen::Known(known) = cache.get(collection, key, item) {
+            self.shared.lookups.count(true);
             return Ok(known);
         }
+        self.shared.lookups.count(false);
         let generation = cache.generation();
         let stored = self.inner.cell(partition, collection, key, item).await?;
         if stored.is_none() {

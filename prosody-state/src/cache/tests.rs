@@ -52,4 +52,8 @@ async fn an_open_partition_answers_from_its_commits() {
     );
     cached.open(&tp).await.ok();
     assert_eq!(read(&cached).await, Some(Bytes::from_static(b"2")), "fresh");
+    // Counted: the two reads of an open partition's store, and the one
+    // its cache answered; a closed partition's read has no cache to ask.
+    let lookups = cached.lookups();
+    assert_eq!((lookups.hits(), lookups.misses()), (1, 2));
 }
