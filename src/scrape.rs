@@ -6,6 +6,7 @@ mod encode;
 mod names;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub(crate) use encode::encode;
 

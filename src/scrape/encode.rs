@@ -30,7 +30,8 @@
 //! already written.
 
 use super::names::{collapse, sanitize, unit_suffix};
-use opentelemetry::{Array, KeyValue, StringValue, Value};
+use super::text::{escape_help, escape_label_value, float, text};
+use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::Temporality;
 use opentelemetry_sdk::metrics::data::{
@@ -426,17 +427,6 @@ fn labels<'a>(attributes: impl Iterator<Item = (&'a str, &'a Value)>) -> Labels 
         .collect()
 }
 
-/// An attribute's value as a label value; an array of strings as JSON.
-fn text(value: &Value) -> String {
-    match value {
-        Value::Array(Array::String(values)) => {
-            let values: Vec<&str> = values.iter().map(StringValue::as_str).collect();
-            serde_json::to_string(&values).unwrap_or_else(|_| value.to_string())
-        }
-        other => other.as_str().into_owned(),
-    }
-}
-
 /// One sample line.
 fn line(
     out: &mut String,
@@ -478,36 +468,4 @@ fn line(
         Number::F64(v) => out.push_str(&float(v)),
     }
     out.push('\n');
-}
-
-/// A float as the format's parser reads it back exactly: `+Inf`, `-Inf`,
-/// `NaN`, else the shortest decimal that round-trips (with an exponent
-/// when very large or small).
-pub(super) fn float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_owned()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
-    } else if v != 0.0 && !(1e-7..1e21).contains(&v.abs()) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
-}
-
-/// A label value with `\`, `"` and line feeds escaped.
-fn escape_label_value(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Help text with `\` and line feeds escaped.
-fn escape_help(help: &str) -> String {
-    help.replace('\\', "\\\\").replace('\n', "\\n")
 }
