@@ -1,38 +1,62 @@
 //! The gauges of the partitions a client holds, read when the metrics are
 //! collected (never on the per-event path).
 
+use crate::broker::TopicPartition;
 use crate::clock;
-use crate::runtime::{PartitionState, Status};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Meter;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// What the gauges read of one partition; `-1` for an offset or time not
+/// known yet.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Readings {
+    /// The offset last committed (before the first commit, the first one
+    /// received).
+    pub(crate) committed: i64,
+    /// The high watermark the consumer last saw.
+    pub(crate) high: i64,
+    /// The timestamp (milliseconds) of the oldest unsettled record.
+    pub(crate) oldest: i64,
+    /// The due time (milliseconds) of the earliest timer not yet taken.
+    pub(crate) timer_due: i64,
+    pub(crate) unsettled: usize,
+    pub(crate) in_flight: usize,
+    pub(crate) waiting: usize,
+    pub(crate) paused: bool,
+}
+
+/// The partitions a runtime holds, as the gauges read them.
+pub(crate) trait Held: Send + Sync {
+    /// Each partition held now, with its readings.
+    fn readings(&self) -> Vec<(TopicPartition, Readings)>;
+}
 
 /// The runtimes whose partitions the gauges report, each with the
 /// attributes its series share.
 ///
 /// Invariant: a runtime that is gone is forgotten at the next collection.
 #[derive(Debug, Default)]
-pub(crate) struct Watched(Mutex<Vec<(Weak<Status>, Vec<KeyValue>)>>);
+pub(crate) struct Watched(Mutex<Vec<(Weak<dyn Held>, Vec<KeyValue>)>>);
 
 impl Watched {
-    pub(crate) fn add(&self, status: Weak<Status>, shared: Vec<KeyValue>) {
+    pub(crate) fn add(&self, status: Weak<dyn Held>, shared: Vec<KeyValue>) {
         self.lock().push((status, shared));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Weak<Status>, Vec<KeyValue>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Weak<dyn Held>, Vec<KeyValue>)>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Calls `each` with every held partition's state and attributes.
-    fn each(&self, mut each: impl FnMut(&PartitionState, Vec<KeyValue>)) {
+    fn each(&self, mut each: impl FnMut(&Readings, Vec<KeyValue>)) {
         let mut watched = self.lock();
         watched.retain(|(status, _)| status.strong_count() > 0);
         for (status, shared) in watched.iter() {
             let Some(status) = status.upgrade() else {
                 continue;
             };
-            for (tp, state) in status.snapshot() {
+            for (tp, state) in status.readings() {
                 let mut attributes = shared.clone();
                 attributes.extend([
                     KeyValue::new("messaging.destination.name", Arc::clone(&tp.topic)),
@@ -49,7 +73,7 @@ impl Watched {
 
 /// One gauge: a name, its unit and description, and how to read it from a
 /// partition (`None`: nothing to report for that partition now).
-type Reading = fn(&PartitionState, i64) -> Option<i64>;
+type Reading = fn(&Readings, i64) -> Option<i64>;
 
 const GAUGES: [(&str, &str, &str, Reading); 5] = [
     (
@@ -57,34 +81,32 @@ const GAUGES: [(&str, &str, &str, Reading); 5] = [
         "{record}",
         "Records behind: the partition's high watermark minus the group's committed offset.",
         |state, _| {
-            let high = state.high.load(Ordering::Relaxed);
-            let committed = state.committed.load(Ordering::Relaxed);
-            (high >= 0 && committed >= 0).then(|| (high - committed).max(0))
+            (state.high >= 0 && state.committed >= 0).then(|| (state.high - state.committed).max(0))
         },
     ),
     (
         "prosody.partition.in_flight",
         "{record}",
         "Records being handled now.",
-        |state, _| i64::try_from(state.in_flight.load(Ordering::Relaxed)).ok(),
+        |state, _| i64::try_from(state.in_flight).ok(),
     ),
     (
         "prosody.partition.waiting",
         "{record}",
         "Records received and waiting behind an earlier record of their key.",
-        |state, _| i64::try_from(state.waiting.load(Ordering::Relaxed)).ok(),
+        |state, _| i64::try_from(state.waiting).ok(),
     ),
     (
         "prosody.partition.paused",
         "1",
         "1 while the partition is paused because too many records are unsettled, else 0.",
-        |state, _| Some(i64::from(state.paused.load(Ordering::Relaxed))),
+        |state, _| Some(i64::from(state.paused)),
     ),
     (
         "prosody.partition.unsettled",
         "{record}",
         "Records received and not yet settled.",
-        |state, _| i64::try_from(state.unsettled.load(Ordering::Relaxed)).ok(),
+        |state, _| i64::try_from(state.unsettled).ok(),
     ),
 ];
 
@@ -94,18 +116,12 @@ const AGES: [(&str, &str, Reading); 2] = [
     (
         "prosody.partition.lag.duration",
         "Age of the oldest unsettled record (now minus its timestamp).",
-        |state, now| {
-            let oldest = state.oldest.load(Ordering::Relaxed);
-            (oldest >= 0).then(|| (now - oldest).max(0))
-        },
+        |state, now| (state.oldest >= 0).then(|| (now - state.oldest).max(0)),
     ),
     (
         "prosody.timer.lag",
         "Now minus the due time of the oldest timer that is due and has not fired.",
-        |state, now| {
-            let due = state.timer_due.load(Ordering::Relaxed);
-            (due >= 0).then(|| (now - due).max(0))
-        },
+        |state, now| (state.timer_due >= 0).then(|| (now - state.timer_due).max(0)),
     ),
 ];
 

@@ -17,13 +17,13 @@ mod stores;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use gauges::{Held, Readings};
 pub(crate) use partition::Action;
 pub use partition::{Outcome, PartitionMeter};
 pub use stores::Metered;
 
 use crate::event::Topic;
 use crate::hash::FastMap;
-use crate::runtime::Status;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -165,7 +165,7 @@ impl Metrics {
 
     /// Reports the partitions of a runtime's `status` in the gauges while
     /// it lives.
-    pub(crate) fn watch(&self, status: Weak<Status>) {
+    pub(crate) fn watch(&self, status: Weak<dyn Held>) {
         if let Some(instruments) = &self.0 {
             let shared = vec![
                 KeyValue::new("messaging.system", instruments.system),

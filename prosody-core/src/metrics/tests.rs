@@ -1,8 +1,7 @@
-use super::{Metrics, PartitionMeter};
+use super::{Held, Metrics, PartitionMeter, Readings};
 use crate::error::HandlerError;
 use crate::event::{Event, Timer};
 use crate::handler::EventRequest;
-use crate::runtime::{PartitionState, Status};
 use crate::telemetry::{NoTelemetry, TelemetryLayer};
 use crate::{clock, testkit};
 use opentelemetry::metrics::MeterProvider as _;
@@ -13,7 +12,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::Context as TaskContext;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -195,15 +193,30 @@ fn off_records_nothing() {
 /// oldest unsettled record and the oldest due timer.
 #[tokio::test(start_paused = true)]
 async fn the_gauges_read_the_partitions_held() {
+    /// One partition held, with fixed readings, until let go of.
+    struct One(std::sync::Mutex<Option<Readings>>);
+    impl Held for One {
+        fn readings(&self) -> Vec<(crate::broker::TopicPartition, Readings)> {
+            let held = *self.0.lock().expect("held");
+            held.map(|readings| (crate::broker::TopicPartition::new("orders", 3), readings))
+                .into_iter()
+                .collect()
+        }
+    }
     let (metrics, provider, exporter) = instruments();
-    let status = Arc::new(Status::default());
-    metrics.watch(Arc::downgrade(&status));
-    let state = Arc::new(PartitionState::default());
-    state.committed.store(90, Ordering::Relaxed);
-    state.high.store(100, Ordering::Relaxed);
     let now = clock::now().as_millis();
-    state.publish(3, 7, Some(now - 2_500), Some(now / 1000 - 4));
-    status.insert(crate::broker::TopicPartition::new("orders", 3), state);
+    let runtime: Arc<One> = Arc::new(One(std::sync::Mutex::new(Some(Readings {
+        committed: 90,
+        high: 100,
+        oldest: now - 2_500,
+        timer_due: (now / 1000 - 4) * 1000,
+        unsettled: 10,
+        in_flight: 3,
+        waiting: 7,
+        paused: false,
+    }))));
+    let held: Arc<dyn Held> = runtime.clone();
+    metrics.watch(Arc::downgrade(&held));
     let value = |name: &str| {
         let found = points(&provider, &exporter, name);
         assert_eq!(found.len(), 1, "{name}: {found:?}");
@@ -225,13 +238,22 @@ async fn the_gauges_read_the_partitions_held() {
     assert!((value("prosody.partition.lag") - 10.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.in_flight") - 3.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.waiting") - 7.0).abs() < f64::EPSILON);
+    assert!((value("prosody.partition.unsettled") - 10.0).abs() < f64::EPSILON);
     let age = value("prosody.partition.lag.duration");
     assert!((2.5..3.5).contains(&age), "{age}");
     let timer_lag = value("prosody.timer.lag");
     assert!((4.0..5.0).contains(&timer_lag), "{timer_lag}");
-    drop(status);
+    // Let go of: its next owner reports it.
+    *runtime.0.lock().expect("held") = None;
     assert!(
         value("prosody.partition.lag").abs() < f64::EPSILON,
         "a partition let go of reports no lag: its next owner does"
+    );
+    drop((held, runtime));
+    assert!(
+        points(&provider, &exporter, "prosody.partition.lag")
+            .iter()
+            .all(|(_, lag)| lag.abs() < f64::EPSILON),
+        "a runtime gone reports nothing more"
     );
 }

@@ -23,12 +23,12 @@ use crate::broker::TopicPartition;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
-use crate::metrics::Metrics;
+use crate::metrics::{Held, Metrics, Readings};
 use crate::state::Registry;
 use crate::store::Stores;
 pub(crate) use answer::asked_by;
 pub use answer::{Answerer, Settled};
-pub(crate) use status::PartitionState;
+use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -114,12 +114,13 @@ impl Status {
     pub(crate) fn remove(&self, tp: &TopicPartition) {
         self.partitions().remove(tp);
     }
+}
 
-    /// The partitions held now, for the gauges.
-    pub(crate) fn snapshot(&self) -> Vec<(TopicPartition, Arc<PartitionState>)> {
+impl Held for Status {
+    fn readings(&self) -> Vec<(TopicPartition, Readings)> {
         self.partitions()
             .iter()
-            .map(|(tp, state)| (tp.clone(), Arc::clone(state)))
+            .map(|(tp, state)| (tp.clone(), state.readings()))
             .collect()
     }
 }
@@ -156,7 +157,8 @@ impl Runtime {
         let stop = CancellationToken::new();
         let done = CancellationToken::new();
         let status = Arc::new(Status::default());
-        config.metrics.watch(Arc::downgrade(&status));
+        let held: Arc<dyn Held> = status.clone();
+        config.metrics.watch(Arc::downgrade(&held));
         let poll = poll::PollLoop::new(
             consumer,
             service,

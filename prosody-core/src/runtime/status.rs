@@ -2,6 +2,7 @@
 //! its backlog, committable offset, pause, progress and halt.
 
 use crate::clock;
+use crate::metrics::Readings;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -66,6 +67,20 @@ impl Default for PartitionState {
 }
 
 impl PartitionState {
+    /// What the gauges read of it now.
+    pub(crate) fn readings(&self) -> Readings {
+        Readings {
+            committed: self.committed.load(Ordering::Relaxed),
+            high: self.high.load(Ordering::Relaxed),
+            oldest: self.oldest.load(Ordering::Relaxed),
+            timer_due: self.timer_due.load(Ordering::Relaxed),
+            unsettled: self.unsettled.load(Ordering::Relaxed),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            waiting: self.waiting.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed),
+        }
+    }
+
     /// Publishes what the gauges read: keys being handled, records waiting
     /// behind them, the oldest unsettled record's timestamp and the next
     /// due timer's second (`None`: nothing).
