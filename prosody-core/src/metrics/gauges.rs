@@ -37,14 +37,17 @@ pub(crate) trait Held: Send + Sync {
 ///
 /// Invariant: a runtime that is gone is forgotten at the next collection.
 #[derive(Debug, Default)]
-pub(crate) struct Watched(Mutex<Vec<(Weak<dyn Held>, Vec<KeyValue>)>>);
+pub(crate) struct Watched(Mutex<Vec<Runtime>>);
+
+/// A watched runtime, and the attributes its series share.
+type Runtime = (Weak<dyn Held>, Vec<KeyValue>);
 
 impl Watched {
     pub(crate) fn add(&self, status: Weak<dyn Held>, shared: Vec<KeyValue>) {
         self.lock().push((status, shared));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Weak<dyn Held>, Vec<KeyValue>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Runtime>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
