@@ -12,6 +12,7 @@ use crate::stack::Layers;
 use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
+use prosody_core::metrics::Metered;
 use prosody_core::report::{FailureReport, ReportSink, Reporter};
 use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
@@ -148,6 +149,16 @@ impl<C: Codec> ClientBuilder<C> {
                 connect::kafka(servers, &settings, self.kafka).await?
             }
         };
+        let metrics = crate::observe::metrics(
+            settings.observe.metrics,
+            broker.is_kafka(),
+            &settings.runtime.group_id,
+        )
+        .await?;
+        settings.runtime.metrics = metrics.clone();
+        // Measured below the keyed-state cache: a read it answers is not a
+        // store operation.
+        stores = ClientStores::new(Metered::new(stores, &metrics));
         let loader = BrokerLoader::new(broker.clone(), &settings.qos.loader);
         let mut lookups = None;
         if !settings.runtime.state.is_empty() {
@@ -162,12 +173,6 @@ impl<C: Codec> ClientBuilder<C> {
             .await?;
             (stores, lookups) = connect::cached(&settings, stores)?;
         }
-        let metrics = crate::observe::metrics(
-            settings.observe.metrics,
-            broker.is_kafka(),
-            &settings.runtime.group_id,
-        )?;
-        settings.runtime.metrics = metrics.clone();
         let readers = Readers::new(&settings, rebind);
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",

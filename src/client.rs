@@ -14,7 +14,6 @@ use crate::slot::Subscription;
 use crate::stack::Layers;
 use crate::stores::ClientStores;
 use prosody_core::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer};
-use prosody_core::metrics::Metered;
 use prosody_core::peer::Asked;
 use prosody_core::runtime::Answerer;
 use prosody_core::telemetry::ProducerSink;
@@ -293,7 +292,7 @@ impl<C: Codec> ProsodyClient<C> {
         claim.install(Runtime::spawn(
             consumer,
             stack,
-            Metered::new(self.inner.stores.clone(), &runtime.metrics),
+            self.inner.stores.clone(),
             runtime,
         ));
         let runtime = tokio::runtime::Handle::try_current();

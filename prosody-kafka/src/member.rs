@@ -121,7 +121,10 @@ impl ClientContext for Member {
         );
         match serde_json::from_slice::<Statistics>(statistics) {
             Ok(parsed) => {
-                let mut highs = self.highs.lock().unwrap_or_else(PoisonError::into_inner);
+                // Each report replaces the last: a partition no longer
+                // assigned, or whose watermark librdkafka no longer knows,
+                // keeps no stale value.
+                let mut fresh = FastMap::default();
                 for (topic, partitions) in parsed.topics {
                     for (partition, seen) in partitions.partitions {
                         // librdkafka lists an internal partition -1, and
@@ -129,13 +132,14 @@ impl ClientContext for Member {
                         if let (Ok(partition @ 0..), 0..) =
                             (partition.parse::<i32>(), seen.hi_offset)
                         {
-                            highs.insert(
+                            fresh.insert(
                                 TopicPartition::new(topic.as_str(), partition),
                                 seen.hi_offset,
                             );
                         }
                     }
                 }
+                *self.highs.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
             }
             Err(error) => tracing::debug!(%error, "librdkafka statistics did not parse"),
         }

@@ -12,6 +12,7 @@ use crate::event::{Encoded, Event};
 use crate::handler::{EventRequest, Extensions, Settlement};
 use crate::key::Key;
 use crate::loader::Loader;
+use crate::metrics::Action;
 use crate::runtime::Settled;
 use crate::store::defer::Deferral;
 use crate::store::timer::{TimerKind, from_seconds};
@@ -90,6 +91,7 @@ where
             warn!(%key, offset, %store, "deferring failed; the retry stage tries again");
             return Err(error);
         }
+        context.meter().count(Action::Deferred);
         warn!(%error, %partition, %key, offset, ?delay, "transient failure; message deferred");
         Ok(R::unhandled())
     })
@@ -153,6 +155,7 @@ async fn behind<R: Settlement>(origin: &Origin) -> Result<R, HandlerError> {
         .write(batch)
         .await
         .map_err(HandlerError::from_store)?;
+    context.meter().count(Action::Deferred);
     debug!(%partition, %key, offset, "message deferred behind its key's backlog");
     Ok(R::unhandled())
 }
@@ -278,6 +281,7 @@ where
                             .write(batch)
                             .await
                             .map_err(HandlerError::from_store)?;
+                        context.meter().count(Action::Deferred);
                         warn!(%error, %partition, %key, offset = head, failures, ?delay,
                             "deferred message failed; retrying later");
                         return Ok(S::Response::unhandled());

@@ -138,10 +138,7 @@ pub(super) fn failed<R: Settlement, L>(
         return Failed::Returned(Err(error));
     }
     match (origin, context.work()) {
-        (Origin::Record { .. }, _) => {
-            context.meter().count(Action::Deferred);
-            Failed::Defer(error)
-        }
+        (Origin::Record { .. }, _) => Failed::Defer(error),
         // A commit that failed partway may have removed the timer already
         // (its first change): only the retry stage can finish the job.
         (Origin::Timer { .. }, Some(timers)) if timers.commit_started() => {

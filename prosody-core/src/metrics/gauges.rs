@@ -3,6 +3,7 @@
 
 use crate::broker::TopicPartition;
 use crate::clock;
+use crate::hash::{FastMap, FastSet};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Meter;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -128,34 +129,38 @@ const AGES: [(&str, &str, Reading); 2] = [
     ),
 ];
 
-/// The series one gauge reported at its last collection.
+/// Every series one gauge ever reported, by its attributes' text.
 ///
 /// Invariant: a series reported before and not now (its partition was let
-/// go of, or its runtime is gone) is reported once more as zero, so a last
-/// value kept by a cumulative reader never outlives the partition's move:
-/// summed over the members, each partition counts once.
+/// go of, or its runtime is gone) is reported as zero from then on, at
+/// every collection of every reader, so a last value kept by a cumulative
+/// reader never outlives the partition's move: summed over the members,
+/// each partition counts once. The set is bounded by the partitions the
+/// process ever held.
 #[derive(Default)]
-struct Reported(Mutex<Vec<Vec<KeyValue>>>);
+struct Reported(Mutex<FastMap<String, Vec<KeyValue>>>);
 
 impl Reported {
     /// Observes each `(value, attributes)` now, and zero for each series
-    /// reported last time and not now.
+    /// reported before and not now.
     fn observe<T: Copy + Default>(
         &self,
         now: Vec<(T, Vec<KeyValue>)>,
         mut observe: impl FnMut(T, &[KeyValue]),
     ) {
-        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        for (value, attributes) in &now {
-            observe(*value, attributes);
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut current = FastSet::default();
+        for (value, attributes) in now {
+            observe(value, &attributes);
+            let text = format!("{attributes:?}");
+            current.insert(text.clone());
+            seen.entry(text).or_insert(attributes);
         }
-        for gone in last
-            .iter()
-            .filter(|gone| now.iter().all(|(_, a)| a != *gone))
-        {
-            observe(T::default(), gone);
+        for (text, attributes) in seen.iter() {
+            if !current.contains(text) {
+                observe(T::default(), attributes);
+            }
         }
-        *last = now.into_iter().map(|(_, attributes)| attributes).collect();
     }
 }
 

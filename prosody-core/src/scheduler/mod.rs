@@ -138,7 +138,10 @@ where
         let context = &request.context;
         let may_wait = !context.is_stopping();
         match self.shared.admit(context.key(), context.demand(), may_wait) {
-            Admission::Run(permit) => ResponseFuture::running(self.inner.call(request), permit),
+            Admission::Run(permit) => {
+                context.meter().waited(std::time::Duration::ZERO);
+                ResponseFuture::running(self.inner.call(request), permit)
+            }
             Admission::Wait(receiver) => {
                 // The readied service goes with the call; this one stays
                 // behind for the next `poll_ready`.
