@@ -28,9 +28,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
+
+mod support;
 
 const SUITE: &str = "tests/kafka_lag.rs (real Kafka)";
 const PARTITIONS: i32 = 2;
@@ -71,15 +71,9 @@ impl EventHandler for Holding {
 
 /// The body of `GET /metrics` on the probe server at `address`.
 async fn scrape(address: SocketAddr) -> String {
-    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
-    let mut stream = TcpStream::connect(local).await.expect("the probe answers");
-    let request = "GET /metrics HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n";
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    body.to_owned()
+    let (status, _, body) = support::http::fetch(address, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    body
 }
 
 /// The lag `/metrics` reports for each partition of `group`, parsed with a

@@ -20,9 +20,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, mpsc};
+
+mod support;
+
+use support::http::fetch;
 
 const DEADLINE: Duration = Duration::from_secs(600);
 
@@ -66,48 +69,8 @@ impl EventHandler for Gate {
 
 /// The status code and body of `GET path`.
 async fn get(address: SocketAddr, path: &str) -> (u16, String) {
-    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
-    let mut stream = TcpStream::connect(local)
-        .await
-        .expect("the probe port answers");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
+    let (status, _, body) = fetch(address, path).await;
     (status, body)
-}
-
-/// The status code, content type and body of `GET path`.
-async fn fetch(address: SocketAddr, path: &str) -> (u16, Option<String>, String) {
-    let local = SocketAddr::from(([127, 0, 0, 1], address.port()));
-    let mut stream = TcpStream::connect(local)
-        .await
-        .expect("the probe port answers");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("a head");
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let content_type = lines
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
-        .map(|(_, value)| value.trim().to_owned());
-    (status, content_type, body.to_owned())
 }
 
 async fn wait_for(

@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+mod support;
+
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Longer than a deferred record's two retries take.
 const DEFERRED: Duration = Duration::from_secs(60);
@@ -315,18 +317,6 @@ proptest! {
     }
 }
 
-/// The body of `GET /metrics` from the probe server at `address`.
-async fn scrape(address: std::net::SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let local = std::net::SocketAddr::from(([127, 0, 0, 1], address.port()));
-    let mut stream = tokio::net::TcpStream::connect(local).await.expect("probe");
-    let request = "GET /metrics HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n";
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    response
-}
-
 /// Each subsystem's outcome is counted, under the subsystem's name and
 /// the outcome, and its round trip measured, in the requester's metrics.
 #[tokio::test]
@@ -354,7 +344,8 @@ async fn request_outcomes_are_counted_per_subsystem() {
         flaky: AtomicU32::new(0),
     };
     client.subscribe(idle).await.expect("subscribe");
-    let page = scrape(client.probe_address().expect("probe")).await;
+    let (_, _, page) =
+        support::http::fetch(client.probe_address().expect("probe"), "/metrics").await;
     let count = |subsystem: &str, outcome: &str| {
         page.lines()
             .find(|line| {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, clippy::missing_panics_doc)]
 
+pub mod http;
+
 use prosody::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
 use prosody_core::{Context, EventHandler, Excise, HandlerError, Message, Timer};
 use serde::{Deserialize, Serialize};
