@@ -5,6 +5,7 @@ use super::driver::{Group, split_pair};
 use super::fixture::{Fixture, broker_failure, ensure_eq, unique};
 use super::{Checked, Failure, Harness};
 use prosody_contracts::broker::{Consumer, TopicPartition};
+use std::time::Duration;
 use tokio::time::{Instant, timeout, timeout_at};
 
 /// A member that committed offset n and left is followed by a member of the
@@ -83,6 +84,16 @@ pub async fn committed_reads_back(harness: &impl Harness) -> Checked {
         &None,
         &committed(consumer, &p0).await?,
     )?;
+    ensure_eq(
+        "the committed offsets read at once before any commit",
+        &vec![None, None],
+        &committed_at_once(consumer, &[p0.clone(), p1.clone()]).await?,
+    )?;
+    ensure_eq(
+        "the committed offsets of no partition",
+        &Vec::<Option<i64>>::new(),
+        &committed_at_once(consumer, &[]).await?,
+    )?;
     consumer
         .store_offset(&p0, 3)
         .map_err(broker_failure("storing an offset"))?;
@@ -125,6 +136,11 @@ pub async fn committed_reads_back(harness: &impl Harness) -> Checked {
         &Some(2),
         &committed(consumer, &p1).await?,
     )?;
+    ensure_eq(
+        "the committed offsets read at once (a partition that does not exist: none)",
+        &vec![Some(2), None, Some(5)],
+        &committed_at_once(consumer, &[p1.clone(), fixture.tp(99), p0.clone()]).await?,
+    )?;
     let member = group.members.remove(0);
     timeout(fixture.deadline, member.consumer.close())
         .await
@@ -148,7 +164,25 @@ pub async fn committed_reads_back(harness: &impl Harness) -> Checked {
         "the committed offset seen by another group",
         &None,
         &committed(&mut stranger.consumer, &p0).await?,
+    )?;
+    ensure_eq(
+        "the committed offsets another group reads at once",
+        &vec![None, None],
+        &committed_at_once(&mut stranger.consumer, &[p0, p1]).await?,
     )
+}
+
+/// How long the conformance suite lets one read of committed offsets take.
+const COMMITTED_WAIT: Duration = Duration::from_secs(10);
+
+async fn committed_at_once<C: Consumer>(
+    consumer: &mut C,
+    partitions: &[TopicPartition],
+) -> Checked<Vec<Option<i64>>> {
+    consumer
+        .committed_offsets(partitions, COMMITTED_WAIT)
+        .await
+        .map_err(broker_failure("reading committed offsets at once"))
 }
 
 async fn committed<C: Consumer>(
