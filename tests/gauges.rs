@@ -230,7 +230,7 @@ impl EventHandler for Scripted {
                 released.await;
             },
             "timer" if message.payload["clear"] == Value::Bool(true) => {
-                context.clear_scheduled()?
+                context.clear_scheduled()?;
             }
             "timer" => {
                 let due = (clock::now().as_millis() / 1000 + 6 * 3600) * 1000;

@@ -269,12 +269,8 @@ where
                     }
                 }
             }
-            Ok(Err(error)) => {
-                debug!(%error, "reading the assigned partitions' committed offsets failed")
-            }
-            Err(_) => {
-                debug!(timeout = ?SEED_TIMEOUT, "reading the assigned partitions' committed offsets timed out")
-            }
+            Ok(Err(error)) => debug!(%error, "reading the assigned offsets failed"),
+            Err(_) => debug!(timeout = ?SEED_TIMEOUT, "reading the assigned offsets timed out"),
         }
         for tp in fresh {
             if let (Some(high), Some(assigned)) =

@@ -422,7 +422,7 @@ impl Consumer for KafkaConsumer {
     }
 
     /// One offset fetch for all of them, on a blocking thread, bounded by
-    /// `timeout` (and by [`COMMITTED_TIMEOUT`]).
+    /// `timeout` (and by 10 s at most).
     async fn committed_offsets(
         &mut self,
         partitions: &[TopicPartition],
