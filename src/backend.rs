@@ -221,6 +221,19 @@ impl Consumer for BackendConsumer {
         }
     }
 
+    async fn committed_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+        timeout: Duration,
+    ) -> Result<Vec<Option<i64>>, BrokerError> {
+        match &mut self.0 {
+            Consumers::Memory(consumer) => consumer.committed_offsets(partitions, timeout).await,
+            #[cfg(feature = "kafka")]
+            Consumers::Kafka(consumer) => consumer.committed_offsets(partitions, timeout).await,
+            Consumers::Custom(consumer) => consumer.committed_offsets(partitions, timeout).await,
+        }
+    }
+
     async fn close(self) {
         match self.0 {
             Consumers::Memory(consumer) => consumer.close().await,

@@ -30,6 +30,11 @@ trait DynConsumer: Send {
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError>;
     fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError>;
     fn committed<'a>(&'a mut self, partition: &'a TopicPartition) -> Call<'a, Option<i64>>;
+    fn committed_offsets<'a>(
+        &'a mut self,
+        partitions: &'a [TopicPartition],
+        timeout: Duration,
+    ) -> Call<'a, Vec<Option<i64>>>;
     fn high_watermark(&self, partition: &TopicPartition) -> Option<i64>;
     fn close(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
@@ -87,6 +92,14 @@ impl<C: Consumer> DynConsumer for C {
 
     fn committed<'a>(&'a mut self, partition: &'a TopicPartition) -> Call<'a, Option<i64>> {
         Box::pin(Consumer::committed(self, partition))
+    }
+
+    fn committed_offsets<'a>(
+        &'a mut self,
+        partitions: &'a [TopicPartition],
+        timeout: Duration,
+    ) -> Call<'a, Vec<Option<i64>>> {
+        Box::pin(Consumer::committed_offsets(self, partitions, timeout))
     }
 
     fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {
@@ -173,6 +186,14 @@ impl Consumer for ErasedConsumer {
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         self.0.committed(partition).await
+    }
+
+    async fn committed_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+        timeout: Duration,
+    ) -> Result<Vec<Option<i64>>, BrokerError> {
+        self.0.committed_offsets(partitions, timeout).await
     }
 
     fn high_watermark(&self, partition: &TopicPartition) -> Option<i64> {

@@ -2,8 +2,10 @@
 //! the broker says: each partition's high watermark minus the group's
 //! committed offset, both read from the broker with a plain rdkafka
 //! client. A held record keeps its partition's lag above zero; once it is
-//! released every partition's lag goes to zero with the broker's. Without
-//! `PROSODY_BOOTSTRAP_SERVERS` the suite prints one line and does not run.
+//! released every partition's lag goes to zero with the broker's. A
+//! partition with a backlog that the member holds and receives nothing
+//! from shows its lag too. Without `PROSODY_BOOTSTRAP_SERVERS` the suite
+//! prints one line and does not run.
 
 #![allow(
     clippy::expect_used,
@@ -20,14 +22,15 @@ use prosody::{
     MemoryStores, Message, ProsodyClient, Timer, TopicOptions,
 };
 use prosody_conformance::services;
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use support::withhold::Withholding;
 use tokio::sync::Notify;
 
 mod support;
@@ -230,5 +233,87 @@ async fn the_lag_at_metrics_is_the_brokers_watermark_minus_the_committed_offset(
     })
     .await;
     assert_eq!(lag.len(), usize::try_from(PARTITIONS).unwrap(), "{lag:?}");
+    client.shutdown().await;
+}
+
+/// A group committed offset 4 of partition 0's 10 records; a member that
+/// holds the partition and receives nothing from it (its records are
+/// withheld, as from a stalled fetch) reports a lag of 6: the group's
+/// committed offset is read from the broker at assignment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_that_receives_nothing_shows_its_backlog() {
+    let Some(servers) = services::server(services::KAFKA, SUITE) else {
+        return;
+    };
+    let config = KafkaConfig::new(servers.split(','))
+        .unwrap()
+        .statistics_interval(Duration::from_millis(200));
+    let topic = services::unique("stalled");
+    let group = services::unique("stalled_group");
+    let options = TopicOptions {
+        partitions: Some(1),
+        replication_factor: Some(1),
+        ..TopicOptions::default()
+    };
+    AdminClient::with_config(&config)
+        .unwrap()
+        .create_topic(&topic, &options)
+        .await
+        .unwrap();
+    let broker = KafkaBroker::new(config);
+    let producer = broker.producer().unwrap();
+    for n in 0..10 {
+        let mut record = OutgoingRecord::new(topic.as_str(), format!("key-{n}"), b"{}".to_vec());
+        record.partition = Some(0);
+        producer
+            .send(record, Duration::from_secs(30))
+            .await
+            .unwrap();
+    }
+    let (committing, for_group, servers_for) = (topic.clone(), group.clone(), servers.clone());
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &servers_for)
+            .set("group.id", &for_group)
+            .create()
+            .unwrap();
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&committing, 0, Offset::Offset(4))
+            .unwrap();
+        consumer.commit(&list, CommitMode::Sync).unwrap();
+    })
+    .await
+    .unwrap();
+    let withholding = Withholding {
+        inner: broker,
+        withheld: Arc::new(HashSet::from([prosody::broker::TopicPartition::new(
+            topic.as_str(),
+            0,
+        )])),
+    };
+    let client = ProsodyClient::builder()
+        .broker(withholding)
+        .group_id(group.as_str())
+        .source_system("producer")
+        .subscribed_topics([topic.as_str()])
+        .probe_port(0)
+        .stores(MemoryStores::new())
+        .build()
+        .await
+        .unwrap();
+    client.subscribe(Holding::default()).await.unwrap();
+    let address = client.probe_address().expect("the probe runs");
+    let mut last = BTreeMap::new();
+    let shown = tokio::time::timeout(DEADLINE, async {
+        loop {
+            last = reported(&scrape(address).await, &group);
+            if last.get(&0) == Some(&6.0) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(shown.is_ok(), "the lag reported: {last:?}");
     client.shutdown().await;
 }

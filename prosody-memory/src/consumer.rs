@@ -5,6 +5,7 @@ use crate::assignment::MemberId;
 use crate::member::Member;
 use prosody_contracts::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A member of a consumer group of a [`MemoryBroker`](crate::MemoryBroker).
 ///
@@ -109,6 +110,19 @@ impl Consumer for MemoryConsumer {
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
         Ok(self.shared.lock().committed(&self.group, partition))
+    }
+
+    /// One look at the group's offsets, under one lock.
+    async fn committed_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+        _timeout: Duration,
+    ) -> Result<Vec<Option<i64>>, BrokerError> {
+        let shared = self.shared.lock();
+        Ok(partitions
+            .iter()
+            .map(|partition| shared.committed(&self.group, partition))
+            .collect())
     }
 
     /// Commits the stored offsets, as Kafka's final auto-commit does, and

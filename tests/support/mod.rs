@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::missing_panics_doc)]
 
 pub mod http;
+pub mod withhold;
 
 use prosody::broker::{BrokerError, Consumer, ConsumerEvent, TopicPartition};
 use prosody_core::{Context, EventHandler, Excise, HandlerError, Message, Timer};
@@ -268,6 +269,14 @@ impl<C: Consumer> Consumer for ProbedConsumer<C> {
         tp: &TopicPartition,
     ) -> impl Future<Output = Result<Option<i64>, BrokerError>> + Send {
         self.inner.committed(tp)
+    }
+
+    fn committed_offsets(
+        &mut self,
+        tps: &[TopicPartition],
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Vec<Option<i64>>, BrokerError>> + Send {
+        self.inner.committed_offsets(tps, timeout)
     }
 
     fn high_watermark(&self, tp: &TopicPartition) -> Option<i64> {

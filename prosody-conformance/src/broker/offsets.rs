@@ -5,6 +5,7 @@ use super::driver::{Group, split_pair};
 use super::fixture::{Fixture, broker_failure, ensure_eq, unique};
 use super::{Checked, Failure, Harness};
 use prosody_contracts::broker::{Consumer, TopicPartition};
+use std::time::Duration;
 use tokio::time::{Instant, timeout, timeout_at};
 
 /// A member that committed offset n and left is followed by a member of the
@@ -125,6 +126,11 @@ pub async fn committed_reads_back(harness: &impl Harness) -> Checked {
         &Some(2),
         &committed(consumer, &p1).await?,
     )?;
+    read_at_once(
+        consumer,
+        [(&p1, Some(2)), (&fixture.tp(99), None), (&p0, Some(5))],
+    )
+    .await?;
     let member = group.members.remove(0);
     timeout(fixture.deadline, member.consumer.close())
         .await
@@ -148,7 +154,45 @@ pub async fn committed_reads_back(harness: &impl Harness) -> Checked {
         "the committed offset seen by another group",
         &None,
         &committed(&mut stranger.consumer, &p0).await?,
+    )?;
+    ensure_eq(
+        "the committed offsets another group reads at once",
+        &vec![None, None],
+        &committed_at_once(&mut stranger.consumer, &[p0, p1]).await?,
     )
+}
+
+/// `committed_offsets` reads each partition's committed offset, in the
+/// order asked (`None` for one that does not exist), and none of none.
+async fn read_at_once<C: Consumer>(
+    consumer: &mut C,
+    expected: [(&TopicPartition, Option<i64>); 3],
+) -> Checked {
+    let partitions: Vec<TopicPartition> = expected.iter().map(|(tp, _)| (*tp).clone()).collect();
+    let offsets: Vec<Option<i64>> = expected.iter().map(|(_, offset)| *offset).collect();
+    ensure_eq(
+        "the committed offsets read at once",
+        &offsets,
+        &committed_at_once(consumer, &partitions).await?,
+    )?;
+    ensure_eq(
+        "the committed offsets of no partition",
+        &Vec::new(),
+        &committed_at_once(consumer, &[]).await?,
+    )
+}
+
+/// How long the conformance suite lets one read of committed offsets take.
+const COMMITTED_WAIT: Duration = Duration::from_secs(10);
+
+async fn committed_at_once<C: Consumer>(
+    consumer: &mut C,
+    partitions: &[TopicPartition],
+) -> Checked<Vec<Option<i64>>> {
+    consumer
+        .committed_offsets(partitions, COMMITTED_WAIT)
+        .await
+        .map_err(broker_failure("reading committed offsets at once"))
 }
 
 async fn committed<C: Consumer>(

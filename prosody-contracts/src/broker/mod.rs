@@ -360,6 +360,26 @@ pub trait Consumer: Send + 'static {
         partition: &TopicPartition,
     ) -> impl Future<Output = Result<Option<i64>, BrokerError>> + Send;
 
+    /// The group's committed offsets of `partitions`, in their order:
+    /// `None` for a partition the group never committed, or that does not
+    /// exist. A backend that can asks the broker once for all of them, and
+    /// waits about `timeout` at most; the default asks
+    /// [`committed`](Self::committed) for each in turn.
+    fn committed_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Vec<Option<i64>>, BrokerError>> + Send {
+        let _ = timeout;
+        async move {
+            let mut offsets = Vec::with_capacity(partitions.len());
+            for partition in partitions {
+                offsets.push(self.committed(partition).await?);
+            }
+            Ok(offsets)
+        }
+    }
+
     /// The high watermark of an assigned partition (the offset one past its
     /// last record) as the consumer last learned it, if it knows one. It
     /// does not ask the broker: it may be as old as the backend's refresh

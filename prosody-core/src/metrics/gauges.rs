@@ -12,14 +12,16 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 /// known yet.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Readings {
-    /// The offset last committed (before the first commit, the first one
-    /// received).
+    /// The group's committed offset: read from the broker at assignment,
+    /// then the offset last committed (a group that never committed: the
+    /// first offset received).
     pub(crate) committed: i64,
     /// The high watermark the consumer last saw.
     pub(crate) high: i64,
     /// The timestamp (milliseconds) of the oldest unsettled record.
     pub(crate) oldest: i64,
-    /// The due time (milliseconds) of the earliest timer not yet taken.
+    /// The due time (milliseconds) of the earliest timer not yet taken to
+    /// run, due or not.
     pub(crate) timer_due: i64,
     pub(crate) unsettled: usize,
     pub(crate) in_flight: usize,
@@ -75,141 +77,191 @@ impl Watched {
     }
 }
 
-/// One gauge: a name, its unit and description, and how to read it from a
-/// partition (`None`: nothing to report for that partition now).
+/// How one gauge reads a held partition at `now` (milliseconds): `None`
+/// when the partition holds no subject for it now (no series).
 type Reading = fn(&Readings, i64) -> Option<i64>;
 
-const GAUGES: [(&str, &str, &str, Reading); 5] = [
-    (
-        "prosody.partition.lag",
-        "{record}",
-        "Records behind: the partition's high watermark minus the group's committed offset.",
-        |state, _| {
+/// What a gauge reports for a partition the member let go of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gone {
+    /// Zero, at every collection from then on: its next owner reports it.
+    Zero,
+    /// No series.
+    Nothing,
+}
+
+/// One gauge: its name, unit, description, reading, what it reports once
+/// the partition is let go of, and whether it reports seconds (the
+/// reading's milliseconds over 1000) rather than a count.
+struct Gauge {
+    name: &'static str,
+    unit: &'static str,
+    description: &'static str,
+    reading: Reading,
+    gone: Gone,
+    seconds: bool,
+}
+
+const GAUGES: [Gauge; 7] = [
+    Gauge {
+        name: "prosody.partition.lag",
+        unit: "{record}",
+        description: "Records behind: the partition's high watermark minus the group's committed offset.",
+        reading: |state, _| {
             (state.high >= 0 && state.committed >= 0).then(|| (state.high - state.committed).max(0))
         },
-    ),
-    (
-        "prosody.partition.in_flight",
-        "{record}",
-        "Records being handled now.",
-        |state, _| i64::try_from(state.in_flight).ok(),
-    ),
-    (
-        "prosody.partition.waiting",
-        "{record}",
-        "Records received and waiting behind an earlier record of their key.",
-        |state, _| i64::try_from(state.waiting).ok(),
-    ),
-    (
-        "prosody.partition.paused",
-        "1",
-        "1 while the partition is paused because too many records are unsettled, else 0.",
-        |state, _| Some(i64::from(state.paused)),
-    ),
-    (
-        "prosody.partition.unsettled",
-        "{record}",
-        "Records received and not yet settled.",
-        |state, _| i64::try_from(state.unsettled).ok(),
-    ),
+        gone: Gone::Zero,
+        seconds: false,
+    },
+    Gauge {
+        name: "prosody.partition.in_flight",
+        unit: "{record}",
+        description: "Records being handled now.",
+        reading: |state, _| i64::try_from(state.in_flight).ok(),
+        gone: Gone::Zero,
+        seconds: false,
+    },
+    Gauge {
+        name: "prosody.partition.waiting",
+        unit: "{record}",
+        description: "Records received and waiting behind an earlier record of their key.",
+        reading: |state, _| i64::try_from(state.waiting).ok(),
+        gone: Gone::Zero,
+        seconds: false,
+    },
+    Gauge {
+        name: "prosody.partition.paused",
+        unit: "1",
+        description: "1 while the partition is paused because too many records are unsettled, else 0.",
+        reading: |state, _| Some(i64::from(state.paused)),
+        gone: Gone::Zero,
+        seconds: false,
+    },
+    Gauge {
+        name: "prosody.partition.unsettled",
+        unit: "{record}",
+        description: "Records received and not yet settled.",
+        reading: |state, _| i64::try_from(state.unsettled).ok(),
+        gone: Gone::Zero,
+        seconds: false,
+    },
+    Gauge {
+        name: "prosody.partition.lag.duration",
+        unit: "s",
+        description: "Age of the oldest unsettled record (now minus its timestamp); 0 when none is unsettled.",
+        reading: |state, now| {
+            Some(if state.oldest >= 0 {
+                (now - state.oldest).max(0)
+            } else {
+                0
+            })
+        },
+        gone: Gone::Zero,
+        seconds: true,
+    },
+    Gauge {
+        name: "prosody.timer.lag",
+        unit: "s",
+        description: "Now minus the due time of the earliest timer not yet taken to run (0 before it is due); \
+                      no series while the partition holds none.",
+        reading: |state, now| (state.timer_due >= 0).then(|| (now - state.timer_due).max(0)),
+        gone: Gone::Nothing,
+        seconds: true,
+    },
 ];
 
-/// Ages in seconds: of the oldest unsettled record, and of the oldest due
-/// timer not yet fired.
-const AGES: [(&str, &str, Reading); 2] = [
-    (
-        "prosody.partition.lag.duration",
-        "Age of the oldest unsettled record (now minus its timestamp).",
-        |state, now| (state.oldest >= 0).then(|| (now - state.oldest).max(0)),
-    ),
-    (
-        "prosody.timer.lag",
-        "Now minus the due time of the oldest timer that is due and has not fired.",
-        |state, now| (state.timer_due >= 0).then(|| (now - state.timer_due).max(0)),
-    ),
-];
-
-/// Every series one gauge ever reported, by its attributes' text.
+/// The partitions one gauge reported for, by their attributes' text.
 ///
-/// Invariant: a series reported before and not now (its partition was let
-/// go of, or its runtime is gone) is reported as zero from then on, at
-/// every collection of every reader, so a last value kept by a cumulative
-/// reader never outlives the partition's move: summed over the members,
-/// each partition counts once. The set is bounded by the partitions the
-/// process ever held.
-#[derive(Default)]
-struct Reported(Mutex<FastMap<String, Vec<KeyValue>>>);
+/// Invariant: for a gauge whose partitions let go of report zero
+/// ([`Gone::Zero`]), every partition held at some collection is
+/// remembered, and one remembered and not held now (let go of, or its
+/// runtime is gone) is observed as zero at every collection of every
+/// reader from then on, so a last value kept by a reader never outlives
+/// the partition's move: summed over the members, each partition counts
+/// once. A partition held whose reading is `None` is not observed at all
+/// (no series): observable gauges export only the points of the latest
+/// collection. For [`Gone::Nothing`] nothing is remembered. The set is
+/// bounded by the partitions the process ever held.
+struct Reported {
+    gone: Gone,
+    held: Mutex<FastMap<String, Vec<KeyValue>>>,
+}
 
 impl Reported {
-    /// Observes each `(value, attributes)` now, and zero for each series
-    /// reported before and not now.
-    fn observe<T: Copy + Default>(
+    fn new(gone: Gone) -> Self {
+        Self {
+            gone,
+            held: Mutex::default(),
+        }
+    }
+
+    /// Observes each held partition's `(value, attributes)` that has a
+    /// value, and zero for each remembered partition not held now.
+    fn observe(
         &self,
-        now: Vec<(T, Vec<KeyValue>)>,
-        mut observe: impl FnMut(T, &[KeyValue]),
+        now: Vec<(Option<i64>, Vec<KeyValue>)>,
+        mut observe: impl FnMut(i64, &[KeyValue]),
     ) {
-        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut remembered = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let mut current = FastSet::default();
         for (value, attributes) in now {
-            observe(value, &attributes);
-            let text = format!("{attributes:?}");
-            current.insert(text.clone());
-            seen.entry(text).or_insert(attributes);
+            if let Some(value) = value {
+                observe(value, &attributes);
+            }
+            if self.gone == Gone::Zero {
+                let text = format!("{attributes:?}");
+                current.insert(text.clone());
+                remembered.entry(text).or_insert(attributes);
+            }
         }
-        for (text, attributes) in seen.iter() {
+        for (text, attributes) in remembered.iter() {
             if !current.contains(text) {
-                observe(T::default(), attributes);
+                observe(0, attributes);
             }
         }
     }
 }
 
+/// Each held partition's reading of `reading` now, with its attributes.
+fn read(watched: &Watched, reading: Reading) -> Vec<(Option<i64>, Vec<KeyValue>)> {
+    let now = clock::now().as_millis();
+    let mut values = Vec::new();
+    watched.each(|state, attributes| values.push((reading(state, now), attributes)));
+    values
+}
+
 /// Registers the gauges with `meter`, reading `watched` at each collection.
 pub(crate) fn register(meter: &Meter, watched: &Arc<Watched>) {
-    for (name, unit, description, reading) in GAUGES {
+    for gauge in GAUGES {
         let watched = Arc::clone(watched);
-        let reported = Reported::default();
-        meter
-            .i64_observable_gauge(name)
-            .with_unit(unit)
-            .with_description(description)
-            .with_callback(move |observer| {
-                let now = clock::now().as_millis();
-                let mut values = Vec::new();
-                watched.each(|state, attributes| {
-                    if let Some(value) = reading(state, now) {
-                        values.push((value, attributes));
-                    }
-                });
-                reported.observe(values, |value, attributes| {
-                    observer.observe(value, attributes);
-                });
-            })
-            .build();
-    }
-    for (name, description, reading) in AGES {
-        let watched = Arc::clone(watched);
-        let reported = Reported::default();
-        meter
-            .f64_observable_gauge(name)
-            .with_unit("s")
-            .with_description(description)
-            .with_callback(move |observer| {
-                let now = clock::now().as_millis();
-                let mut values = Vec::new();
-                watched.each(|state, attributes| {
-                    if let Some(millis) = reading(state, now) {
+        let reported = Reported::new(gauge.gone);
+        let reading = gauge.reading;
+        if gauge.seconds {
+            meter
+                .f64_observable_gauge(gauge.name)
+                .with_unit(gauge.unit)
+                .with_description(gauge.description)
+                .with_callback(move |observer| {
+                    reported.observe(read(&watched, reading), |millis, attributes| {
                         #[allow(
                             clippy::cast_precision_loss,
                             reason = "ages fit an f64's mantissa"
                         )]
-                        values.push((millis as f64 / 1_000.0, attributes));
-                    }
-                });
-                reported.observe(values, |value, attributes| {
-                    observer.observe(value, attributes);
-                });
-            })
-            .build();
+                        observer.observe(millis as f64 / 1_000.0, attributes);
+                    });
+                })
+                .build();
+        } else {
+            meter
+                .i64_observable_gauge(gauge.name)
+                .with_unit(gauge.unit)
+                .with_description(gauge.description)
+                .with_callback(move |observer| {
+                    reported.observe(read(&watched, reading), |value, attributes| {
+                        observer.observe(value, attributes);
+                    });
+                })
+                .build();
+        }
     }
 }

@@ -25,17 +25,19 @@ fn instruments() -> (Metrics, SdkMeterProvider, InMemoryMetricExporter) {
     (metrics, provider, exporter)
 }
 
-/// Each point of metric `name`: its attributes and its value (a
-/// histogram's count).
+/// Each point of metric `name` collected now: its attributes and its
+/// value (a histogram's count). A collection that observed nothing at all
+/// exports no batch: then there is no point.
 fn points(
     provider: &SdkMeterProvider,
     exporter: &InMemoryMetricExporter,
     name: &str,
 ) -> Vec<(BTreeMap<String, String>, f64)> {
+    let before = exporter.get_finished_metrics().expect("metrics").len();
     provider.force_flush().expect("flush");
     let batches = exporter.get_finished_metrics().expect("metrics");
     let mut found = Vec::new();
-    let Some(last) = batches.last() else {
+    let Some(last) = batches.last().filter(|_| batches.len() > before) else {
         return found;
     };
     for scope in last.scope_metrics() {
@@ -188,39 +190,48 @@ fn off_records_nothing() {
     assert!(!metrics.partition(&Arc::from("t"), 0).enabled());
 }
 
-/// The gauges read each held partition's state at collection: lag is the
-/// high watermark minus the committed offset, and ages count from the
-/// oldest unsettled record and the oldest due timer.
-#[tokio::test(start_paused = true)]
-async fn the_gauges_read_the_partitions_held() {
-    /// One partition held, with fixed readings, until let go of.
-    struct One(std::sync::Mutex<Option<Readings>>);
-    impl Held for One {
-        fn readings(&self) -> Vec<(crate::broker::TopicPartition, Readings)> {
-            let held = *self.0.lock().expect("held");
-            held.map(|readings| (crate::broker::TopicPartition::new("orders", 3), readings))
-                .into_iter()
-                .collect()
-        }
+/// One partition held, with readings the test sets, until let go of.
+struct One(std::sync::Mutex<Option<Readings>>);
+
+impl Held for One {
+    fn readings(&self) -> Vec<(crate::broker::TopicPartition, Readings)> {
+        let held = *self.0.lock().expect("held");
+        held.map(|readings| (crate::broker::TopicPartition::new("orders", 3), readings))
+            .into_iter()
+            .collect()
     }
+}
+
+impl One {
+    fn set(&self, readings: Option<Readings>) {
+        *self.0.lock().expect("held") = readings;
+    }
+}
+
+/// Readings of a partition held with nothing received, settled or
+/// scheduled: both offsets unknown.
+const IDLE: Readings = Readings {
+    committed: -1,
+    high: -1,
+    oldest: -1,
+    timer_due: -1,
+    unsettled: 0,
+    in_flight: 0,
+    waiting: 0,
+    paused: false,
+};
+
+/// Instruments watching one partition held with `readings`.
+fn watching(readings: Readings) -> (Arc<One>, Arc<dyn Held>, impl Fn(&str) -> Option<f64>) {
     let (metrics, provider, exporter) = instruments();
-    let now = clock::now().as_millis();
-    let runtime: Arc<One> = Arc::new(One(std::sync::Mutex::new(Some(Readings {
-        committed: 90,
-        high: 100,
-        oldest: now - 2_500,
-        timer_due: (now / 1000 - 4) * 1000,
-        unsettled: 10,
-        in_flight: 3,
-        waiting: 7,
-        paused: false,
-    }))));
+    let runtime = Arc::new(One(std::sync::Mutex::new(Some(readings))));
     let held: Arc<dyn Held> = runtime.clone();
     metrics.watch(Arc::downgrade(&held));
-    let value = |name: &str| {
+    let value = move |name: &str| {
+        let _ = &metrics;
         let found = points(&provider, &exporter, name);
-        assert_eq!(found.len(), 1, "{name}: {found:?}");
-        let (attributes, value) = &found[0];
+        assert!(found.len() <= 1, "{name}: {found:?}");
+        let (attributes, value) = found.into_iter().next()?;
         assert_eq!(
             attributes
                 .get("messaging.destination.name")
@@ -233,26 +244,140 @@ async fn the_gauges_read_the_partitions_held() {
                 .map(String::as_str),
             Some("3")
         );
-        *value
+        Some(value)
     };
+    (runtime, held, value)
+}
+
+/// The gauges read each held partition's state at collection: lag is the
+/// high watermark minus the committed offset, and ages count from the
+/// oldest unsettled record and the oldest timer not yet taken.
+#[tokio::test(start_paused = true)]
+async fn the_gauges_read_the_partitions_held() {
+    let now = clock::now().as_millis();
+    let (runtime, held, value) = watching(Readings {
+        committed: 90,
+        high: 100,
+        oldest: now - 2_500,
+        timer_due: (now / 1000 - 4) * 1000,
+        unsettled: 10,
+        in_flight: 3,
+        waiting: 7,
+        paused: true,
+    });
+    let value = |name: &str| value(name).unwrap_or_else(|| panic!("{name}: no series"));
     assert!((value("prosody.partition.lag") - 10.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.in_flight") - 3.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.waiting") - 7.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.unsettled") - 10.0).abs() < f64::EPSILON);
+    assert!((value("prosody.partition.paused") - 1.0).abs() < f64::EPSILON);
     let age = value("prosody.partition.lag.duration");
     assert!((2.5..3.5).contains(&age), "{age}");
     let timer_lag = value("prosody.timer.lag");
     assert!((4.0..5.0).contains(&timer_lag), "{timer_lag}");
-    // Let go of: its next owner reports it.
-    *runtime.0.lock().expect("held") = None;
-    assert!(
-        value("prosody.partition.lag").abs() < f64::EPSILON,
-        "a partition let go of reports no lag: its next owner does"
-    );
-    assert!(value("prosody.partition.paused").abs() < f64::EPSILON);
     drop((held, runtime));
-    assert!(
-        value("prosody.partition.lag").abs() < f64::EPSILON,
+}
+
+/// The partition gauges: a series from assignment on (the lag once both
+/// offsets are known), and zero at every collection once the partition
+/// is let go of, and once its runtime is gone: its next owner reports it.
+#[tokio::test(start_paused = true)]
+async fn a_partition_let_go_of_reports_zero_from_then_on() {
+    let (runtime, held, value) = watching(IDLE);
+    let counts = [
+        "prosody.partition.in_flight",
+        "prosody.partition.waiting",
+        "prosody.partition.unsettled",
+        "prosody.partition.paused",
+        "prosody.partition.lag.duration",
+    ];
+    for name in counts {
+        assert_eq!(value(name), Some(0.0), "{name}: held, a series at 0");
+    }
+    assert_eq!(
+        value("prosody.partition.lag"),
+        None,
+        "no lag before both offsets are known"
+    );
+    runtime.set(Some(Readings {
+        committed: 4,
+        high: 9,
+        unsettled: 5,
+        in_flight: 1,
+        waiting: 4,
+        paused: true,
+        oldest: clock::now().as_millis() - 1_000,
+        ..IDLE
+    }));
+    assert_eq!(value("prosody.partition.lag"), Some(5.0));
+    runtime.set(None);
+    for name in counts.into_iter().chain(["prosody.partition.lag"]) {
+        for collection in 0..2 {
+            assert_eq!(
+                value(name),
+                Some(0.0),
+                "{name}: let go of, collection {collection}"
+            );
+        }
+    }
+    drop((held, runtime));
+    assert_eq!(
+        value("prosody.partition.lag"),
+        Some(0.0),
         "a runtime gone reports zero from then on"
     );
+}
+
+/// The age of the oldest unsettled record is 0 while the partition is
+/// held and nothing is unsettled, before and after there was.
+#[tokio::test(start_paused = true)]
+async fn the_lag_duration_is_zero_while_nothing_is_unsettled() {
+    let (runtime, held, value) = watching(IDLE);
+    assert_eq!(value("prosody.partition.lag.duration"), Some(0.0));
+    runtime.set(Some(Readings {
+        oldest: clock::now().as_millis() - 2_000,
+        unsettled: 1,
+        ..IDLE
+    }));
+    let age = value("prosody.partition.lag.duration").expect("a series");
+    assert!((2.0..3.0).contains(&age), "{age}");
+    runtime.set(Some(IDLE));
+    assert_eq!(value("prosody.partition.lag.duration"), Some(0.0));
+    drop((held, runtime));
+}
+
+/// The timer lag has a series exactly while a held partition holds a timer
+/// not yet taken: none before the first, 0 before it is due, none once the
+/// last ran or was cleared, none once the partition is let go of.
+#[tokio::test(start_paused = true)]
+async fn the_timer_lag_has_a_series_only_while_a_timer_waits() {
+    let (runtime, held, value) = watching(IDLE);
+    assert_eq!(value("prosody.timer.lag"), None, "before the first timer");
+    let second = clock::now().as_millis() / 1000;
+    runtime.set(Some(Readings {
+        timer_due: (second + 60) * 1000,
+        ..IDLE
+    }));
+    assert_eq!(value("prosody.timer.lag"), Some(0.0), "not due yet");
+    runtime.set(Some(Readings {
+        timer_due: (second - 3) * 1000,
+        ..IDLE
+    }));
+    let lag = value("prosody.timer.lag").expect("a due timer");
+    assert!((3.0..4.0).contains(&lag), "{lag}");
+    runtime.set(Some(IDLE));
+    assert_eq!(
+        value("prosody.timer.lag"),
+        None,
+        "the last timer ran or was cleared"
+    );
+    runtime.set(Some(Readings {
+        timer_due: second * 1000,
+        ..IDLE
+    }));
+    assert!(value("prosody.timer.lag").is_some());
+    runtime.set(None);
+    assert_eq!(value("prosody.timer.lag"), None, "let go of");
+    drop((held, runtime));
+    assert_eq!(value("prosody.timer.lag"), None, "its runtime gone");
 }

@@ -30,6 +30,10 @@ use tracing::{debug, error, info, warn};
 /// they are ready without waiting.
 const BATCH: usize = 512;
 
+/// How long the poll loop waits, at an assignment, for the group's
+/// committed offsets of the partitions assigned (for the lag gauge only).
+const SEED_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// An assigned partition, as the poll loop sees it.
 struct Assigned {
     commands: mpsc::UnboundedSender<Command>,
@@ -147,7 +151,8 @@ where
                 }
                 Ok(ConsumerEvent::Assigned(tps)) => {
                     self.flush();
-                    self.assign(tps);
+                    let fresh = self.assign(tps);
+                    self.seed_offsets(&fresh).await;
                 }
                 Ok(ConsumerEvent::Revoked(tps)) => {
                     self.flush();
@@ -171,11 +176,14 @@ where
         open
     }
 
-    fn assign(&mut self, tps: Vec<TopicPartition>) {
+    /// Starts a task for each partition not held yet; returns those.
+    fn assign(&mut self, tps: Vec<TopicPartition>) -> Vec<TopicPartition> {
+        let mut fresh = Vec::with_capacity(tps.len());
         for tp in tps {
             if self.partitions.contains_key(&tp) {
                 continue;
             }
+            fresh.push(tp.clone());
             debug!(partition = %tp, "assigned");
             let (commands, rx) = mpsc::unbounded_channel();
             // Cancellation implies shutdown; shutdown alone comes first.
@@ -236,6 +244,41 @@ where
                 },
             );
         }
+        fresh
+    }
+
+    /// Publishes, for the lag gauge, the group's committed offsets of the
+    /// partitions just assigned (one request for all of them, bounded by
+    /// [`SEED_TIMEOUT`]) and their high watermarks, so a partition that
+    /// receives nothing shows its lag from the first collection. A failed
+    /// read, and a partition the group never committed, leave the lag
+    /// counting from the first record received.
+    async fn seed_offsets(&mut self, fresh: &[TopicPartition]) {
+        let Some(consumer) = self.consumer.as_mut() else {
+            return;
+        };
+        if fresh.is_empty() || !self.config.metrics.enabled() {
+            return;
+        }
+        let read = consumer.committed_offsets(fresh, SEED_TIMEOUT);
+        match tokio::time::timeout(SEED_TIMEOUT, read).await {
+            Ok(Ok(offsets)) => {
+                for (tp, offset) in fresh.iter().zip(offsets) {
+                    if let (Some(offset), Some(assigned)) = (offset, self.partitions.get(tp)) {
+                        assigned.state.committed.store(offset, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok(Err(error)) => debug!(%error, "reading the assigned offsets failed"),
+            Err(_) => debug!(timeout = ?SEED_TIMEOUT, "reading the assigned offsets timed out"),
+        }
+        for tp in fresh {
+            if let (Some(high), Some(assigned)) =
+                (consumer.high_watermark(tp), self.partitions.get(tp))
+            {
+                assigned.state.high.store(high, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Counts a record against its partition's backpressure and holds it
@@ -248,8 +291,9 @@ where
         };
         let unsettled = assigned.state.unsettled.fetch_add(1, Ordering::SeqCst) + 1;
         if assigned.state.committed.load(Ordering::Relaxed) == NO_OFFSET {
-            // Before the first commit, the group's offset is where this
-            // member started reading.
+            // A group that never committed (or whose offsets could not be
+            // read at assignment): its offset is where this member started
+            // reading.
             assigned
                 .state
                 .committed

@@ -32,8 +32,9 @@ pub(crate) struct PartitionState {
     pub(crate) halted: AtomicBool,
     /// What stopped it, once halted.
     pub(crate) halt_reason: Mutex<Option<Arc<str>>>,
-    /// For the gauges, each `-1` until known: the offset last committed
-    /// (or, before the first commit, the first offset received), the high
+    /// For the gauges, each `-1` until known: the group's committed offset
+    /// (read at assignment, then the offset last committed; a group that
+    /// never committed: the first offset received), the high
     /// watermark the consumer last saw, the timestamp (milliseconds) of the
     /// oldest unsettled record, and the due time (milliseconds) of the
     /// oldest due timer not yet fired.

@@ -415,21 +415,43 @@ impl Consumer for KafkaConsumer {
     }
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
+        let offsets = self
+            .committed_offsets(std::slice::from_ref(partition), COMMITTED_TIMEOUT)
+            .await?;
+        Ok(offsets.into_iter().next().flatten())
+    }
+
+    /// One offset fetch for all of them, on a blocking thread, bounded by
+    /// `timeout` (and by 10 s at most).
+    async fn committed_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+        timeout: Duration,
+    ) -> Result<Vec<Option<i64>>, BrokerError> {
+        if partitions.is_empty() {
+            return Ok(Vec::new());
+        }
         let consumer = Arc::clone(self.rd()?);
-        let list = list(partition, Offset::Invalid)?;
-        let read = tokio::task::spawn_blocking(move || {
-            consumer.committed_offsets(list, COMMITTED_TIMEOUT)
-        })
-        .await
-        .map_err(retriable_failure)?
-        .map_err(backend)?;
-        let offset = read
-            .find_partition(&partition.topic, partition.partition)
-            .map(|element| element.offset());
-        Ok(match offset {
-            Some(Offset::Offset(offset)) => Some(offset),
-            _ => None,
-        })
+        let mut list = TopicPartitionList::with_capacity(partitions.len());
+        for partition in partitions {
+            list.add_partition_offset(&partition.topic, partition.partition, Offset::Invalid)
+                .map_err(backend)?;
+        }
+        let timeout = timeout.min(COMMITTED_TIMEOUT);
+        let read = tokio::task::spawn_blocking(move || consumer.committed_offsets(list, timeout))
+            .await
+            .map_err(retriable_failure)?
+            .map_err(backend)?;
+        Ok(partitions
+            .iter()
+            .map(|partition| {
+                let element = read.find_partition(&partition.topic, partition.partition)?;
+                match (element.error(), element.offset()) {
+                    (Ok(()), Offset::Offset(offset)) => Some(offset),
+                    _ => None,
+                }
+            })
+            .collect())
     }
 
     async fn close(mut self) {
