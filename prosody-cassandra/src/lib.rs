@@ -50,6 +50,7 @@ mod defer;
 mod directory;
 mod error;
 mod fence;
+mod known;
 pub mod schema;
 mod slab_size;
 mod staged;
@@ -61,7 +62,7 @@ pub use config::CassandraConfig;
 pub use error::ConnectError;
 
 use crate::cells::Layouts;
-use crate::defer::Known;
+use crate::known::Known;
 use crate::directory::PeerStatements;
 use crate::fence::Fences;
 use crate::staged::Unresolved;
@@ -73,7 +74,7 @@ use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::timer::SlabSize;
 use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange, StateStore,
     StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use scylla::client::execution_profile::ExecutionProfile;
@@ -392,6 +393,17 @@ impl TimerStore for CassandraStores {
 impl DeferStore for CassandraStores {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.0.known.peek(partition, key)
+    }
+
+    /// From memory for a partition this client opened (read at open, kept
+    /// by its commits); else read from the partition's counts row.
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.0.counts(partition).await
+    }
+
+    /// Answers for a partition this client opened.
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.0.known.counts(partition)
     }
 
     async fn deferred(
