@@ -25,6 +25,10 @@ pub(crate) struct Readings {
     pub(crate) in_flight: usize,
     pub(crate) waiting: usize,
     pub(crate) paused: bool,
+    /// Keys with deferred records, and those records (`-1` until the
+    /// partition's stores reported them).
+    pub(crate) deferred_keys: i64,
+    pub(crate) deferred_records: i64,
 }
 
 /// The partitions a runtime holds, as the gauges read them.
@@ -79,7 +83,7 @@ impl Watched {
 /// partition (`None`: nothing to report for that partition now).
 type Reading = fn(&Readings, i64) -> Option<i64>;
 
-const GAUGES: [(&str, &str, &str, Reading); 5] = [
+const GAUGES: [(&str, &str, &str, Reading); 7] = [
     (
         "prosody.partition.lag",
         "{record}",
@@ -111,6 +115,18 @@ const GAUGES: [(&str, &str, &str, Reading); 5] = [
         "{record}",
         "Records received and not yet settled.",
         |state, _| i64::try_from(state.unsettled).ok(),
+    ),
+    (
+        "prosody.defer.keys",
+        "{key}",
+        "Keys with deferred records, as the defer store counts them.",
+        |state, _| (state.deferred_keys >= 0).then_some(state.deferred_keys),
+    ),
+    (
+        "prosody.defer.records",
+        "{record}",
+        "Records deferred for a later retry, as the defer store counts them.",
+        |state, _| (state.deferred_records >= 0).then_some(state.deferred_records),
     ),
 ];
 

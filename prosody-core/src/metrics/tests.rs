@@ -214,6 +214,8 @@ async fn the_gauges_read_the_partitions_held() {
         in_flight: 3,
         waiting: 7,
         paused: false,
+        deferred_keys: 2,
+        deferred_records: 5,
     }))));
     let held: Arc<dyn Held> = runtime.clone();
     metrics.watch(Arc::downgrade(&held));
@@ -239,6 +241,8 @@ async fn the_gauges_read_the_partitions_held() {
     assert!((value("prosody.partition.in_flight") - 3.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.waiting") - 7.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.unsettled") - 10.0).abs() < f64::EPSILON);
+    assert!((value("prosody.defer.keys") - 2.0).abs() < f64::EPSILON);
+    assert!((value("prosody.defer.records") - 5.0).abs() < f64::EPSILON);
     let age = value("prosody.partition.lag.duration");
     assert!((2.5..3.5).contains(&age), "{age}");
     let timer_lag = value("prosody.timer.lag");

@@ -188,6 +188,7 @@ where
                 stores: self.stores.clone(),
                 partition: tp.clone(),
                 notices,
+                deferred: Arc::clone(&state.deferred),
             });
             let task = PartitionTask {
                 tp: tp.clone(),
