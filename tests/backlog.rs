@@ -76,18 +76,23 @@ async fn gauge(address: SocketAddr, family: &str) -> Option<f64> {
 
 /// What the three views show of partition `t/0`: the client's counts, the
 /// two gauges, and the `/readyz` status and body.
-async fn views(client: &ProsodyClient, address: SocketAddr) -> (DeferCounts, f64, f64, u16, String) {
+async fn views(
+    client: &ProsodyClient,
+    address: SocketAddr,
+) -> (DeferCounts, f64, f64, u16, String) {
+    let unseen = DeferCounts {
+        keys: u64::MAX,
+        records: u64::MAX,
+    };
     let counts = client
         .deferred_counts()
         .into_iter()
         .find(|(partition, _)| *partition == TopicPartition::new("t", 0))
-        .map(|(_, counts)| counts)
-        .unwrap_or(DeferCounts {
-            keys: u64::MAX,
-            records: u64::MAX,
-        });
+        .map_or(unseen, |(_, counts)| counts);
     let keys = gauge(address, "prosody_defer_keys").await.unwrap_or(-1.0);
-    let records = gauge(address, "prosody_defer_records").await.unwrap_or(-1.0);
+    let records = gauge(address, "prosody_defer_records")
+        .await
+        .unwrap_or(-1.0);
     let (status, _, body) = fetch(address, "/readyz").await;
     (counts, keys, records, status, body)
 }

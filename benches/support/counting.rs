@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+    StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{Key, Timestamp};
 use std::sync::Arc;

@@ -86,7 +86,9 @@ pub(crate) struct Change {
 type CountRow = (Option<i64>, Option<i64>);
 
 fn count(value: Option<i64>) -> u64 {
-    value.and_then(|value| u64::try_from(value).ok()).unwrap_or(0)
+    value
+        .and_then(|value| u64::try_from(value).ok())
+        .unwrap_or(0)
 }
 
 fn signed(value: u64) -> i64 {
@@ -198,7 +200,10 @@ impl Inner {
     }
 
     /// The partition's counts: what the owner holds, or else the row.
-    pub(crate) async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+    pub(crate) async fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> Result<DeferCounts, StoreError> {
         if let Some(counts) = self.known.counts(partition) {
             return Ok(counts);
         }
@@ -277,11 +282,14 @@ impl Inner {
                 timestamp,
                 writes,
             );
-            planned.push((before, Change {
-                key: key.clone(),
-                epoch,
-                after,
-            }));
+            planned.push((
+                before,
+                Change {
+                    key: key.clone(),
+                    epoch,
+                    after,
+                },
+            ));
         }
         let epoch = planned.iter().find_map(|(_, change)| change.epoch);
         let lengths = planned

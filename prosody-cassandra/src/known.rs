@@ -146,7 +146,9 @@ impl Known {
         stamp: impl FnOnce() -> i64,
     ) -> Option<(DeferCounts, i64)> {
         let mut owned = self.lock();
-        let part = owned.get_mut(partition).filter(|part| part.epoch == epoch)?;
+        let part = owned
+            .get_mut(partition)
+            .filter(|part| part.epoch == epoch)?;
         for (before, after) in changes {
             part.counts = part.counts.changed(before, after);
         }
@@ -206,21 +208,46 @@ mod tests {
     fn an_unsure_key_is_counted_again_when_read() {
         let known = Known::new(NonZeroUsize::MIN);
         let (tp, key) = (TopicPartition::new("t", 0), Key::from("k"));
-        known.open(&tp, vec![key.clone()], DeferCounts { keys: 1, records: 2 });
+        known.open(
+            &tp,
+            vec![key.clone()],
+            DeferCounts {
+                keys: 1,
+                records: 2,
+            },
+        );
         let epoch = 1;
         let planned = known.plan(&tp, epoch, [(2, 3)], || 7);
-        assert_eq!(planned, Some((DeferCounts { keys: 1, records: 3 }, 7)));
+        assert_eq!(
+            planned,
+            Some((
+                DeferCounts {
+                    keys: 1,
+                    records: 3
+                },
+                7
+            ))
+        );
         known.unsure(&tp, epoch, &key, 3);
         let read = Deferred {
             offsets: vec![1, 2],
             failures: 0,
         };
         known.record(&tp, epoch, &key, Some(&read));
-        assert_eq!(known.counts(&tp), Some(DeferCounts { keys: 1, records: 2 }));
+        assert_eq!(
+            known.counts(&tp),
+            Some(DeferCounts {
+                keys: 1,
+                records: 2
+            })
+        );
         known.record(&tp, epoch, &key, None);
         assert_eq!(
             known.counts(&tp),
-            Some(DeferCounts { keys: 1, records: 2 }),
+            Some(DeferCounts {
+                keys: 1,
+                records: 2
+            }),
             "a read of a key that was not unsure changes no count"
         );
     }

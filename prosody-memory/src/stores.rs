@@ -8,9 +8,9 @@ use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DedupWrite, DeferCounts, DeferStore, DeferWrite, Deferred, Direction,
-    ItemRange, StateStore, StoreError, Stores, TimerChange, TimerEntry, TimerKind, TimerStore,
-    TimerWrite,
+    Batch, DedupKey, DedupStore, DedupWrite, DeferCounts, DeferStore, DeferWrite, Deferred,
+    Direction, ItemRange, StateStore, StoreError, Stores, TimerChange, TimerEntry, TimerKind,
+    TimerStore, TimerWrite,
 };
 use std::future::{Future, ready};
 

@@ -356,8 +356,11 @@ impl TimerStore for FaultyStores {
 
 impl DeferStore for FaultyStores {
     async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
-        self.call("reading deferred counts", DeferStore::counts(&self.inner, partition))
-            .await
+        self.call(
+            "reading deferred counts",
+            DeferStore::counts(&self.inner, partition),
+        )
+        .await
     }
 
     fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {

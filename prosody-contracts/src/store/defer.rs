@@ -92,7 +92,10 @@ impl DeferCounts {
     pub fn changed(self, before: usize, after: usize) -> Self {
         let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let (before, after) = (wide(before), wide(after));
-        let keys = self.keys.saturating_add(u64::from(after > 0)).saturating_sub(u64::from(before > 0));
+        let keys = self
+            .keys
+            .saturating_add(u64::from(after > 0))
+            .saturating_sub(u64::from(before > 0));
         let records = self.records.saturating_add(after).saturating_sub(before);
         Self { keys, records }
     }

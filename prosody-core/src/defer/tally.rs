@@ -35,7 +35,8 @@ impl Tally {
     pub(crate) fn set(&self, counts: DeferCounts) {
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.keys.store(signed(counts.keys), Ordering::Relaxed);
-        self.records.store(signed(counts.records), Ordering::Relaxed);
+        self.records
+            .store(signed(counts.records), Ordering::Relaxed);
     }
 
     /// The keys and records, each `-1` until the stores reported.

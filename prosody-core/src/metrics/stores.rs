@@ -8,7 +8,8 @@ use crate::key::Key;
 use crate::store::state::{Direction, ItemRange};
 use crate::store::timer::{TimerEntry, TimerKind};
 use crate::store::{
-    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, StateStore, StoreError, Stores, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, StateStore, StoreError, Stores,
+    TimerStore,
 };
 use bytes::Bytes;
 use opentelemetry::KeyValue;

@@ -4,12 +4,12 @@
 use super::{Due, StoreAccess, StoreFuture};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
+use crate::defer::Tally;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, to_seconds};
 use crate::store::{
     Batch, DedupKey, Deferred, Direction, ItemRange, StoreError, Stores, TimerChange,
 };
-use crate::defer::Tally;
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::mpsc;

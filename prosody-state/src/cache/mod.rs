@@ -13,8 +13,8 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+    StateStore, StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

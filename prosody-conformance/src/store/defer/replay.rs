@@ -152,7 +152,8 @@ pub async fn replay(store: &impl Stores, ops: &[Op]) -> Checked {
     }
     for (step, op) in ops.iter().enumerate() {
         if step > 0 && step % REOPEN_EVERY == 0 {
-            let in_step = |failure: Failure| Failure::new(format!("reopened before step {step}: {failure}"));
+            let in_step =
+                |failure: Failure| Failure::new(format!("reopened before step {step}: {failure}"));
             reopen(store, &partitions).await.map_err(in_step)?;
             compare(store, &topics, &model).await.map_err(in_step)?;
         }
