@@ -143,13 +143,18 @@ impl Deferred {
 ///   what [`deferred`](Self::deferred) of every key would add up to.
 ///   They are durable with the queues: a new owner of the partition (the
 ///   stores [closed](super::Stores::close) and [opened](super::Stores::open)
-///   again, or another member's) reads the same counts.
-/// - During a rebalance, an old owner that still commits (evicted without
-///   knowing it) writes queue rows the new owner may not have counted: the
-///   counts stay those of the newest owner's commits, and may be off by
-///   what the old owner's late writes added until the keys concerned are
-///   next written (a backend says what it does; the in-memory stores have
-///   one set of queues and are always exact).
+///   again, or another member's) reads the same counts. A backend that
+///   keeps them per owner keeps them for the writes between
+///   [`open`](super::Stores::open) and [`close`](super::Stores::close), as
+///   the runtime makes them; writes to a partition never opened (direct
+///   use) may leave them behind.
+/// - During a rebalance, an old owner that still commits (one evicted
+///   without knowing it) may add offsets to queues after the new owner
+///   read the counts. A backend whose counts live with each owner (one on
+///   a server) need not count those: the counts are then lower than the
+///   queues hold, by at most what the old owner's late writes added,
+///   until those offsets complete, and never higher. A backend with one
+///   set of queues and counts (the in-memory stores) stays exact.
 ///
 /// [`Stores::commit`]: super::Stores::commit
 /// [`DeferWrite`]: super::DeferWrite

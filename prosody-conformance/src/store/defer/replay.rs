@@ -140,7 +140,7 @@ const REOPEN_EVERY: usize = 25;
 /// owner does) and the model of the contract; after every step, what the
 /// write's single call once returned (the head after a completion, the
 /// count after a failure), then every queue and every partition's counts,
-/// must match the model's. Every [`REOPEN_EVERY`] steps and at the end,
+/// must match the model's. Every 25 steps and at the end,
 /// the partitions are closed and opened again (a new owner reads them),
 /// and everything must still match.
 pub async fn replay(store: &impl Stores, ops: &[Op]) -> Checked {
