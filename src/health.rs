@@ -4,6 +4,7 @@
 use crate::client::ProsodyClient;
 use prosody_core::Codec;
 use prosody_core::broker::TopicPartition;
+use prosody_core::store::DeferCounts;
 use std::fmt;
 
 /// Where the consumer is in its life.
@@ -108,6 +109,21 @@ impl<C: Codec> ProsodyClient<C> {
     #[must_use]
     pub fn probe_address(&self) -> Option<std::net::SocketAddr> {
         self.inner.probe.address()
+    }
+
+    /// Each partition this client consumes, in order, with how many of its
+    /// keys have deferred records and how many records are deferred (see
+    /// the `prosody.defer.keys` and `prosody.defer.records` gauges): read
+    /// from the defer store when the partition opened, then kept current
+    /// by each commit that changes deferrals. A partition whose stores
+    /// have not answered yet is left out; empty when not consuming.
+    #[must_use]
+    pub fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
+        self.inner
+            .subscription
+            .running()
+            .map(|runtime| runtime.deferred_counts())
+            .unwrap_or_default()
     }
 
     /// How many partitions this client consumes now.

@@ -113,6 +113,25 @@ impl<C: Codec> Health for ClientHealth<C> {
             .unwrap_or(0)
     }
 
+    /// `{partition}: {keys} deferred keys, {records} deferred records`,
+    /// in order ([`ProsodyClient::deferred_counts`]).
+    async fn partition_details(&self) -> Vec<String> {
+        self.ask(|client| {
+            client
+                .deferred_counts()
+                .iter()
+                .map(|(partition, counts)| {
+                    format!(
+                        "{partition}: {} deferred keys, {} deferred records",
+                        counts.keys, counts.records
+                    )
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
     async fn liveness_problems(&self) -> Vec<String> {
         self.ask(|client| client.liveness_problems())
             .await

@@ -6,8 +6,8 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+    StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::fmt;
 use std::future::Future;
@@ -40,6 +40,8 @@ trait DynStores: Send + Sync {
         until: Timestamp,
     ) -> Call<'a, Vec<TimerEntry>>;
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool>;
+    fn counts<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, DeferCounts>;
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts>;
     fn deferred<'a>(
         &'a self,
         partition: &'a TopicPartition,
@@ -101,6 +103,14 @@ impl<S: Stores> DynStores for S {
 
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         DeferStore::peek(self, partition, key)
+    }
+
+    fn counts<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, DeferCounts> {
+        Box::pin(DeferStore::counts(self, partition))
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        DeferStore::counts_now(self, partition)
     }
 
     fn deferred<'a>(
@@ -217,6 +227,14 @@ impl TimerStore for ClientStores {
 }
 
 impl DeferStore for ClientStores {
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.stores.counts(partition).await
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.stores.counts_now(partition)
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.stores.peek(partition, key)
     }

@@ -9,9 +9,10 @@
 //!
 //! A gauge is added by adding its row to the README's table: `scraped as`
 //! names its `/metrics` family, and the phases use the standard scenario
-//! below (a record held by its handler with a second one of its key
-//! waiting behind it, the partition paused for backpressure, a timer
-//! scheduled; then all settled and the timer cleared; then
+//! below (a record deferred after a failure, a record held by its
+//! handler with a second one of its key waiting behind it, the partition
+//! paused for backpressure, a timer scheduled; then all settled, the
+//! deferred record retried with success and the timer cleared; then
 //! `unsubscribe()`).
 
 #![allow(
@@ -204,7 +205,8 @@ async fn phase(
     panic!("phase {:?}: {last}", PHASES[phase]);
 }
 
-/// Key `hold` waits until released; key `timer` schedules a timer six
+/// Key `hold` waits until released; key `defer` fails (transiently, so
+/// it is deferred) until released; key `timer` schedules a timer six
 /// hours ahead, or with payload `{"clear": true}` clears its timers.
 #[derive(Clone, Default)]
 struct Scripted {
@@ -229,6 +231,9 @@ impl EventHandler for Scripted {
                 }
                 released.await;
             },
+            "defer" if !self.released.load(Ordering::Acquire) => {
+                return Err(HandlerError::transient("not released yet"));
+            }
             "timer" if message.payload["clear"] == Value::Bool(true) => {
                 context.clear_scheduled()?;
             }
@@ -298,6 +303,8 @@ async fn the_readmes_gauge_table_is_what_a_scrape_shows() {
         .slab_size(Duration::from_secs(24 * 3600))
         .stall_threshold(Duration::from_secs(24 * 3600))
         .timeout(Duration::from_secs(12 * 3600))
+        // The deferred record is retried after the timer's six hours.
+        .defer_base(Duration::from_secs(8 * 3600))
         .build()
         .await
         .unwrap();
@@ -306,6 +313,7 @@ async fn the_readmes_gauge_table_is_what_a_scrape_shows() {
     let mut seen = phase(&client, &rows, 0, GROUP, TOPIC).await;
 
     send(&broker, TOPIC, "timer", "{}").await;
+    send(&broker, TOPIC, "defer", "{}").await;
     send(&broker, TOPIC, "hold", "{}").await;
     send(&broker, TOPIC, "hold", "{}").await;
     seen.extend(phase(&client, &rows, 1, GROUP, TOPIC).await);

@@ -10,7 +10,7 @@
 
 use prosody::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use prosody::store::{
-    Batch, DeferStore, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DeferCounts, DeferStore, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{
     ConfigError, Context, EventHandler, Excise, HandlerError, Key, MemoryBroker, MemoryStores,
@@ -125,6 +125,14 @@ impl TimerStore for Picky {
 }
 
 impl DeferStore for Picky {
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        DeferStore::counts(&self.inner, partition).await
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.inner.counts_now(partition)
+    }
+
     async fn deferred(
         &self,
         p: &TopicPartition,

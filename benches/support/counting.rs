@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+    StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use prosody::{Key, Timestamp};
 use std::sync::Arc;
@@ -88,6 +88,14 @@ impl<S: Stores> TimerStore for Counting<S> {
 }
 
 impl<S: Stores> DeferStore for Counting<S> {
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.inner.counts(partition).await
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.inner.counts_now(partition)
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.inner.peek(partition, key)
     }

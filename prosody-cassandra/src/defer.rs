@@ -1,156 +1,38 @@
 //! The defer store's tables: per key, the deferred offsets in order with
-//! the head's failure count as a static column (`deferred`), and per
-//! partition the keys that have any (`deferred_keys`).
+//! the head's failure count as a static column (`deferred`), per
+//! partition the keys that have any (`deferred_keys`), and per partition
+//! how many keys and records are deferred (`deferred_counts`).
 //!
-//! What this member knows of a partition it owns ([`Owned`]): the keys with
-//! deferrals, loaded when it takes the partition, so [`Known::peek`]
-//! answers for every other key without a read; and a bounded cache of
-//! keys' deferral state, so a commit's read-modify-write of a key reads it
-//! at most once while it stays cached. Only the owner writes a partition,
-//! so what it knows stays true until it lets the partition go; a write
-//! whose outcome is unknown makes its keys unsure until read again.
+//! The counts row holds absolute values, not Cassandra counters: a counter
+//! update cannot share a logged batch with the queue rows, and is not
+//! idempotent, so a commit written again (every commit may be) would count
+//! twice. Instead the owner reads the row when it opens the partition
+//! (`crate::known`), adds each commit's changes to what it holds in
+//! memory, and writes the result in the commit's own batch, with a
+//! timestamp taken as it counts, so the last count planned is the one
+//! that stays and a batch written again writes the same value.
+//!
+//! Failure behaviour: a commit whose outcome is unknown counts its keys as
+//! its writes would leave them until they are read again (the retried
+//! commit reads them), then as read; its row may be missing or stale until
+//! the next commit of a deferral change writes the row again. A commit of
+//! more than one batch puts the row in its last. An evicted old owner's
+//! late write is fenced below the new owner's timestamps: it cannot
+//! overwrite the new owner's row, but if it lands before the new owner's
+//! first write, the new owner's open reads what it counted; offsets it
+//! added that the new owner never counted are subtracted when they
+//! complete, saturating at zero. A keyspace from before the row (schema
+//! version 9) has none: the first open counts the queues once.
 
 use crate::Inner;
 use crate::error::Classify;
+use crate::known::{Knowledge, length};
 use crate::write::Writes;
 use futures_util::TryStreamExt as _;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::defer::{Deferral, Deferred};
+use prosody_contracts::store::defer::{DeferCounts, Deferral, Deferred};
 use prosody_contracts::store::{DeferWrite, StoreError};
-use quick_cache::sync::Cache;
-use std::collections::{HashMap, HashSet};
-use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-/// A key's deferral state as of one ownership of its partition.
-type Entry = (TopicPartition, u64, Key);
-
-/// What this member knows of one partition it owns.
-///
-/// Invariant: while `complete`, `keys` holds exactly the partition's keys
-/// with deferrals, except those in `unsure` (whose state is unknown until
-/// read); `epoch` names this ownership, so cache entries of an earlier one
-/// are never read.
-#[derive(Debug)]
-struct Owned {
-    epoch: u64,
-    keys: HashSet<Key>,
-    complete: bool,
-    unsure: HashSet<Key>,
-}
-
-/// What this member knows of a key's deferral state.
-enum Knowledge {
-    /// Its state, without a read.
-    Known(Option<Deferred>),
-    /// Only a read tells.
-    Unknown,
-}
-
-/// The partitions this member owns, and the cache of keys' states.
-pub(crate) struct Known {
-    owned: Mutex<HashMap<TopicPartition, Owned>>,
-    cache: Cache<Entry, Option<Deferred>>,
-    epochs: AtomicU64,
-    /// The most keys with deferrals a partition keeps in `keys`.
-    keys_cap: usize,
-}
-
-impl Known {
-    pub(crate) fn new(cache_size: NonZeroUsize) -> Self {
-        Self {
-            owned: Mutex::new(HashMap::new()),
-            cache: Cache::new(cache_size.get()),
-            epochs: AtomicU64::new(0),
-            keys_cap: cache_size.get().saturating_mul(8),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<TopicPartition, Owned>> {
-        self.owned.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether the key has deferrals, when known without a read.
-    pub(crate) fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        let owned = self.lock();
-        let part = owned.get(partition)?;
-        if part.unsure.contains(key) {
-            None
-        } else if part.keys.contains(key) {
-            Some(true)
-        } else {
-            part.complete.then_some(false)
-        }
-    }
-
-    /// The partition's epoch, if owned, and what is known of the key.
-    fn known(&self, partition: &TopicPartition, key: &Key) -> Option<(u64, Knowledge)> {
-        let epoch = self.lock().get(partition)?.epoch;
-        if self.peek(partition, key) == Some(false) {
-            return Some((epoch, Knowledge::Known(None)));
-        }
-        let cached = self.cache.get(&(partition.clone(), epoch, key.clone()));
-        Some((epoch, cached.map_or(Knowledge::Unknown, Knowledge::Known)))
-    }
-
-    /// The key's state as read or written in ownership `epoch`.
-    fn record(&self, partition: &TopicPartition, epoch: u64, key: &Key, state: Option<&Deferred>) {
-        let mut owned = self.lock();
-        let Some(part) = owned.get_mut(partition).filter(|part| part.epoch == epoch) else {
-            return;
-        };
-        part.unsure.remove(key);
-        if state.is_some() {
-            part.keys.insert(key.clone());
-        } else {
-            part.keys.remove(key);
-        }
-        if part.keys.len() > self.keys_cap {
-            // Too many to hold: ask the store for keys not cached.
-            part.keys.clear();
-            part.complete = false;
-        }
-        drop(owned);
-        self.cache
-            .insert((partition.clone(), epoch, key.clone()), state.cloned());
-    }
-
-    /// A write of the key may or may not have landed.
-    fn unsure(&self, partition: &TopicPartition, epoch: u64, key: &Key) {
-        let mut owned = self.lock();
-        if let Some(part) = owned.get_mut(partition).filter(|part| part.epoch == epoch) {
-            part.keys.remove(key);
-            part.unsure.insert(key.clone());
-        }
-        drop(owned);
-        self.cache.remove(&(partition.clone(), epoch, key.clone()));
-    }
-
-    fn open(&self, partition: &TopicPartition, keys: Vec<Key>) {
-        let epoch = self.epochs.fetch_add(1, Ordering::Relaxed) + 1;
-        let complete = keys.len() <= self.keys_cap;
-        let keys = if complete {
-            keys.into_iter().collect()
-        } else {
-            HashSet::new()
-        };
-        self.lock().insert(
-            partition.clone(),
-            Owned {
-                epoch,
-                keys,
-                complete,
-                unsure: HashSet::new(),
-            },
-        );
-    }
-
-    pub(crate) fn close(&self, partition: &TopicPartition) {
-        self.lock().remove(partition);
-    }
-}
 
 /// The queue after deferring `offset`.
 fn defer(state: Option<Deferred>, offset: i64, deferral: Deferral) -> Deferred {
@@ -198,6 +80,19 @@ pub(crate) struct Change {
     key: Key,
     epoch: Option<u64>,
     pub(crate) after: Option<Deferred>,
+}
+
+/// A row of `deferred_counts`: keys and records.
+type CountRow = (Option<i64>, Option<i64>);
+
+fn count(value: Option<i64>) -> u64 {
+    value
+        .and_then(|value| u64::try_from(value).ok())
+        .unwrap_or(0)
+}
+
+fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 impl Inner {
@@ -278,13 +173,72 @@ impl Inner {
             .map_err(Classify::into_store)
     }
 
-    /// Loads what the owner of a partition knows of its deferrals.
+    /// The partition's counts row; `None` where none was written.
+    async fn read_counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> Result<Option<DeferCounts>, StoreError> {
+        let values = (
+            self.group.to_string(),
+            partition.topic.to_string(),
+            partition.partition,
+        );
+        let rows: Vec<CountRow> = self
+            .session
+            .execute_iter(self.statements.select_deferred_counts.clone(), values)
+            .await
+            .map_err(Classify::into_store)?
+            .rows_stream::<CountRow>()
+            .map_err(Classify::into_store)?
+            .try_collect()
+            .await
+            .map_err(Classify::into_store)?;
+        Ok(rows.into_iter().next().map(|(keys, records)| DeferCounts {
+            keys: count(keys),
+            records: count(records),
+        }))
+    }
+
+    /// The partition's counts: what the owner holds, or else the row.
+    pub(crate) async fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> Result<DeferCounts, StoreError> {
+        if let Some(counts) = self.known.counts(partition) {
+            return Ok(counts);
+        }
+        Ok(self.read_counts(partition).await?.unwrap_or_default())
+    }
+
+    /// Loads what the owner of a partition knows of its deferrals: the
+    /// keys from the index, the records from the counts row. The keys are
+    /// counted from the index; where the row is missing or cannot be right
+    /// (fewer records than keys), the queues are counted once.
     pub(crate) async fn open_deferrals(
         &self,
         partition: &TopicPartition,
     ) -> Result<(), StoreError> {
         let keys = self.deferred_keys(partition).await?;
-        self.known.open(partition, keys);
+        let stored = self.read_counts(partition).await?;
+        let indexed = u64::try_from(keys.len()).unwrap_or(u64::MAX);
+        let counts = match stored {
+            Some(counts) if counts.records >= indexed && (indexed > 0 || counts.records == 0) => {
+                DeferCounts {
+                    keys: indexed,
+                    records: counts.records,
+                }
+            }
+            None if keys.is_empty() => DeferCounts::default(),
+            _ => {
+                let mut counts = DeferCounts::default();
+                for key in &keys {
+                    let state = self.read_deferred(partition, key).await?;
+                    counts = counts.changed(0, length(state.as_ref()));
+                }
+                counts
+            }
+        };
+        self.known.open(partition, keys, counts);
         Ok(())
     }
 
@@ -328,13 +282,36 @@ impl Inner {
                 timestamp,
                 writes,
             );
-            planned.push(Change {
-                key: key.clone(),
-                epoch,
-                after,
-            });
+            planned.push((
+                before,
+                Change {
+                    key: key.clone(),
+                    epoch,
+                    after,
+                },
+            ));
         }
-        Ok(planned)
+        let epoch = planned.iter().find_map(|(_, change)| change.epoch);
+        let lengths = planned
+            .iter()
+            .map(|(before, change)| (length(before.as_ref()), length(change.after.as_ref())));
+        if let Some((counts, timestamp)) =
+            epoch.and_then(|epoch| self.known.plan(partition, epoch, lengths, || fence.next()))
+        {
+            writes.push(
+                &self.statements.set_deferred_counts,
+                (
+                    self.ttl,
+                    timestamp,
+                    signed(counts.keys),
+                    signed(counts.records),
+                    self.group.to_string(),
+                    partition.topic.to_string(),
+                    partition.partition,
+                ),
+            );
+        }
+        Ok(planned.into_iter().map(|(_, change)| change).collect())
     }
 
     fn difference(
@@ -416,7 +393,8 @@ impl Inner {
                 self.known
                     .record(partition, epoch, &change.key, change.after.as_ref());
             } else {
-                self.known.unsure(partition, epoch, &change.key);
+                let counted = length(change.after.as_ref());
+                self.known.unsure(partition, epoch, &change.key, counted);
             }
         }
     }

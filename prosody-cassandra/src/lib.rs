@@ -50,6 +50,7 @@ mod defer;
 mod directory;
 mod error;
 mod fence;
+mod known;
 pub mod schema;
 mod slab_size;
 mod staged;
@@ -61,9 +62,9 @@ pub use config::CassandraConfig;
 pub use error::ConnectError;
 
 use crate::cells::Layouts;
-use crate::defer::Known;
 use crate::directory::PeerStatements;
 use crate::fence::Fences;
+use crate::known::Known;
 use crate::staged::Unresolved;
 use crate::statements::Statements;
 use crate::write::{CHUNK_BYTES, WriteClock, Writes};
@@ -73,8 +74,8 @@ use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::timer::SlabSize;
 use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+    StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
@@ -216,7 +217,9 @@ impl CassandraStores {
         };
         schema::migrate(&session, &config.keyspace).await?;
         slab_size::check(&session, &config.keyspace, group, config.slab_size).await?;
-        let statements = Statements::prepare(&session, &config.keyspace)
+        // Boxed, as the peers' below: inline, its future would add to
+        // every connect's.
+        let statements = Box::pin(Statements::prepare(&session, &config.keyspace))
             .await
             .map_err(|e| ConnectError::Migration(format!("preparing the statements: {e}")))?;
         // Boxed: inline, its future would add to every connect's.
@@ -392,6 +395,17 @@ impl TimerStore for CassandraStores {
 impl DeferStore for CassandraStores {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.0.known.peek(partition, key)
+    }
+
+    /// From memory for a partition this client opened (read at open, kept
+    /// by its commits); else read from the partition's counts row.
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.0.counts(partition).await
+    }
+
+    /// Answers for a partition this client opened.
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.0.known.counts(partition)
     }
 
     async fn deferred(

@@ -127,10 +127,18 @@ const MIGRATIONS: &[Migration] = &[
             published boolean,
             PRIMARY KEY ((subsystem), collection))"],
     },
+    Migration {
+        version: 9,
+        description: "per partition, how many keys and records are deferred: absolute values \
+                      the partition's owner writes in each commit's batch",
+        statements: &["CREATE TABLE IF NOT EXISTS {ks}.deferred_counts (
+            group_id text, topic text, part int, keys bigint, records bigint,
+            PRIMARY KEY ((group_id, topic, part)))"],
+    },
 ];
 
 /// The newest schema version this library knows.
-pub const VERSION: i32 = 8;
+pub const VERSION: i32 = 9;
 
 /// How long the migration lock lives if its holder dies.
 const LOCK_TTL: i32 = 60;

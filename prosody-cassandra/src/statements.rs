@@ -38,6 +38,8 @@ pub(crate) struct Statements {
     pub(crate) delete_deferred_index: PreparedStatement,
     pub(crate) select_deferred: PreparedStatement,
     pub(crate) select_deferred_keys: PreparedStatement,
+    pub(crate) set_deferred_counts: PreparedStatement,
+    pub(crate) select_deferred_counts: PreparedStatement,
     pub(crate) insert_dedup: PreparedStatement,
     pub(crate) select_dedup: PreparedStatement,
     pub(crate) owners: Owners,
@@ -140,6 +142,15 @@ impl Statements {
             .await?,
             select_deferred_keys: prepare(format!(
                 "SELECT key FROM {ks}.deferred_keys WHERE {PART}"
+            ))
+            .await?,
+            set_deferred_counts: prepare(format!(
+                "UPDATE {ks}.deferred_counts USING TTL ? AND TIMESTAMP ? \
+                 SET keys = ?, records = ? WHERE {PART}"
+            ))
+            .await?,
+            select_deferred_counts: prepare(format!(
+                "SELECT keys, records FROM {ks}.deferred_counts WHERE {PART}"
             ))
             .await?,
             insert_dedup: prepare(format!(

@@ -89,7 +89,7 @@ macro_rules! forward_timer {
     };
 }
 
-/// `DeferStore`, forwarded to `self.inner` (`peek` included).
+/// `DeferStore`, forwarded to `self.inner` (`peek` and `counts_now` included).
 #[macro_export]
 macro_rules! forward_defer {
     ([$($generics:tt)*] $ty:ty) => {
@@ -100,6 +100,20 @@ macro_rules! forward_defer {
                 key: &$crate::contracts::Key,
             ) -> Option<bool> {
                 $crate::contracts::store::DeferStore::peek(&self.inner, partition, key)
+            }
+
+            async fn counts(
+                &self,
+                partition: &$crate::contracts::broker::TopicPartition,
+            ) -> Result<$crate::contracts::store::DeferCounts, $crate::contracts::store::StoreError> {
+                $crate::contracts::store::DeferStore::counts(&self.inner, partition).await
+            }
+
+            fn counts_now(
+                &self,
+                partition: &$crate::contracts::broker::TopicPartition,
+            ) -> Option<$crate::contracts::store::DeferCounts> {
+                $crate::contracts::store::DeferStore::counts_now(&self.inner, partition)
             }
 
             async fn deferred(

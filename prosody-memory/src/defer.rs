@@ -4,7 +4,7 @@ use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::hash::FastMap;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::StoreError;
-use prosody_contracts::store::defer::{DeferStore, Deferral, Deferred};
+use prosody_contracts::store::defer::{DeferCounts, DeferStore, Deferral, Deferred};
 use std::collections::BTreeSet;
 use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -33,6 +33,17 @@ impl Queue {
     }
 }
 
+/// One partition's queues, by key, and the offsets they hold in all.
+///
+/// Invariant: `records` is the sum of the queues' lengths, kept by every
+/// write (so reading it scans nothing); the partition's deferred keys are
+/// the keys of `keys`.
+#[derive(Debug, Default)]
+struct Partition {
+    keys: FastMap<Key, Queue>,
+    records: u64,
+}
+
 /// Every queue, by partition, then by key.
 ///
 /// Invariant: no partition maps to an empty key map and no key to an empty
@@ -47,39 +58,48 @@ impl Queue {
 /// queue as its retries succeed.
 #[derive(Debug, Default)]
 struct Queues {
-    by_partition: FastMap<TopicPartition, FastMap<Key, Queue>>,
+    by_partition: FastMap<TopicPartition, Partition>,
 }
 
 impl Queues {
     fn queue(&self, partition: &TopicPartition, key: &Key) -> Option<&Queue> {
-        self.by_partition.get(partition)?.get(key)
+        self.by_partition.get(partition)?.keys.get(key)
+    }
+
+    fn counts(&self, partition: &TopicPartition) -> DeferCounts {
+        self.by_partition
+            .get(partition)
+            .map_or_else(DeferCounts::default, |part| DeferCounts {
+                keys: u64::try_from(part.keys.len()).unwrap_or(u64::MAX),
+                records: part.records,
+            })
     }
 
     fn defer(&mut self, partition: &TopicPartition, key: &Key, offset: i64, deferral: Deferral) {
-        let queue = self
-            .by_partition
-            .entry(partition.clone())
-            .or_default()
-            .entry(key.clone())
-            .or_default();
-        // A new head starts with the count of how it was deferred.
-        if queue.offsets.insert(offset) && queue.head() == Some(offset) {
-            queue.failures = deferral.failures();
+        let part = self.by_partition.entry(partition.clone()).or_default();
+        let queue = part.keys.entry(key.clone()).or_default();
+        if queue.offsets.insert(offset) {
+            part.records += 1;
+            // A new head starts with the count of how it was deferred.
+            if queue.head() == Some(offset) {
+                queue.failures = deferral.failures();
+            }
         }
     }
 
     fn complete(&mut self, partition: &TopicPartition, key: &Key, offset: i64) -> Option<i64> {
-        let keys = self.by_partition.get_mut(partition)?;
-        let queue = keys.get_mut(key)?;
+        let part = self.by_partition.get_mut(partition)?;
+        let queue = part.keys.get_mut(key)?;
         if queue.head() != Some(offset) {
             return queue.head();
         }
         queue.offsets.pop_first();
         queue.failures = 0;
+        part.records = part.records.saturating_sub(1);
         let next = queue.head();
         if next.is_none() {
-            keys.remove(key);
-            if keys.is_empty() {
+            part.keys.remove(key);
+            if part.keys.is_empty() {
                 self.by_partition.remove(partition);
             }
         }
@@ -89,7 +109,7 @@ impl Queues {
     fn failed(&mut self, partition: &TopicPartition, key: &Key) -> u32 {
         self.by_partition
             .get_mut(partition)
-            .and_then(|keys| keys.get_mut(key))
+            .and_then(|part| part.keys.get_mut(key))
             .map_or(0, |queue| {
                 queue.failures = queue.failures.saturating_add(1);
                 queue.failures
@@ -129,7 +149,11 @@ impl MemoryDeferStore {
     /// entries the store holds besides the offsets themselves.
     #[must_use]
     pub fn stored_keys(&self) -> usize {
-        self.lock().by_partition.values().map(FastMap::len).sum()
+        self.lock()
+            .by_partition
+            .values()
+            .map(|part| part.keys.len())
+            .sum()
     }
 }
 
@@ -162,6 +186,18 @@ impl MemoryDeferStore {
 impl DeferStore for MemoryDeferStore {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         Some(self.lock().queue(partition, key).is_some())
+    }
+
+    fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<DeferCounts, StoreError>> + Send {
+        ready(Ok(self.lock().counts(partition)))
+    }
+
+    /// Always answers: the counts live in memory.
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        Some(self.lock().counts(partition))
     }
 
     fn deferred(

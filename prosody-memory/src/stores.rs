@@ -8,9 +8,9 @@ use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::clock::Timestamp;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::{
-    Batch, DedupKey, DedupStore, DedupWrite, DeferStore, DeferWrite, Deferred, Direction,
-    ItemRange, StateStore, StoreError, Stores, TimerChange, TimerEntry, TimerKind, TimerStore,
-    TimerWrite,
+    Batch, DedupKey, DedupStore, DedupWrite, DeferCounts, DeferStore, DeferWrite, Deferred,
+    Direction, ItemRange, StateStore, StoreError, Stores, TimerChange, TimerEntry, TimerKind,
+    TimerStore, TimerWrite,
 };
 use std::future::{Future, ready};
 
@@ -183,6 +183,17 @@ impl TimerStore for MemoryStores {
 impl DeferStore for MemoryStores {
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.deferred.peek(partition, key)
+    }
+
+    fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<DeferCounts, StoreError>> + Send {
+        self.deferred.counts(partition)
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.deferred.counts_now(partition)
     }
 
     fn deferred(

@@ -27,6 +27,7 @@ checks!(
     failure_count_follows_the_head,
     drained_keys_disappear,
     partitions_and_keys_are_independent,
+    counts_follow_the_writes_and_survive_a_reopen,
     random_interleaving_matches_the_model,
 );
 

@@ -1,7 +1,10 @@
 //! Health probes for an orchestrator: an HTTP server answering
 //!
 //! - `GET /readyz`: `200` when the client holds at least one partition,
-//!   else `503`;
+//!   else `503`; the `200` body names the partitions assigned, then one
+//!   line per partition held with what the operator should see of it
+//!   ([`Health::partition_details`]: the facade lists each partition's
+//!   deferred keys and records);
 //! - `GET /livez`: `200` unless the client reports a liveness problem (a
 //!   partition with work pending made no progress for the stall threshold,
 //!   a halted partition, a consumer that stopped), else `503` with the
@@ -58,6 +61,13 @@ pub trait Health: Send + Sync + 'static {
     /// What keeps the client from being live, one line each; empty when
     /// live.
     fn liveness_problems(&self) -> impl Future<Output = Vec<String>> + Send;
+
+    /// One line per partition held, for the body of a `200` from
+    /// `/readyz` (after the count of partitions); none by default. Lines
+    /// hold no line break.
+    fn partition_details(&self) -> impl Future<Output = Vec<String>> + Send {
+        std::future::ready(Vec::new())
+    }
 
     /// The metrics for `GET /metrics`; `None` (the default) when this
     /// health serves none, answered `404`.
@@ -227,7 +237,13 @@ async fn answer<H: Health>(request: &Request<Incoming>, health: &H) -> Response<
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no partition assigned\n".to_owned(),
             ),
-            n => text(StatusCode::OK, format!("{n} partitions assigned\n")),
+            n => {
+                let mut body = format!("{n} partitions assigned\n");
+                for line in health.partition_details().await {
+                    let _ = writeln!(body, "{}", line.replace(['\r', '\n'], " "));
+                }
+                text(StatusCode::OK, body)
+            }
         },
         "/livez" => {
             let problems = health.liveness_problems().await;

@@ -15,7 +15,7 @@ use prosody::broker::{
 use prosody_core::Key;
 use prosody_core::clock::Timestamp;
 use prosody_core::store::dedup::{DedupKey, DedupStore};
-use prosody_core::store::defer::{DeferStore, Deferred};
+use prosody_core::store::defer::{DeferCounts, DeferStore, Deferred};
 use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore};
 use prosody_core::store::{
     Batch, Direction, ItemRange, StateStore, StoreError, Stores, TimerChange,
@@ -355,6 +355,18 @@ impl TimerStore for FaultyStores {
 }
 
 impl DeferStore for FaultyStores {
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.call(
+            "reading deferred counts",
+            DeferStore::counts(&self.inner, partition),
+        )
+        .await
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.inner.counts_now(partition)
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.inner.peek(partition, key)
     }

@@ -6,7 +6,7 @@
 use prosody_cassandra::CassandraStores;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::{Batch, DeferStore, Deferred, StoreError, Stores};
+use prosody_contracts::store::{Batch, DeferCounts, DeferStore, Deferred, StoreError, Stores};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -38,9 +38,30 @@ impl Stores for Owner {
         self.own(partition).await?;
         self.inner.commit(partition, batch).await
     }
+
+    /// Opens the partition now unless this owner holds it.
+    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        self.own(partition).await
+    }
+
+    /// Lets the partition go: its next use opens it again, as a new
+    /// owner.
+    fn close(&self, partition: &TopicPartition) {
+        self.opened.lock().unwrap().remove(partition);
+        self.inner.close(partition);
+    }
 }
 
 impl DeferStore for Owner {
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.own(partition).await?;
+        self.inner.counts(partition).await
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.inner.counts_now(partition)
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.inner.peek(partition, key)
     }

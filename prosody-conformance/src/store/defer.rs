@@ -24,7 +24,7 @@ use crate::broker::Failure;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
 use prosody_contracts::store::defer::Deferral::{self, AfterFailure, Behind};
-use prosody_contracts::store::defer::{DeferStore, Deferred};
+use prosody_contracts::store::defer::{DeferCounts, DeferStore, Deferred};
 use prosody_contracts::store::{Batch, DeferWrite, Stores};
 pub use replay::{Call, KEYS, Op, PARTITIONS, random_interleaving_matches_the_model, replay};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,6 +66,28 @@ async fn expect_keys(
         let deferred = Queue::new(store, tp, key).deferred().await?;
         let what = format!("whether {key:?} has deferred offsets in {tp}");
         ensure_eq(&what, &expected.contains(&key), &deferred.is_some())?;
+    }
+    Ok(())
+}
+
+/// Checks the partition's counts (and `counts_now`, when it answers).
+async fn expect_counts(store: &impl Stores, tp: &TopicPartition, expected: DeferCounts) -> Checked {
+    let what = format!("counts({tp})");
+    let got = call(&what, DeferStore::counts(store, tp)).await?;
+    ensure_eq(&what, &expected, &got)?;
+    if let Some(now) = DeferStore::counts_now(store, tp) {
+        ensure_eq(&format!("counts_now({tp})"), &expected, &now)?;
+    }
+    Ok(())
+}
+
+/// Closes the partitions and opens them again: what a new owner reads.
+async fn reopen(store: &impl Stores, partitions: &[TopicPartition]) -> Checked {
+    for tp in partitions {
+        store.close(tp);
+    }
+    for tp in partitions {
+        call(&format!("open({tp}) again"), store.open(tp)).await?;
     }
     Ok(())
 }
@@ -309,6 +331,45 @@ pub async fn partitions_and_keys_are_independent(store: &impl Stores) -> Checked
     check("another drained", 1).await
 }
 
+/// The counts follow every kind of write (a partition opened first, as
+/// its owner does): a new offset adds a record, a new key a key; an
+/// offset queued again, a completion of another offset than the head and
+/// a failure change nothing; completing the head removes a record, the
+/// last one a key. A reopened partition (a new owner) reads the same
+/// counts.
+pub async fn counts_follow_the_writes_and_survive_a_reopen(store: &impl Stores) -> Checked {
+    let tp = Topics::new("counts").partition("t", 0);
+    call(&format!("open({tp})"), store.open(&tp)).await?;
+    let (a, b) = (Queue::new(store, &tp, "a"), Queue::new(store, &tp, "b"));
+    let expect = |keys, records| expect_counts(store, &tp, DeferCounts { keys, records });
+    expect(0, 0).await?;
+    a.defer(&[10], AfterFailure).await?;
+    expect(1, 1).await?;
+    a.defer(&[12, 11], Behind).await?;
+    expect(1, 3).await?;
+    a.defer(&[11, 10], Behind).await?;
+    a.failed(2).await?;
+    expect(1, 3).await?;
+    b.defer(&[20], AfterFailure).await?;
+    expect(2, 4).await?;
+    a.complete(12, Some(10)).await?;
+    b.complete(21, Some(20)).await?;
+    expect(2, 4).await?;
+    reopen(store, std::slice::from_ref(&tp)).await?;
+    expect(2, 4).await?;
+    a.complete(10, Some(11)).await?;
+    expect(2, 3).await?;
+    b.complete(20, None).await?;
+    expect(1, 2).await?;
+    reopen(store, std::slice::from_ref(&tp)).await?;
+    expect(1, 2).await?;
+    a.complete(11, Some(12)).await?;
+    a.complete(12, None).await?;
+    expect(0, 0).await?;
+    reopen(store, std::slice::from_ref(&tp)).await?;
+    expect(0, 0).await
+}
+
 /// Runs every check; the failure names each check that failed.
 pub async fn run_all(store: &impl Stores) -> Checked {
     let mut failures = Vec::new();
@@ -326,6 +387,7 @@ pub async fn run_all(store: &impl Stores) -> Checked {
         failure_count_follows_the_head,
         drained_keys_disappear,
         partitions_and_keys_are_independent,
+        counts_follow_the_writes_and_survive_a_reopen,
         random_interleaving_matches_the_model,
     );
     if failures.is_empty() {

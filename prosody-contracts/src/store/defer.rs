@@ -70,6 +70,37 @@ impl Deferral {
     }
 }
 
+/// How much of one partition is deferred: what
+/// [`DeferStore::counts`] returns.
+///
+/// Invariant (of every value a store returns for a partition it keeps
+/// exact): `keys` is the number of the partition's keys whose queue is not
+/// empty, `records` the number of offsets in those queues, so `keys <=
+/// records` and `keys == 0` exactly when `records == 0`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DeferCounts {
+    /// Keys with at least one deferred offset.
+    pub keys: u64,
+    /// Deferred offsets, over every key.
+    pub records: u64,
+}
+
+impl DeferCounts {
+    /// The counts after one key's queue went from `before` to `after`
+    /// offsets (zero: the key has none), saturating at zero.
+    #[must_use]
+    pub fn changed(self, before: usize, after: usize) -> Self {
+        let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let (before, after) = (wide(before), wide(after));
+        let keys = self
+            .keys
+            .saturating_add(u64::from(after > 0))
+            .saturating_sub(u64::from(before > 0));
+        let records = self.records.saturating_add(after).saturating_sub(before);
+        Self { keys, records }
+    }
+}
+
 impl Deferred {
     /// The head: the deferred message to retry next.
     #[must_use]
@@ -101,6 +132,29 @@ impl Deferred {
 ///   is a key like any other.
 /// - [`peek`](Self::peek), when it answers, agrees with
 ///   [`deferred`](Self::deferred).
+/// - [`counts`](Self::counts) of a partition are kept by the commits
+///   themselves, so reading them scans nothing. After each write a commit
+///   applies: a [`DeferWrite::Defer`] of an offset not queued adds one
+///   record, and one key if the key had none; a [`DeferWrite::Complete`]
+///   of the head removes one record, and one key if it was the key's last;
+///   a [`DeferWrite::Defer`] of an offset already queued, a
+///   [`DeferWrite::Complete`] of any other offset, and every
+///   [`DeferWrite::Failed`] change nothing. So the counts always equal
+///   what [`deferred`](Self::deferred) of every key would add up to.
+///   They are durable with the queues: a new owner of the partition (the
+///   stores [closed](super::Stores::close) and [opened](super::Stores::open)
+///   again, or another member's) reads the same counts. A backend that
+///   keeps them per owner keeps them for the writes between
+///   [`open`](super::Stores::open) and [`close`](super::Stores::close), as
+///   the runtime makes them; writes to a partition never opened (direct
+///   use) may leave them behind.
+/// - During a rebalance, an old owner that still commits (one evicted
+///   without knowing it) may add offsets to queues after the new owner
+///   read the counts. A backend whose counts live with each owner (one on
+///   a server) need not count those: the counts are then lower than the
+///   queues hold, by at most what the old owner's late writes added,
+///   until those offsets complete, and never higher. A backend with one
+///   set of queues and counts (the in-memory stores) stays exact.
 ///
 /// [`Stores::commit`]: super::Stores::commit
 /// [`DeferWrite`]: super::DeferWrite
@@ -116,6 +170,24 @@ pub trait DeferStore: Clone + Send + Sync + 'static {
     /// round trip and an allocation.
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         let _ = (partition, key);
+        None
+    }
+
+    /// How many keys of the partition have deferred offsets, and how many
+    /// offsets are deferred in all, as the commits so far left them (see
+    /// the contract above). A backend reads them when the partition opens
+    /// and answers from memory while it owns the partition.
+    fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<DeferCounts, StoreError>> + Send;
+
+    /// The partition's [`counts`](Self::counts), when the store can tell
+    /// at once, without I/O; `None` means "ask `counts`" (the default).
+    /// The runtime calls it after each commit that changes deferrals, to
+    /// keep its gauges current without a read per event.
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        let _ = partition;
         None
     }
 

@@ -44,7 +44,7 @@ pub mod timer;
 
 pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite};
 pub use dedup::{DedupKey, DedupStore};
-pub use defer::{DeferStore, Deferral, Deferred};
+pub use defer::{DeferCounts, DeferStore, Deferral, Deferred};
 pub use directory::PeerDirectory;
 pub use state::{Direction, ItemRange, StateChange, StateStore, StateWrite};
 pub use timer::{TimerEntry, TimerKind, TimerStore};

@@ -55,12 +55,14 @@ mod config;
 mod future;
 mod gate;
 mod layer;
+mod tally;
 #[cfg(test)]
 mod tests;
 
 pub use config::{DeferConfig, DeferConfigError};
 pub use future::ResponseFuture;
 pub use layer::DeferLayer;
+pub(crate) use tally::Tally;
 
 use crate::broker::TopicPartition;
 use crate::context::Context;

@@ -27,6 +27,10 @@ pub(crate) struct Readings {
     pub(crate) in_flight: usize,
     pub(crate) waiting: usize,
     pub(crate) paused: bool,
+    /// Keys with deferred records, and those records (`-1` until the
+    /// partition's stores reported them).
+    pub(crate) deferred_keys: i64,
+    pub(crate) deferred_records: i64,
 }
 
 /// The partitions a runtime holds, as the gauges read them.
@@ -102,7 +106,7 @@ struct Gauge {
     seconds: bool,
 }
 
-const GAUGES: [Gauge; 7] = [
+const GAUGES: [Gauge; 9] = [
     Gauge {
         name: "prosody.partition.lag",
         unit: "{record}",
@@ -167,6 +171,22 @@ const GAUGES: [Gauge; 7] = [
         reading: |state, now| (state.timer_due >= 0).then(|| (now - state.timer_due).max(0)),
         gone: Gone::Nothing,
         seconds: true,
+    },
+    Gauge {
+        name: "prosody.defer.keys",
+        unit: "{key}",
+        description: "Keys with deferred records, as the defer store counts them.",
+        reading: |state, _| (state.deferred_keys >= 0).then_some(state.deferred_keys),
+        gone: Gone::Zero,
+        seconds: false,
+    },
+    Gauge {
+        name: "prosody.defer.records",
+        unit: "{record}",
+        description: "Records deferred for a later retry, as the defer store counts them.",
+        reading: |state, _| (state.deferred_records >= 0).then_some(state.deferred_records),
+        gone: Gone::Zero,
+        seconds: false,
     },
 ];
 

@@ -8,7 +8,8 @@ use crate::key::Key;
 use crate::store::state::{Direction, ItemRange};
 use crate::store::timer::{TimerEntry, TimerKind};
 use crate::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, StateStore, StoreError, Stores, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, StateStore, StoreError, Stores,
+    TimerStore,
 };
 use bytes::Bytes;
 use opentelemetry::KeyValue;
@@ -151,6 +152,17 @@ impl<S: DedupStore> DedupStore for Metered<S> {
 }
 
 impl<S: DeferStore> DeferStore for Metered<S> {
+    fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<DeferCounts, StoreError>> + Send {
+        self.inner.counts(partition)
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.inner.counts_now(partition)
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.inner.peek(partition, key)
     }

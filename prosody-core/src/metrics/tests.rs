@@ -219,6 +219,8 @@ const IDLE: Readings = Readings {
     in_flight: 0,
     waiting: 0,
     paused: false,
+    deferred_keys: -1,
+    deferred_records: -1,
 };
 
 /// Instruments watching one partition held with `readings`.
@@ -264,6 +266,8 @@ async fn the_gauges_read_the_partitions_held() {
         in_flight: 3,
         waiting: 7,
         paused: true,
+        deferred_keys: 2,
+        deferred_records: 5,
     });
     let value = |name: &str| value(name).unwrap_or_else(|| panic!("{name}: no series"));
     assert!((value("prosody.partition.lag") - 10.0).abs() < f64::EPSILON);
@@ -271,6 +275,8 @@ async fn the_gauges_read_the_partitions_held() {
     assert!((value("prosody.partition.waiting") - 7.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.unsettled") - 10.0).abs() < f64::EPSILON);
     assert!((value("prosody.partition.paused") - 1.0).abs() < f64::EPSILON);
+    assert!((value("prosody.defer.keys") - 2.0).abs() < f64::EPSILON);
+    assert!((value("prosody.defer.records") - 5.0).abs() < f64::EPSILON);
     let age = value("prosody.partition.lag.duration");
     assert!((2.5..3.5).contains(&age), "{age}");
     let timer_lag = value("prosody.timer.lag");

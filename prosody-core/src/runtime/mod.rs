@@ -25,7 +25,7 @@ use crate::handler::EventService;
 use crate::hash::FastMap;
 use crate::metrics::{Held, Metrics, Readings};
 use crate::state::Registry;
-use crate::store::Stores;
+use crate::store::{DeferCounts, Stores};
 pub(crate) use answer::asked_by;
 pub use answer::{Answerer, Settled};
 use status::PartitionState;
@@ -220,6 +220,24 @@ impl Runtime {
             .collect();
         halts.sort_unstable();
         halts
+    }
+
+    /// Each partition held whose stores reported their deferrals, in
+    /// order, with its deferred keys and records: read when the partition
+    /// opened, and kept current by each commit that changes deferrals.
+    #[must_use]
+    pub fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
+        if self.is_finished() {
+            return Vec::new();
+        }
+        let mut counts: Vec<_> = self
+            .status
+            .partitions()
+            .iter()
+            .filter_map(|(tp, state)| Some((tp.clone(), state.deferred.get()?)))
+            .collect();
+        counts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        counts
     }
 
     fn partitions_where(&self, pick: impl Fn(&PartitionState) -> bool) -> Vec<TopicPartition> {

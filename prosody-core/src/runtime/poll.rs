@@ -196,6 +196,7 @@ where
                 stores: self.stores.clone(),
                 partition: tp.clone(),
                 notices,
+                deferred: Arc::clone(&state.deferred),
             });
             let task = PartitionTask {
                 tp: tp.clone(),

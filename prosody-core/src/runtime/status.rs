@@ -2,6 +2,7 @@
 //! its backlog, committable offset, pause, progress and halt.
 
 use crate::clock;
+use crate::defer::Tally;
 use crate::metrics::Readings;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -45,6 +46,9 @@ pub(crate) struct PartitionState {
     /// For the gauges: keys being handled, and records waiting behind one.
     pub(crate) in_flight: AtomicUsize,
     pub(crate) waiting: AtomicUsize,
+    /// For the gauges and probes: the deferred keys and records, as the
+    /// partition's stores report them.
+    pub(crate) deferred: Arc<Tally>,
 }
 
 impl Default for PartitionState {
@@ -63,6 +67,7 @@ impl Default for PartitionState {
             timer_due: AtomicI64::new(NO_OFFSET),
             in_flight: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            deferred: Arc::default(),
         }
     }
 }
@@ -70,7 +75,10 @@ impl Default for PartitionState {
 impl PartitionState {
     /// What the gauges read of it now.
     pub(crate) fn readings(&self) -> Readings {
+        let (deferred_keys, deferred_records) = self.deferred.raw();
         Readings {
+            deferred_keys,
+            deferred_records,
             committed: self.committed.load(Ordering::Relaxed),
             high: self.high.load(Ordering::Relaxed),
             oldest: self.oldest.load(Ordering::Relaxed),

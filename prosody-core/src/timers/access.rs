@@ -4,13 +4,16 @@
 use super::{Due, StoreAccess, StoreFuture};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
+use crate::defer::Tally;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, to_seconds};
 use crate::store::{
     Batch, DedupKey, Deferred, Direction, ItemRange, StoreError, Stores, TimerChange,
 };
 use bytes::Bytes;
+use std::sync::Arc;
 use tokio::sync::mpsc;
+use tracing::debug;
 
 /// A change the partition task applies to its due queue.
 #[derive(Debug)]
@@ -36,6 +39,9 @@ pub(crate) struct PartitionStores<S> {
     pub(crate) stores: S,
     pub(crate) partition: TopicPartition,
     pub(crate) notices: mpsc::UnboundedSender<Notice>,
+    /// The partition's deferred keys and records: read at open, then
+    /// after each commit that changes deferrals.
+    pub(crate) deferred: Arc<Tally>,
 }
 
 /// A commit whose outcome is not known yet: dropped while armed, it asks
@@ -54,10 +60,34 @@ impl Drop for Unsure<'_> {
 }
 
 impl<S: Stores> PartitionStores<S> {
+    /// Takes the partition, then reads its deferred counts (a failed read
+    /// is logged: the gauges report none until a commit tells).
+    async fn open(&self) -> Result<(), StoreError> {
+        self.stores.open(&self.partition).await?;
+        self.count().await;
+        Ok(())
+    }
+
+    /// Reads the partition's deferred counts: at once where the stores
+    /// can, else with a read.
+    async fn count(&self) {
+        if let Some(counts) = self.stores.counts_now(&self.partition) {
+            self.deferred.set(counts);
+            return;
+        }
+        match self.stores.counts(&self.partition).await {
+            Ok(counts) => self.deferred.set(counts),
+            Err(error) => {
+                debug!(partition = %self.partition, %error, "reading the deferred counts failed");
+            }
+        }
+    }
+
     async fn write(&self, batch: Batch) -> Result<(), crate::store::StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
+        let deferrals = !batch.deferrals.is_empty();
         let notices: Vec<Notice> = batch
             .timers
             .iter()
@@ -89,6 +119,9 @@ impl<S: Stores> PartitionStores<S> {
             // loads the store.
             let _ = self.notices.send(notice);
         }
+        if deferrals {
+            self.count().await;
+        }
         Ok(())
     }
 }
@@ -112,7 +145,18 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
         if !batch.timers.is_empty() || !batch.state.is_empty() {
             return Err(batch);
         }
-        self.stores.commit_now(&self.partition, batch)
+        if batch.deferrals.is_empty() {
+            return self.stores.commit_now(&self.partition, batch);
+        }
+        let written = self.stores.commit_now(&self.partition, batch)?;
+        if written.is_ok() {
+            // A store that writes at once counts at once; one that cannot
+            // is read again at the next commit through `write`.
+            if let Some(counts) = self.stores.counts_now(&self.partition) {
+                self.deferred.set(counts);
+            }
+        }
+        Ok(written)
     }
 
     fn cell<'a>(
@@ -155,7 +199,7 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
     }
 
     fn open(&self) -> StoreFuture<'_, ()> {
-        Box::pin(self.stores.open(&self.partition))
+        Box::pin(PartitionStores::open(self))
     }
 
     fn close(&self) {

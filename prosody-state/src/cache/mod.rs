@@ -13,8 +13,8 @@ use prosody_core::broker::TopicPartition;
 use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
 use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DeferStore, Deferred, Direction, ItemRange, StateStore,
-    StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+    StateStore, StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -160,6 +160,14 @@ impl<S: Stores> TimerStore for CachedStores<S> {
 }
 
 impl<S: Stores> DeferStore for CachedStores<S> {
+    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
+        self.inner.counts(partition).await
+    }
+
+    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
+        self.inner.counts_now(partition)
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         self.inner.peek(partition, key)
     }

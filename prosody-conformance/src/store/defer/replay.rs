@@ -1,13 +1,13 @@
 //! The model of the defer contract, and the replay of store writes against
 //! it.
 
-use super::{Checked, Queue, Topics};
+use super::{Checked, Queue, Topics, expect_counts, reopen};
 use crate::broker::Failure;
 use crate::store::ensure_eq;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::store::Stores;
 use prosody_contracts::store::defer::Deferral::{self, AfterFailure, Behind};
-use prosody_contracts::store::defer::Deferred;
+use prosody_contracts::store::defer::{DeferCounts, Deferred};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Partitions of the model universe (see [`Op`]).
@@ -84,6 +84,14 @@ impl Model {
         })
     }
 
+    /// The partition's keys with deferred offsets, and their offsets.
+    fn counts(&self, partition: usize) -> DeferCounts {
+        let queues = self.queues.iter().filter(|((p, _), _)| *p == partition);
+        queues.fold(DeferCounts::default(), |counts, (_, (offsets, _))| {
+            counts.changed(0, offsets.len())
+        })
+    }
+
     fn deferred(&self, at: (usize, usize)) -> Option<Deferred> {
         self.queues.get(&at).map(|(offsets, failures)| Deferred {
             offsets: offsets.iter().copied().collect(),
@@ -111,10 +119,11 @@ fn universe_key(index: usize) -> &'static str {
 }
 
 /// Every queue of the universe (so every key that may have deferred
-/// offsets), store against model.
+/// offsets), and every partition's counts, store against model.
 async fn compare(store: &impl Stores, topics: &Topics, model: &Model) -> Checked {
     for p in 0..PARTITIONS {
         let tp = universe(topics, p);
+        expect_counts(store, &tp, model.counts(p)).await?;
         for k in 0..KEYS {
             let queue = Queue::new(store, &tp, universe_key(k));
             let what = format!("deferred({tp}, {:?})", queue.key);
@@ -124,14 +133,30 @@ async fn compare(store: &impl Stores, topics: &Topics, model: &Model) -> Checked
     Ok(())
 }
 
-/// Runs `ops` against the store (in topics of its own) and the model of the
-/// contract; after every step, what the write's single call once returned
-/// (the head after a completion, the count after a failure), then every
-/// queue, must match the model's.
+/// Steps between two reopens of a [`replay`]'s partitions.
+const REOPEN_EVERY: usize = 25;
+
+/// Runs `ops` against the store (in topics of its own, opened first, as an
+/// owner does) and the model of the contract; after every step, what the
+/// write's single call once returned (the head after a completion, the
+/// count after a failure), then every queue and every partition's counts,
+/// must match the model's. Every 25 steps and at the end,
+/// the partitions are closed and opened again (a new owner reads them),
+/// and everything must still match.
 pub async fn replay(store: &impl Stores, ops: &[Op]) -> Checked {
     let topics = Topics::new("model");
     let mut model = Model::default();
+    let partitions: Vec<TopicPartition> = (0..PARTITIONS).map(|p| universe(&topics, p)).collect();
+    for tp in &partitions {
+        super::call(&format!("open({tp})"), store.open(tp)).await?;
+    }
     for (step, op) in ops.iter().enumerate() {
+        if step > 0 && step % REOPEN_EVERY == 0 {
+            let in_step =
+                |failure: Failure| Failure::new(format!("reopened before step {step}: {failure}"));
+            reopen(store, &partitions).await.map_err(in_step)?;
+            compare(store, &topics, &model).await.map_err(in_step)?;
+        }
         let at = (op.partition % PARTITIONS, op.key % KEYS);
         let queue = Queue::new(store, &universe(&topics, at.0), universe_key(at.1));
         let in_step = |failure: Failure| Failure::new(format!("step {step}, {op:?}: {failure}"));
@@ -151,7 +176,10 @@ pub async fn replay(store: &impl Stores, ops: &[Op]) -> Checked {
         checked.map_err(in_step)?;
         compare(store, &topics, &model).await.map_err(in_step)?;
     }
-    Ok(())
+    reopen(store, &partitions).await?;
+    compare(store, &topics, &model)
+        .await
+        .map_err(|failure| Failure::new(format!("reopened after the last step: {failure}")))
 }
 
 /// Seeded pseudo-random sequences of [`Op`]s over few offsets, so that

@@ -4,7 +4,7 @@ use super::fakes::partition;
 use crate::broker::TopicPartition;
 use crate::key::Key;
 use crate::store::StoreError;
-use crate::store::defer::{DeferStore, Deferral, Deferred};
+use crate::store::defer::{DeferCounts, DeferStore, Deferral, Deferred};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::{Future, ready};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -146,6 +146,21 @@ impl FakeStore {
 }
 
 impl DeferStore for FakeStore {
+    fn counts(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<DeferCounts, StoreError>> + Send {
+        ready(self.down().map(|()| {
+            let queues = self.queues.lock().unwrap();
+            queues
+                .iter()
+                .filter(|((tp, _), _)| tp == partition)
+                .fold(DeferCounts::default(), |counts, (_, (offsets, _))| {
+                    counts.changed(0, offsets.len())
+                })
+        }))
+    }
+
     fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
         let at = (partition.clone(), key.clone());
         self.peeks
