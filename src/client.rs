@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 use tracing::warn;
 
 pub(crate) struct Inner<C> {
@@ -327,21 +328,24 @@ impl<C: Codec> ProsodyClient<C> {
     /// Concurrent and repeated calls wait for the same shutdown; afterwards
     /// every operation fails with [`ClientError::ShutDown`].
     ///
-    /// One budget, `shutdown_timeout`, bounds it all: the partitions drain
-    /// within it, and the telemetry flush gets what the drain left of it,
-    /// whatever the telemetry producer does (events still unsent then are
-    /// counted in a warning). Past the budget come only the final offset
-    /// commit (at most 10 s on Kafka) and the consumer's leaving its group.
+    /// One deadline, `shutdown_timeout` from the call, bounds every step,
+    /// each getting what the ones before left of it: the partitions'
+    /// drain, the answers still being sent to requesters (abandoned at the
+    /// deadline), the deletion of the peer directory entry (at most 5 s; it
+    /// runs out with its lease otherwise), the probe server's stop and the
+    /// flush of the telemetry still queued (events still unsent are counted
+    /// in a warning). Past the deadline come only the final offset commit
+    /// (at most 10 s on Kafka) and the consumer's leaving its group (what is
+    /// left of the deadline, and at least 2 s).
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
         self.inner
             .shutdown
             .get_or_init(|| async {
-                let stop = async {
+                let stop = |deadline| async move {
                     self.inner.subscription.stop().await;
-                    let budget = self.inner.settings.runtime.shutdown_timeout;
-                    self.inner.requests.close(budget).await;
-                    self.inner.probe.stop().await;
+                    self.inner.requests.close(deadline).await;
+                    self.inner.probe.stop(deadline).await;
                 };
                 let budget = self.inner.settings.runtime.shutdown_timeout;
                 close(stop, self.inner.layers.telemetry_sink(), budget).await;
@@ -350,13 +354,18 @@ impl<C: Codec> ProsodyClient<C> {
     }
 }
 
-/// Runs `stop` (the drain, which keeps within `budget` itself), then
-/// flushes `telemetry` with what is left of `budget`, so the two together
-/// take no longer than `budget`, whatever the telemetry producer does.
-async fn close(stop: impl Future<Output = ()>, telemetry: Option<&ProducerSink>, budget: Duration) {
-    let start = tokio::time::Instant::now();
+/// Computes the one deadline, `budget` from now; runs `stop` with it (the
+/// drain keeps within `budget` itself, the other steps within the
+/// deadline), then flushes `telemetry` until it, so everything together
+/// takes no longer than `budget`, whatever the telemetry producer does.
+async fn close<F, S>(stop: S, telemetry: Option<&ProducerSink>, budget: Duration)
+where
+    S: FnOnce(Instant) -> F,
+    F: Future<Output = ()>,
+{
+    let start = Instant::now();
     let deadline = start.checked_add(budget).unwrap_or(start + YEAR);
-    stop.await;
+    stop(deadline).await;
     if let Some(sink) = telemetry
         && let Err(unflushed) = sink.flush_until(deadline).await
     {
@@ -371,44 +380,4 @@ async fn close(stop: impl Future<Output = ()>, telemetry: Option<&ProducerSink>,
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
 
 #[cfg(test)]
-#[allow(clippy::expect_used, reason = "test code fails loudly")]
-mod tests {
-    use super::close;
-    use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
-    use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink};
-    use prosody_core::{Demand, Timestamp};
-    use std::time::Duration;
-
-    /// A producer whose sends never complete.
-    #[derive(Clone)]
-    struct Stuck;
-
-    impl Producer for Stuck {
-        async fn send(&self, _: OutgoingRecord, _: Duration) -> Result<Delivery, BrokerError> {
-            std::future::pending().await
-        }
-    }
-
-    /// A drain that took 27 s of a 30 s budget leaves the telemetry flush
-    /// 3 s, not a budget of its own, when the telemetry producer hangs.
-    #[tokio::test(start_paused = true)]
-    async fn the_drain_and_the_telemetry_flush_share_one_budget() {
-        let sink = ProducerSink::spawn(Stuck, "lifecycle").expect("a runtime");
-        sink.emit(TelemetryEvent {
-            lifecycle: Lifecycle::Dispatched,
-            kind: "message",
-            topic: "orders".into(),
-            partition: 0,
-            offset: Some(1),
-            key: "k".into(),
-            attempt: 1,
-            demand: Demand::Normal,
-            at: Timestamp::from_millis(0),
-        });
-        let start = tokio::time::Instant::now();
-        let drain = tokio::time::sleep(Duration::from_secs(27));
-        close(drain, Some(&sink), Duration::from_secs(30)).await;
-        assert_eq!(start.elapsed(), Duration::from_secs(30));
-        assert_eq!(sink.pending(), 1);
-    }
-}
+mod tests;
