@@ -119,12 +119,16 @@ where
                 }
             }
         }
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(self.config.shutdown_timeout)
+            .unwrap_or_else(far_future);
         // In order, so a run is the same from one process to the next.
         let mut all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         all.sort_unstable();
         self.revoke(all, Leave::Shutdown).await;
         if let Some(consumer) = self.consumer.take() {
-            consumer.close().await;
+            leave(consumer, deadline).await;
         }
         info!("consumer stopped");
     }
@@ -421,6 +425,31 @@ enum Leave {
     Revoked,
     /// The consumer stops: finish what is held, within the budget.
     Shutdown,
+}
+
+/// The least time a consumer gets to leave its group, however much of
+/// `shutdown_timeout` the drain and the final commit used: enough for the
+/// request that leaves the group.
+const LEAVE_FLOOR: Duration = Duration::from_secs(2);
+
+/// Closes `consumer`, waiting until `deadline`, or [`LEAVE_FLOOR`] from now
+/// if that is later. Past it the close goes on in the background (dropping
+/// a consumer's close must not stop it), and the member is not known to
+/// have left its group.
+async fn leave<C: Consumer>(consumer: C, deadline: Instant) {
+    let until = deadline.max(Instant::now() + LEAVE_FLOOR);
+    if tokio::time::timeout_at(until, consumer.close())
+        .await
+        .is_err()
+    {
+        warn!(
+            "the consumer did not leave its group by shutdown_timeout (at least {LEAVE_FLOOR:?} \
+             after the final commit); no longer waiting: the member is not known to have left, \
+             so its partitions stay unowned until its session times out (session.timeout.ms, \
+             or the broker's group.consumer.session.timeout.ms with the consumer protocol) and \
+             the group moves them; the offsets were committed before"
+        );
+    }
 }
 
 /// The consumer's next event; `Closed` once it is closed.
