@@ -53,7 +53,10 @@ pub(crate) struct Inner<C> {
 /// last clone is dropped: dropping it without shutting down is a crash, in
 /// which nothing is drained or committed (the partitions' next owners
 /// handle again what was not committed, and the telemetry still queued is
-/// lost).
+/// lost). Such a drop logs a warning counting what was left: the
+/// partitions held, their unsettled records, the telemetry events queued
+/// and the answers being sent. A client that was never subscribed (or was
+/// unsubscribed) and holds none of these is dropped in silence.
 ///
 /// Invariant: after [`ProsodyClient::shutdown`] starts, every operation fails
 /// with [`ClientError::ShutDown`], and at most one subscription runs at a time.
@@ -351,6 +354,40 @@ impl<C: Codec> ProsodyClient<C> {
                 close(stop, self.inner.layers.telemetry_sink(), budget).await;
             })
             .await;
+    }
+}
+
+impl<C> Drop for Inner<C> {
+    /// The last handle went without `shutdown()` (or before it finished):
+    /// warns of what was left, counted without blocking.
+    fn drop(&mut self) {
+        if self.shutdown.initialized() {
+            return;
+        }
+        let running = self
+            .subscription
+            .running()
+            .filter(|runtime| !runtime.is_finished());
+        let partitions = running.as_ref().map_or(0, |r| r.assigned_partition_count());
+        let unsettled = running.as_ref().map_or(0, |r| r.unsettled_records());
+        let telemetry = self
+            .layers
+            .telemetry_sink()
+            .map_or(0, ProducerSink::pending);
+        let answers = self.requests.sending();
+        if running.is_none() && telemetry == 0 && answers == 0 {
+            return;
+        }
+        warn!(
+            subscribed = running.is_some(),
+            partitions,
+            unsettled,
+            telemetry,
+            answers,
+            "the last ProsodyClient handle was dropped without shutdown(): nothing is drained or \
+             committed; the partitions' next owners handle again what was not committed, and \
+             the queued telemetry events and the answers being sent are lost"
+        );
     }
 }
 

@@ -118,6 +118,11 @@ impl Requests {
             .map_or(0, |receiver| receiver.inbox.dropped())
     }
 
+    /// Answers being sent to requesters now.
+    pub(crate) fn sending(&self) -> usize {
+        self.sending.len()
+    }
+
     /// The client's peer directory, if its stores have one.
     pub(crate) fn directory(&self) -> Option<&ClientDirectory> {
         self.directory.as_ref()

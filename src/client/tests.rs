@@ -312,3 +312,53 @@ async fn a_consumer_that_never_leaves_holds_shutdown_up_only_to_its_floor() {
         "{logged}"
     );
 }
+
+/// Dropping the last handle of a consuming client without shutdown warns,
+/// counting the partitions held and their unsettled records; after
+/// shutdown, or for a client never subscribed, a drop says nothing.
+#[tokio::test(start_paused = true)]
+async fn a_client_dropped_unshut_says_what_it_left() {
+    let logs = Logs::default();
+    let _default = tracing::subscriber::set_default(logs.subscriber());
+    let client = consuming(Duration::from_secs(10)).await;
+    client.unsubscribe().await.expect("an unsubscription");
+    let (started, mut handling) = mpsc::unbounded_channel();
+    client
+        .subscribe(Hangs(started))
+        .await
+        .expect("a subscription");
+    for n in 0..3 {
+        client
+            .send("t", "k", &serde_json::json!({ "n": n }))
+            .await
+            .expect("a send");
+    }
+    tokio::time::timeout(Duration::from_secs(60), handling.recv())
+        .await
+        .expect("the handler started in time");
+    let clone = client.clone();
+    drop(client);
+    assert_eq!(logs.text(), "", "a clone still holds the client");
+    drop(clone);
+    let logged = logs.text();
+    assert!(
+        logged.contains("dropped without shutdown()")
+            && logged.contains("subscribed=true partitions=1 unsettled=3 telemetry=0 answers=0"),
+        "{logged}"
+    );
+
+    let logs = Logs::default();
+    let _default = tracing::subscriber::set_default(logs.subscriber());
+    let shut = consuming(Duration::from_secs(10)).await;
+    shut.shutdown().await;
+    drop(shut);
+    let never = ProsodyClient::builder()
+        .broker(MemoryBroker::new())
+        .group_id("svc")
+        .source_system("svc-test")
+        .build()
+        .await
+        .expect("a client");
+    drop(never);
+    assert_eq!(logs.text(), "");
+}

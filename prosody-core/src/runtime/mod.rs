@@ -31,6 +31,7 @@ pub use answer::{Answerer, Settled};
 use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -187,6 +188,20 @@ impl Runtime {
             return 0;
         }
         self.status.partitions().len()
+    }
+
+    /// Records handed to this member's partitions and not yet settled, in
+    /// all (none once it stopped).
+    #[must_use]
+    pub fn unsettled_records(&self) -> usize {
+        if self.is_finished() {
+            return 0;
+        }
+        self.status
+            .partitions()
+            .values()
+            .map(|state| state.unsettled.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Whether the consumer stopped without being asked to: its consumer
