@@ -312,7 +312,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// leaves the group. The client can subscribe again.
     pub async fn unsubscribe(&self) -> Result<(), ClientError> {
         self.check_open()?;
-        self.inner.subscription.stop().await;
+        self.inner.subscription.stop(None).await;
         Ok(())
     }
 
@@ -346,7 +346,7 @@ impl<C: Codec> ProsodyClient<C> {
             .shutdown
             .get_or_init(|| async {
                 let stop = |deadline| async move {
-                    self.inner.subscription.stop().await;
+                    self.inner.subscription.stop(Some(deadline)).await;
                     self.inner.requests.close(deadline).await;
                     self.inner.probe.stop(deadline).await;
                 };
@@ -391,10 +391,11 @@ impl<C> Drop for Inner<C> {
     }
 }
 
-/// Computes the one deadline, `budget` from now; runs `stop` with it (the
-/// drain keeps within `budget` itself, the other steps within the
-/// deadline), then flushes `telemetry` until it, so everything together
-/// takes no longer than `budget`, whatever the telemetry producer does.
+/// Computes the one deadline, `budget` from now; runs `stop` with it (each
+/// of its steps keeps to it), then flushes `telemetry` until it, so
+/// everything together takes no longer than `budget` (besides what the
+/// steps may take past it: the final commit and the group leave),
+/// whatever the telemetry producer does.
 async fn close<F, S>(stop: S, telemetry: Option<&ProducerSink>, budget: Duration)
 where
     S: FnOnce(Instant) -> F,

@@ -34,27 +34,41 @@ async fn consuming(budget: Duration) -> ProsodyClient {
         .expect("a client")
 }
 
-/// An in-memory broker whose members never finish leaving their group.
+/// An in-memory broker whose members misbehave as told.
 #[derive(Clone)]
-struct Unleaving(MemoryBroker);
+struct Tweaked {
+    broker: MemoryBroker,
+    /// Their close never finishes.
+    never_leaves: bool,
+    /// Their first commit takes 5 s, told here when it starts.
+    slow_commit: Option<mpsc::UnboundedSender<()>>,
+}
 
-/// A member whose close never finishes.
-struct Clinging(MemoryConsumer);
+/// A member of a [`Tweaked`] broker.
+struct Tweak {
+    member: MemoryConsumer,
+    never_leaves: bool,
+    slow_commit: Option<mpsc::UnboundedSender<()>>,
+}
 
-impl Broker for Unleaving {
-    type Consumer = Clinging;
+impl Broker for Tweaked {
+    type Consumer = Tweak;
     type Producer = MemoryProducer;
 
     fn durable(&self) -> bool {
         false
     }
 
-    async fn consumer(&self, config: &ConsumerConfig) -> Result<Clinging, BrokerError> {
-        Ok(Clinging(self.0.consumer(config).await?))
+    async fn consumer(&self, config: &ConsumerConfig) -> Result<Tweak, BrokerError> {
+        Ok(Tweak {
+            member: self.broker.consumer(config).await?,
+            never_leaves: self.never_leaves,
+            slow_commit: self.slow_commit.clone(),
+        })
     }
 
     fn producer(&self) -> Result<MemoryProducer, BrokerError> {
-        self.0.producer()
+        self.broker.producer()
     }
 
     async fn read(
@@ -62,53 +76,79 @@ impl Broker for Unleaving {
         partition: &TopicPartition,
         offset: i64,
     ) -> Result<Option<Record>, BrokerError> {
-        self.0.read(partition, offset).await
+        self.broker.read(partition, offset).await
     }
 
     async fn partitions(&self, topic: &str) -> Result<Option<i32>, BrokerError> {
-        self.0.partitions(topic).await
+        self.broker.partitions(topic).await
     }
 }
 
-impl Consumer for Clinging {
+impl Consumer for Tweak {
     async fn poll(&mut self) -> Result<ConsumerEvent, BrokerError> {
-        self.0.poll().await
+        self.member.poll().await
     }
 
     fn store_offset(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), BrokerError> {
-        self.0.store_offset(partition, offset)
+        self.member.store_offset(partition, offset)
     }
 
     async fn commit(&mut self) -> Result<(), BrokerError> {
-        self.0.commit().await
+        if let Some(committing) = self.slow_commit.take() {
+            let _ = committing.send(());
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        self.member.commit().await
     }
 
     fn pause(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
-        self.0.pause(partition)
+        self.member.pause(partition)
     }
 
     fn resume(&mut self, partition: &TopicPartition) -> Result<(), BrokerError> {
-        self.0.resume(partition)
+        self.member.resume(partition)
     }
 
     async fn committed(&mut self, partition: &TopicPartition) -> Result<Option<i64>, BrokerError> {
-        self.0.committed(partition).await
+        self.member.committed(partition).await
     }
 
     async fn close(self) {
-        let _member = self;
-        std::future::pending::<()>().await;
+        if self.never_leaves {
+            let _member = self;
+            std::future::pending::<()>().await;
+        } else {
+            self.member.close().await;
+        }
     }
 }
 
-/// Starts each record's handling, tells of it, and never ends it.
+/// A mock client on `broker` consuming `t`, with `budget` to shut down.
+async fn tweaked(broker: Tweaked, budget: Duration) -> ProsodyClient {
+    broker.broker.create_topic("t", 1).expect("a topic");
+    ProsodyClient::builder()
+        .broker(broker)
+        .group_id("svc")
+        .source_system("svc-test")
+        .subscribed_topics(["t"])
+        .shutdown_timeout(budget)
+        .build()
+        .await
+        .expect("a client")
+}
+
+/// Handles the records of key `done` at once; starts each other record's
+/// handling, tells of it, and never ends it.
 struct Hangs(mpsc::UnboundedSender<()>);
 
 impl EventHandler for Hangs {
     type Payload = Value;
     type Output = ();
 
-    async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
+    async fn on_message(&self, _: Context, message: Message<Value>) -> Result<(), HandlerError> {
+        if message.key.as_ref() == "done" {
+            return Ok(());
+        }
         let _ = self.0.send(());
         std::future::pending().await
     }
@@ -161,17 +201,12 @@ async fn a_consumer_that_never_leaves_holds_shutdown_up_only_to_its_floor() {
     let logs = Logs::default();
     let _default = tracing::subscriber::set_default(logs.subscriber());
     let budget = Duration::from_secs(10);
-    let broker = MemoryBroker::new();
-    broker.create_topic("t", 1).expect("a topic");
-    let client = ProsodyClient::builder()
-        .broker(Unleaving(broker))
-        .group_id("svc")
-        .source_system("svc-test")
-        .subscribed_topics(["t"])
-        .shutdown_timeout(budget)
-        .build()
-        .await
-        .expect("a client");
+    let broker = Tweaked {
+        broker: MemoryBroker::new(),
+        never_leaves: true,
+        slow_commit: None,
+    };
+    let client = tweaked(broker, budget).await;
     let (started, mut handling) = mpsc::unbounded_channel();
     client
         .subscribe(Hangs(started))
@@ -257,4 +292,40 @@ async fn a_client_dropped_unshut_says_what_it_left() {
     drop(never);
     let logged = logs.text();
     assert!(!logged.contains("dropped without shutdown()"), "{logged}");
+}
+
+/// Shutdown called while a commit is under way drains until
+/// `shutdown_timeout` from the call, not from when the commit ends: the
+/// drain keeps to the one deadline too.
+#[tokio::test(start_paused = true)]
+async fn the_drain_keeps_to_the_deadline_of_the_call() {
+    let budget = Duration::from_secs(10);
+    let (committing, mut commit_started) = mpsc::unbounded_channel();
+    let broker = Tweaked {
+        broker: MemoryBroker::new(),
+        never_leaves: false,
+        slow_commit: Some(committing),
+    };
+    let client = tweaked(broker, budget).await;
+    let (started, mut handling) = mpsc::unbounded_channel();
+    client
+        .subscribe(Hangs(started))
+        .await
+        .expect("a subscription");
+    for key in ["done", "stuck"] {
+        client
+            .send("t", key, &serde_json::json!({}))
+            .await
+            .expect("a send");
+    }
+    tokio::time::timeout(Duration::from_secs(60), handling.recv())
+        .await
+        .expect("the handler started in time");
+    tokio::time::timeout(Duration::from_secs(60), commit_started.recv())
+        .await
+        .expect("a commit started in time");
+
+    let start = Instant::now();
+    client.shutdown().await;
+    assert_eq!(start.elapsed(), budget);
 }

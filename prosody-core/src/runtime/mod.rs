@@ -32,9 +32,10 @@ use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How the runtime consumes.
@@ -138,6 +139,8 @@ pub struct Runtime {
     done: CancellationToken,
     task: JoinHandle<()>,
     status: Arc<Status>,
+    /// The drain's deadline, when the shutdown gave one.
+    deadline: Arc<OnceLock<Instant>>,
 }
 
 impl Runtime {
@@ -158,6 +161,7 @@ impl Runtime {
         let stop = CancellationToken::new();
         let done = CancellationToken::new();
         let status = Arc::new(Status::default());
+        let deadline = Arc::new(OnceLock::new());
         let held: Arc<dyn Held> = status.clone();
         config.metrics.watch(Arc::downgrade(&held));
         let poll = poll::PollLoop::new(
@@ -167,6 +171,7 @@ impl Runtime {
             config,
             stop.clone(),
             Arc::clone(&status),
+            Arc::clone(&deadline),
         );
         let guard = done.clone().drop_guard();
         let task = tokio::spawn(async move {
@@ -178,6 +183,7 @@ impl Runtime {
             done,
             task,
             status,
+            deadline,
         }
     }
 
@@ -262,6 +268,16 @@ impl Runtime {
     pub async fn shutdown(&self) {
         self.stop.cancel();
         self.done.cancelled().await;
+    }
+
+    /// As [`Runtime::shutdown`], with the drain's deadline given rather
+    /// than `shutdown_timeout` from when the consumer task sees the stop
+    /// (which waits for a commit in progress): the partitions drain until
+    /// `deadline`, handlers seeing cancellation a tenth of
+    /// `shutdown_timeout` before it. The first deadline given holds.
+    pub async fn shutdown_by(&self, deadline: Instant) {
+        let _ = self.deadline.set(deadline);
+        self.shutdown().await;
     }
 }
 

@@ -17,8 +17,8 @@ use crate::hash::FastMap;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
 use futures_util::FutureExt;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -65,6 +65,8 @@ pub(crate) struct PollLoop<C: Consumer, S, T> {
     holding: Vec<TopicPartition>,
     /// Offsets were stored but their last commit failed.
     uncommitted: bool,
+    /// The shutdown's deadline for the drain, when it gave one.
+    deadline: Arc<OnceLock<Instant>>,
 }
 
 impl<C, S, T> PollLoop<C, S, T>
@@ -80,6 +82,7 @@ where
         config: RuntimeConfig,
         stop: CancellationToken,
         status: Arc<Status>,
+        deadline: Arc<OnceLock<Instant>>,
     ) -> Self {
         let (resume_tx, resume_rx) = mpsc::unbounded_channel();
         Self {
@@ -100,6 +103,7 @@ where
             resume_rx,
             holding: Vec::new(),
             uncommitted: false,
+            deadline,
         }
     }
 
@@ -119,14 +123,16 @@ where
                 }
             }
         }
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(self.config.shutdown_timeout)
-            .unwrap_or_else(far_future);
+        let deadline = match self.deadline.get() {
+            Some(deadline) => *deadline,
+            None => Instant::now()
+                .checked_add(self.config.shutdown_timeout)
+                .unwrap_or_else(far_future),
+        };
         // In order, so a run is the same from one process to the next.
         let mut all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         all.sort_unstable();
-        self.revoke(all, Leave::Shutdown).await;
+        self.revoke(all, Leave::Shutdown(deadline)).await;
         if let Some(consumer) = self.consumer.take() {
             leave(consumer, deadline).await;
         }
@@ -365,8 +371,10 @@ where
 
     /// Drains the partitions, commits what settled, and forgets them.
     ///
-    /// On shutdown (and `unsubscribe`) running handlers run freely for 90%
-    /// of `shutdown_timeout`; on a revocation they see cancellation at once,
+    /// On shutdown (and `unsubscribe`) running handlers run freely until a
+    /// tenth of `shutdown_timeout` before the drain's deadline (90% of it
+    /// from the stop, unless the shutdown gave an earlier deadline); on a
+    /// revocation they see cancellation at once,
     /// so a slow handler holds up neither the partition nor the group's
     /// rebalance. Either way what still runs at `shutdown_timeout` is
     /// abandoned, and what settled is committed.
@@ -374,11 +382,14 @@ where
         let now = Instant::now();
         let timeout = self.config.shutdown_timeout;
         let later = |by: Duration| now.checked_add(by).unwrap_or_else(far_future);
-        let cancel_at = match leave {
-            Leave::Revoked => now,
-            Leave::Shutdown => later(timeout.mul_f64(0.9)),
+        let (cancel_at, deadline) = match leave {
+            Leave::Revoked => (now, later(timeout)),
+            // The budget's last tenth, counted back from the deadline.
+            Leave::Shutdown(deadline) => (
+                deadline.checked_sub(timeout / 10).unwrap_or(now).max(now),
+                deadline,
+            ),
         };
-        let deadline = later(timeout);
         let mut replies = Vec::new();
         for tp in tps {
             let Some(assigned) = self.partitions.remove(&tp) else {
@@ -423,8 +434,8 @@ where
 enum Leave {
     /// The group moved them to another member: cancel at once.
     Revoked,
-    /// The consumer stops: finish what is held, within the budget.
-    Shutdown,
+    /// The consumer stops: finish what is held, until the deadline.
+    Shutdown(Instant),
 }
 
 /// The least time a consumer gets to leave its group, however much of
