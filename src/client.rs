@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 use tracing::warn;
 
 pub(crate) struct Inner<C> {
@@ -52,7 +53,10 @@ pub(crate) struct Inner<C> {
 /// last clone is dropped: dropping it without shutting down is a crash, in
 /// which nothing is drained or committed (the partitions' next owners
 /// handle again what was not committed, and the telemetry still queued is
-/// lost).
+/// lost). Such a drop logs a warning counting what was left: the
+/// partitions held, their unsettled records, the telemetry events queued
+/// and the answers being sent. A client that was never subscribed (or was
+/// unsubscribed) and holds none of these is dropped in silence.
 ///
 /// Invariant: after [`ProsodyClient::shutdown`] starts, every operation fails
 /// with [`ClientError::ShutDown`], and at most one subscription runs at a time.
@@ -308,7 +312,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// leaves the group. The client can subscribe again.
     pub async fn unsubscribe(&self) -> Result<(), ClientError> {
         self.check_open()?;
-        self.inner.subscription.stop().await;
+        self.inner.subscription.stop(None).await;
         Ok(())
     }
 
@@ -327,21 +331,24 @@ impl<C: Codec> ProsodyClient<C> {
     /// Concurrent and repeated calls wait for the same shutdown; afterwards
     /// every operation fails with [`ClientError::ShutDown`].
     ///
-    /// One budget, `shutdown_timeout`, bounds it all: the partitions drain
-    /// within it, and the telemetry flush gets what the drain left of it,
-    /// whatever the telemetry producer does (events still unsent then are
-    /// counted in a warning). Past the budget come only the final offset
-    /// commit (at most 10 s on Kafka) and the consumer's leaving its group.
+    /// One deadline, `shutdown_timeout` from the call, bounds every step,
+    /// each getting what the ones before left of it: the partitions'
+    /// drain, the answers still being sent to requesters (abandoned at the
+    /// deadline), the deletion of the peer directory entry (at most 5 s; it
+    /// runs out with its lease otherwise), the probe server's stop and the
+    /// flush of the telemetry still queued (events still unsent are counted
+    /// in a warning). Past the deadline come only the final offset commit
+    /// (at most 10 s on Kafka) and the consumer's leaving its group (what is
+    /// left of the deadline, and at least 2 s).
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
         self.inner
             .shutdown
             .get_or_init(|| async {
-                let stop = async {
-                    self.inner.subscription.stop().await;
-                    let budget = self.inner.settings.runtime.shutdown_timeout;
-                    self.inner.requests.close(budget).await;
-                    self.inner.probe.stop().await;
+                let stop = |deadline| async move {
+                    self.inner.subscription.stop(Some(deadline)).await;
+                    self.inner.requests.close(deadline).await;
+                    self.inner.probe.stop(deadline).await;
                 };
                 let budget = self.inner.settings.runtime.shutdown_timeout;
                 close(stop, self.inner.layers.telemetry_sink(), budget).await;
@@ -350,13 +357,53 @@ impl<C: Codec> ProsodyClient<C> {
     }
 }
 
-/// Runs `stop` (the drain, which keeps within `budget` itself), then
-/// flushes `telemetry` with what is left of `budget`, so the two together
-/// take no longer than `budget`, whatever the telemetry producer does.
-async fn close(stop: impl Future<Output = ()>, telemetry: Option<&ProducerSink>, budget: Duration) {
-    let start = tokio::time::Instant::now();
+impl<C> Drop for Inner<C> {
+    /// The last handle went without `shutdown()` (or before it finished):
+    /// warns of what was left, counted without blocking.
+    fn drop(&mut self) {
+        if self.shutdown.initialized() {
+            return;
+        }
+        let running = self
+            .subscription
+            .running()
+            .filter(|runtime| !runtime.is_finished());
+        let partitions = running.as_ref().map_or(0, |r| r.assigned_partition_count());
+        let unsettled = running.as_ref().map_or(0, |r| r.unsettled_records());
+        let telemetry = self
+            .layers
+            .telemetry_sink()
+            .map_or(0, ProducerSink::pending);
+        let answers = self.requests.sending();
+        if running.is_none() && telemetry == 0 && answers == 0 {
+            return;
+        }
+        warn!(
+            subscribed = running.is_some(),
+            partitions,
+            unsettled,
+            telemetry,
+            answers,
+            "the last ProsodyClient handle was dropped without shutdown(): nothing is drained or \
+             committed; the partitions' next owners handle again what was not committed, and \
+             the queued telemetry events and the answers being sent are lost"
+        );
+    }
+}
+
+/// Computes the one deadline, `budget` from now; runs `stop` with it (each
+/// of its steps keeps to it), then flushes `telemetry` until it, so
+/// everything together takes no longer than `budget` (besides what the
+/// steps may take past it: the final commit and the group leave),
+/// whatever the telemetry producer does.
+async fn close<F, S>(stop: S, telemetry: Option<&ProducerSink>, budget: Duration)
+where
+    S: FnOnce(Instant) -> F,
+    F: Future<Output = ()>,
+{
+    let start = Instant::now();
     let deadline = start.checked_add(budget).unwrap_or(start + YEAR);
-    stop.await;
+    stop(deadline).await;
     if let Some(sink) = telemetry
         && let Err(unflushed) = sink.flush_until(deadline).await
     {
@@ -371,44 +418,4 @@ async fn close(stop: impl Future<Output = ()>, telemetry: Option<&ProducerSink>,
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
 
 #[cfg(test)]
-#[allow(clippy::expect_used, reason = "test code fails loudly")]
-mod tests {
-    use super::close;
-    use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
-    use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink};
-    use prosody_core::{Demand, Timestamp};
-    use std::time::Duration;
-
-    /// A producer whose sends never complete.
-    #[derive(Clone)]
-    struct Stuck;
-
-    impl Producer for Stuck {
-        async fn send(&self, _: OutgoingRecord, _: Duration) -> Result<Delivery, BrokerError> {
-            std::future::pending().await
-        }
-    }
-
-    /// A drain that took 27 s of a 30 s budget leaves the telemetry flush
-    /// 3 s, not a budget of its own, when the telemetry producer hangs.
-    #[tokio::test(start_paused = true)]
-    async fn the_drain_and_the_telemetry_flush_share_one_budget() {
-        let sink = ProducerSink::spawn(Stuck, "lifecycle").expect("a runtime");
-        sink.emit(TelemetryEvent {
-            lifecycle: Lifecycle::Dispatched,
-            kind: "message",
-            topic: "orders".into(),
-            partition: 0,
-            offset: Some(1),
-            key: "k".into(),
-            attempt: 1,
-            demand: Demand::Normal,
-            at: Timestamp::from_millis(0),
-        });
-        let start = tokio::time::Instant::now();
-        let drain = tokio::time::sleep(Duration::from_secs(27));
-        close(drain, Some(&sink), Duration::from_secs(30)).await;
-        assert_eq!(start.elapsed(), Duration::from_secs(30));
-        assert_eq!(sink.pending(), 1);
-    }
-}
+mod tests;

@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 use tokio::runtime::Handle;
-use tracing::error;
+use tokio::time::Instant;
+use tracing::{error, warn};
 
 /// How long the client's runtime has to answer a probe before the probe
 /// fails: a runtime that cannot run a small task is not live.
@@ -66,11 +67,16 @@ impl Probe {
         }
     }
 
-    /// Stops the server, if it runs, for good.
-    pub(crate) async fn stop(&self) {
+    /// Stops the server, if it runs, for good; waits for it until
+    /// `deadline` at most (past it the server ends in the background).
+    pub(crate) async fn stop(&self, deadline: Instant) {
         let slot = std::mem::replace(&mut *self.server(), Slot::Closed);
-        if let Slot::Running(server) = slot {
-            server.stop().await;
+        if let Slot::Running(server) = slot
+            && tokio::time::timeout_at(deadline, server.stop())
+                .await
+                .is_err()
+        {
+            warn!("the probe server did not stop by shutdown_timeout; it ends in the background");
         }
     }
 }

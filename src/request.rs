@@ -118,6 +118,11 @@ impl Requests {
             .map_or(0, |receiver| receiver.inbox.dropped())
     }
 
+    /// Answers being sent to requesters now.
+    pub(crate) fn sending(&self) -> usize {
+        self.sending.len()
+    }
+
     /// The client's peer directory, if its stores have one.
     pub(crate) fn directory(&self) -> Option<&ClientDirectory> {
         self.directory.as_ref()
@@ -148,7 +153,7 @@ impl Requests {
                         if matches!(*listening, Listening::Closed) {
                             // Shut down meanwhile: leave nothing behind.
                             drop(listening);
-                            close(registered).await;
+                            close(registered, Instant::now() + DEREGISTER_TIMEOUT).await;
                             return Err(ClientError::ShutDown);
                         }
                         *listening = Listening::Open(registered);
@@ -196,35 +201,58 @@ impl Requests {
         })
     }
 
-    /// Waits for the answers being sent (within `budget`), then deletes
-    /// the client's directory entry and closes its endpoint; no endpoint
-    /// opens afterwards.
-    pub(crate) async fn close(&self, budget: Duration) {
+    /// Waits for the answers being sent until `deadline`, then deletes
+    /// the client's directory entry (until `deadline`, and at most 5 s) and
+    /// closes its endpoint (until `deadline`; past it the endpoint ends in
+    /// the background); no endpoint opens afterwards.
+    pub(crate) async fn close(&self, deadline: Instant) {
         self.sending.close();
-        if tokio::time::timeout(budget, self.sending.wait())
+        if tokio::time::timeout_at(deadline, self.sending.wait())
             .await
             .is_err()
         {
-            warn!("answers still being sent at shutdown were abandoned");
+            warn!(
+                answers = self.sending.len(),
+                "answers still being sent at shutdown_timeout were abandoned"
+            );
         }
         let listening = std::mem::replace(&mut *self.listening.lock().await, Listening::Closed);
         if let Listening::Open(registered) = listening {
-            close(registered).await;
+            close(registered, deadline).await;
         }
     }
 }
 
-/// Deletes `registered`'s entry (bounded: it runs out with its lease
-/// otherwise) and closes its endpoint.
-async fn close(registered: Registered) {
+#[cfg(test)]
+impl Requests {
+    /// Registers an endpoint in `directory`, as the first request does in
+    /// the stores' directory.
+    pub(crate) async fn listen_in(&self, directory: &ClientDirectory) -> Result<(), ClientError> {
+        let peer = PeerId::random().map_err(|error| ClientError::Peer(error.to_string()))?;
+        let registered = self.listen(directory, &Inbox::open(peer)).await?;
+        *self.listening.lock().await = Listening::Open(registered);
+        Ok(())
+    }
+}
+
+/// Deletes `registered`'s entry (until `deadline`, and at most
+/// [`DEREGISTER_TIMEOUT`]: it runs out with its lease otherwise) and closes
+/// its endpoint (waiting until `deadline` at most).
+async fn close(registered: Registered, deadline: Instant) {
     drop(registered.renew);
     let deregister = registered.directory.deregister(registered.peer);
-    match tokio::time::timeout(DEREGISTER_TIMEOUT, deregister).await {
+    let until = deadline.min(Instant::now() + DEREGISTER_TIMEOUT);
+    match tokio::time::timeout_at(until, deregister).await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => warn!(%error, "deleting the peer entry failed; its lease runs out"),
         Err(_) => warn!("deleting the peer entry timed out; its lease runs out"),
     }
-    registered.endpoint.shutdown().await;
+    if tokio::time::timeout_at(deadline, registered.endpoint.shutdown())
+        .await
+        .is_err()
+    {
+        debug!("the peer endpoint did not close by shutdown_timeout; it ends in the background");
+    }
 }
 
 /// The address peers connect to: the bound one, or, bound to every

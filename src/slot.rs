@@ -2,6 +2,7 @@
 
 use prosody_core::Runtime;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::time::Instant;
 
 enum Slot {
     Idle,
@@ -57,12 +58,16 @@ impl Subscription {
         }
     }
 
-    /// Drains and stops the running consumer, then frees the slot.
-    pub(crate) async fn stop(&self) {
+    /// Drains and stops the running consumer (until `deadline` when given,
+    /// else within `shutdown_timeout` of its own), then frees the slot.
+    pub(crate) async fn stop(&self, deadline: Option<Instant>) {
         let Some(runtime) = self.running() else {
             return;
         };
-        runtime.shutdown().await;
+        match deadline {
+            Some(deadline) => runtime.shutdown_by(deadline).await,
+            None => runtime.shutdown().await,
+        }
         let mut slot = self.lock();
         if matches!(&*slot, Slot::Running(current) if Arc::ptr_eq(current, &runtime)) {
             *slot = Slot::Idle;

@@ -123,6 +123,13 @@ pub struct Layers<C = JsonCodec> {
     codec: C,
 }
 
+impl<C> Layers<C> {
+    /// The client's lifecycle-event sink, if it has one.
+    pub(crate) fn telemetry_sink(&self) -> Option<&ProducerSink> {
+        self.telemetry.0.as_ref()
+    }
+}
+
 impl<C: Codec> Layers<C> {
     pub(crate) fn new(
         qos: &Qos,
@@ -214,11 +221,6 @@ impl<C: Codec> Layers<C> {
     #[must_use]
     pub fn telemetry(&self) -> TelemetryLayer<ClientTelemetry> {
         TelemetryLayer::new(self.telemetry.clone()).with_links(self.links)
-    }
-
-    /// The client's lifecycle-event sink, if it has one.
-    pub(crate) fn telemetry_sink(&self) -> Option<&ProducerSink> {
-        self.telemetry.0.as_ref()
     }
 
     /// The client's failure-report sink, if it has one.

@@ -31,9 +31,11 @@ pub use answer::{Answerer, Settled};
 use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How the runtime consumes.
@@ -137,6 +139,8 @@ pub struct Runtime {
     done: CancellationToken,
     task: JoinHandle<()>,
     status: Arc<Status>,
+    /// The drain's deadline, when the shutdown gave one.
+    deadline: Arc<OnceLock<Instant>>,
 }
 
 impl Runtime {
@@ -157,6 +161,7 @@ impl Runtime {
         let stop = CancellationToken::new();
         let done = CancellationToken::new();
         let status = Arc::new(Status::default());
+        let deadline = Arc::new(OnceLock::new());
         let held: Arc<dyn Held> = status.clone();
         config.metrics.watch(Arc::downgrade(&held));
         let poll = poll::PollLoop::new(
@@ -166,6 +171,7 @@ impl Runtime {
             config,
             stop.clone(),
             Arc::clone(&status),
+            Arc::clone(&deadline),
         );
         let guard = done.clone().drop_guard();
         let task = tokio::spawn(async move {
@@ -177,6 +183,7 @@ impl Runtime {
             done,
             task,
             status,
+            deadline,
         }
     }
 
@@ -187,6 +194,20 @@ impl Runtime {
             return 0;
         }
         self.status.partitions().len()
+    }
+
+    /// Records handed to this member's partitions and not yet settled, in
+    /// all (none once it stopped).
+    #[must_use]
+    pub fn unsettled_records(&self) -> usize {
+        if self.is_finished() {
+            return 0;
+        }
+        self.status
+            .partitions()
+            .values()
+            .map(|state| state.unsettled.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Whether the consumer stopped without being asked to: its consumer
@@ -265,6 +286,16 @@ impl Runtime {
     pub async fn shutdown(&self) {
         self.stop.cancel();
         self.done.cancelled().await;
+    }
+
+    /// As [`Runtime::shutdown`], with the drain's deadline given rather
+    /// than `shutdown_timeout` from when the consumer task sees the stop
+    /// (which waits for a commit in progress): the partitions drain until
+    /// `deadline`, handlers seeing cancellation a tenth of
+    /// `shutdown_timeout` before it. The first deadline given holds.
+    pub async fn shutdown_by(&self, deadline: Instant) {
+        let _ = self.deadline.set(deadline);
+        self.shutdown().await;
     }
 }
 

@@ -17,8 +17,8 @@ use crate::hash::FastMap;
 use crate::store::Stores;
 use crate::timers::{PartitionStores, StoreAccess};
 use futures_util::FutureExt;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -69,6 +69,8 @@ pub(crate) struct PollLoop<C: Consumer, S, T> {
     holding: Vec<TopicPartition>,
     /// Offsets were stored but their last commit failed.
     uncommitted: bool,
+    /// The shutdown's deadline for the drain, when it gave one.
+    deadline: Arc<OnceLock<Instant>>,
 }
 
 impl<C, S, T> PollLoop<C, S, T>
@@ -84,6 +86,7 @@ where
         config: RuntimeConfig,
         stop: CancellationToken,
         status: Arc<Status>,
+        deadline: Arc<OnceLock<Instant>>,
     ) -> Self {
         let (resume_tx, resume_rx) = mpsc::unbounded_channel();
         Self {
@@ -104,6 +107,7 @@ where
             resume_rx,
             holding: Vec::new(),
             uncommitted: false,
+            deadline,
         }
     }
 
@@ -123,12 +127,18 @@ where
                 }
             }
         }
+        let deadline = match self.deadline.get() {
+            Some(deadline) => *deadline,
+            None => Instant::now()
+                .checked_add(self.config.shutdown_timeout)
+                .unwrap_or_else(far_future),
+        };
         // In order, so a run is the same from one process to the next.
         let mut all: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         all.sort_unstable();
-        self.revoke(all, Leave::Shutdown).await;
+        self.revoke(all, Leave::Shutdown(deadline)).await;
         if let Some(consumer) = self.consumer.take() {
-            consumer.close().await;
+            leave(consumer, deadline).await;
         }
         info!("consumer stopped");
     }
@@ -406,8 +416,10 @@ where
 
     /// Drains the partitions, commits what settled, and forgets them.
     ///
-    /// On shutdown (and `unsubscribe`) running handlers run freely for 90%
-    /// of `shutdown_timeout`; on a revocation they see cancellation at once,
+    /// On shutdown (and `unsubscribe`) running handlers run freely until a
+    /// tenth of `shutdown_timeout` before the drain's deadline (90% of it
+    /// from the stop, unless the shutdown gave an earlier deadline); on a
+    /// revocation they see cancellation at once,
     /// so a slow handler holds up neither the partition nor the group's
     /// rebalance. Either way what still runs at `shutdown_timeout` is
     /// abandoned, and what settled is committed.
@@ -415,11 +427,14 @@ where
         let now = Instant::now();
         let timeout = self.config.shutdown_timeout;
         let later = |by: Duration| now.checked_add(by).unwrap_or_else(far_future);
-        let cancel_at = match leave {
-            Leave::Revoked => now,
-            Leave::Shutdown => later(timeout.mul_f64(0.9)),
+        let (cancel_at, deadline) = match leave {
+            Leave::Revoked => (now, later(timeout)),
+            // The budget's last tenth, counted back from the deadline.
+            Leave::Shutdown(deadline) => (
+                deadline.checked_sub(timeout / 10).unwrap_or(now).max(now),
+                deadline,
+            ),
         };
-        let deadline = later(timeout);
         let mut replies = Vec::new();
         for tp in tps {
             let Some(assigned) = self.partitions.remove(&tp) else {
@@ -464,8 +479,33 @@ where
 enum Leave {
     /// The group moved them to another member: cancel at once.
     Revoked,
-    /// The consumer stops: finish what is held, within the budget.
-    Shutdown,
+    /// The consumer stops: finish what is held, until the deadline.
+    Shutdown(Instant),
+}
+
+/// The least time a consumer gets to leave its group, however much of
+/// `shutdown_timeout` the drain and the final commit used: enough for the
+/// request that leaves the group.
+const LEAVE_FLOOR: Duration = Duration::from_secs(2);
+
+/// Closes `consumer`, waiting until `deadline`, or [`LEAVE_FLOOR`] from now
+/// if that is later. Past it the close goes on in the background (dropping
+/// a consumer's close must not stop it), and the member is not known to
+/// have left its group.
+async fn leave<C: Consumer>(consumer: C, deadline: Instant) {
+    let until = deadline.max(Instant::now() + LEAVE_FLOOR);
+    if tokio::time::timeout_at(until, consumer.close())
+        .await
+        .is_err()
+    {
+        warn!(
+            "the consumer did not leave its group by shutdown_timeout (at least {LEAVE_FLOOR:?} \
+             after the final commit); no longer waiting: the member is not known to have left, \
+             so its partitions stay unowned until its session times out (session.timeout.ms, \
+             or the broker's group.consumer.session.timeout.ms with the consumer protocol) and \
+             the group moves them; the offsets were committed before"
+        );
+    }
 }
 
 /// The consumer's next event; `Closed` once it is closed.

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as sync;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
 /// How long one rdkafka poll of the thread waits for a message.
@@ -167,8 +167,10 @@ impl KafkaConsumer {
     }
 
     /// Stops the poll thread and hands the rdkafka consumer to a thread of
-    /// its own to close: closing leaves the group and may block.
-    fn shut(&mut self) -> Option<JoinHandle<()>> {
+    /// its own to close: closing leaves the group and may block. The
+    /// receiver hears when the close is done; the thread runs to its end
+    /// whether or not anyone still listens.
+    fn shut(&mut self) -> Option<oneshot::Receiver<()>> {
         let consumer = self.consumer.take()?;
         consumer.context().closing.store(true, Ordering::Release);
         self.stop.store(true, Ordering::Release);
@@ -178,6 +180,7 @@ impl KafkaConsumer {
         // dropping it lets the thread go.
         while self.events.try_recv().is_ok() {}
         let poller = self.thread.take();
+        let (closed, done) = oneshot::channel();
         // The poll thread's reference ends with it, so this thread drops
         // the last one: rdkafka's close (leaving the group) runs here.
         std::thread::Builder::new()
@@ -188,8 +191,10 @@ impl KafkaConsumer {
                 }
                 consumer.unsubscribe();
                 drop(consumer);
+                let _ = closed.send(());
             })
-            .ok()
+            .ok()?;
+        Some(done)
     }
 }
 
@@ -454,9 +459,11 @@ impl Consumer for KafkaConsumer {
             .collect())
     }
 
+    /// Leaves the group on a thread of its own. Dropping this future
+    /// stops only the wait: the close still runs to its end.
     async fn close(mut self) {
-        if let Some(closer) = self.shut() {
-            let _ = tokio::task::spawn_blocking(move || closer.join()).await;
+        if let Some(closed) = self.shut() {
+            let _ = closed.await;
         }
     }
 }
