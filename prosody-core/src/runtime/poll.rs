@@ -26,13 +26,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+mod lag;
+mod leave;
+
+use leave::{Leave, leave};
+
 /// The most events the poll loop takes from the consumer in one go, when
 /// they are ready without waiting.
 const BATCH: usize = 512;
-
-/// How long the poll loop waits, at an assignment, for the group's
-/// committed offsets of the partitions assigned (for the lag gauge only).
-const SEED_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// An assigned partition, as the poll loop sees it.
 struct Assigned {
@@ -258,40 +259,6 @@ where
         fresh
     }
 
-    /// Publishes, for the lag gauge, the group's committed offsets of the
-    /// partitions just assigned (one request for all of them, bounded by
-    /// [`SEED_TIMEOUT`]) and their high watermarks, so a partition that
-    /// receives nothing shows its lag from the first collection. A failed
-    /// read, and a partition the group never committed, leave the lag
-    /// counting from the first record received.
-    async fn seed_offsets(&mut self, fresh: &[TopicPartition]) {
-        let Some(consumer) = self.consumer.as_mut() else {
-            return;
-        };
-        if fresh.is_empty() || !self.config.metrics.enabled() {
-            return;
-        }
-        let read = consumer.committed_offsets(fresh, SEED_TIMEOUT);
-        match tokio::time::timeout(SEED_TIMEOUT, read).await {
-            Ok(Ok(offsets)) => {
-                for (tp, offset) in fresh.iter().zip(offsets) {
-                    if let (Some(offset), Some(assigned)) = (offset, self.partitions.get(tp)) {
-                        assigned.state.committed.store(offset, Ordering::Relaxed);
-                    }
-                }
-            }
-            Ok(Err(error)) => debug!(%error, "reading the assigned offsets failed"),
-            Err(_) => debug!(timeout = ?SEED_TIMEOUT, "reading the assigned offsets timed out"),
-        }
-        for tp in fresh {
-            if let (Some(high), Some(assigned)) =
-                (consumer.high_watermark(tp), self.partitions.get(tp))
-            {
-                assigned.state.high.store(high, Ordering::Relaxed);
-            }
-        }
-    }
-
     /// Counts a record against its partition's backpressure and holds it
     /// for the partition's task until the next [`flush`](Self::flush).
     fn route(&mut self, record: Record) {
@@ -395,25 +362,6 @@ where
         self.publish_offsets();
     }
 
-    /// Publishes each partition's committed offset and the high watermark
-    /// its consumer last saw, for the lag gauge.
-    fn publish_offsets(&self) {
-        let Some(consumer) = self.consumer.as_ref() else {
-            return;
-        };
-        for (tp, assigned) in &self.partitions {
-            if !self.uncommitted && assigned.stored != NO_OFFSET {
-                assigned
-                    .state
-                    .committed
-                    .store(assigned.stored, Ordering::Relaxed);
-            }
-            if let Some(high) = consumer.high_watermark(tp) {
-                assigned.state.high.store(high, Ordering::Relaxed);
-            }
-        }
-    }
-
     /// Drains the partitions, commits what settled, and forgets them.
     ///
     /// On shutdown (and `unsubscribe`) running handlers run freely until a
@@ -471,40 +419,6 @@ where
             });
         }
         while self.tasks.try_join_next().is_some() {}
-    }
-}
-
-/// Why partitions are let go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Leave {
-    /// The group moved them to another member: cancel at once.
-    Revoked,
-    /// The consumer stops: finish what is held, until the deadline.
-    Shutdown(Instant),
-}
-
-/// The least time a consumer gets to leave its group, however much of
-/// `shutdown_timeout` the drain and the final commit used: enough for the
-/// request that leaves the group.
-const LEAVE_FLOOR: Duration = Duration::from_secs(2);
-
-/// Closes `consumer`, waiting until `deadline`, or [`LEAVE_FLOOR`] from now
-/// if that is later. Past it the close goes on in the background (dropping
-/// a consumer's close must not stop it), and the member is not known to
-/// have left its group.
-async fn leave<C: Consumer>(consumer: C, deadline: Instant) {
-    let until = deadline.max(Instant::now() + LEAVE_FLOOR);
-    if tokio::time::timeout_at(until, consumer.close())
-        .await
-        .is_err()
-    {
-        warn!(
-            "the consumer did not leave its group by shutdown_timeout (at least {LEAVE_FLOOR:?} \
-             after the final commit); no longer waiting: the member is not known to have left, \
-             so its partitions stay unowned until its session times out (session.timeout.ms, \
-             or the broker's group.consumer.session.timeout.ms with the consumer protocol) and \
-             the group moves them; the offsets were committed before"
-        );
     }
 }
 
