@@ -2,6 +2,7 @@
 //! environment variables, else the documented default.
 
 mod cassandra;
+mod connect;
 mod kafka;
 mod observe;
 mod peer;
