@@ -86,7 +86,9 @@ fn check_host(host: &str) -> Result<(), String> {
     }
     let label_ok = |label: &str| {
         (1..=63).contains(&label.len())
-            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             && !label.starts_with('-')
             && !label.ends_with('-')
     };

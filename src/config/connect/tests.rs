@@ -146,7 +146,11 @@ async fn an_answer_reaches_a_requester_advertised_as_a_uri() {
         answer: Answer::Value("7".into()),
     };
     let sent = Sender::new(NonZeroUsize::MIN)
-        .send(entry.address_from(Some("west")), &reply, Duration::from_secs(5))
+        .send(
+            entry.address_from(Some("west")),
+            &reply,
+            Duration::from_secs(5),
+        )
         .await;
     assert_eq!(sent.expect("sent"), Delivery::Delivered);
     let outcomes = waiter
