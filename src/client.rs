@@ -400,6 +400,7 @@ mod tests {
             topic: "orders".into(),
             partition: 0,
             offset: Some(1),
+            fire_time: None,
             key: "k".into(),
             attempt: 1,
             demand: Demand::Normal,

@@ -114,6 +114,7 @@ impl Sent {
             topic: self.topic,
             partition,
             offset,
+            fire_time: None,
             key: self.key,
             attempt: 1,
             demand: Demand::Normal,
