@@ -135,7 +135,7 @@ impl<C: Codec> ClientBuilder<C> {
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
         // Before the options are checked: a renamed variable may be why
         // one is missing.
-        crate::config::warn_unknown(crate::env::prosody_names());
+        let _ = crate::config::warn_unknown(crate::env::prosody_names());
         let mut settings = self.options.resolve(&crate::env::process())?;
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.

@@ -86,8 +86,10 @@ pub(crate) fn nearest(name: &str) -> Option<&'static str> {
 static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
 /// Warns of each `PROSODY_*` variable of `names` that no option reads:
-/// once per variable per process, however many clients are built.
-pub(crate) fn warn_unknown(names: impl IntoIterator<Item = String>) {
+/// once per variable per process, however many clients are built. Returns
+/// the warnings logged.
+pub(crate) fn warn_unknown(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut warned = Vec::new();
     for variable in names {
         let Some(unknown) = classify(&variable) else {
             continue;
@@ -99,25 +101,23 @@ pub(crate) fn warn_unknown(names: impl IntoIterator<Item = String>) {
         if !first {
             continue;
         }
-        match unknown {
-            Unknown::Renamed(option) => warn!(
-                %variable,
-                option,
+        let warning = match unknown {
+            Unknown::Renamed(option) => format!(
                 "{variable} is not read: it was renamed to the option {option} ({})",
                 variable_of(option)
             ),
-            Unknown::Near(option) => warn!(
-                %variable,
-                option,
+            Unknown::Near(option) => format!(
                 "{variable} is not an option and is not read; did you mean {option} ({})?",
                 variable_of(option)
             ),
-            Unknown::Unlike => warn!(
-                %variable,
-                "{variable} is not an option and is not read (see CONFIGURATION.md)"
-            ),
-        }
+            Unknown::Unlike => {
+                format!("{variable} is not an option and is not read (see CONFIGURATION.md)")
+            }
+        };
+        warn!(%variable, "{warning}");
+        warned.push(warning);
     }
+    warned
 }
 
 /// The variable of `option`.
