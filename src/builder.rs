@@ -130,8 +130,12 @@ impl<C: Codec> ClientBuilder<C> {
     /// for at most `connect_timeout`, until the cluster answers with these
     /// settings: a wrong password, an unknown certificate authority or an
     /// unreachable cluster fails here, naming the cause
-    /// ([`ConfigError::Unreachable`]).
+    /// ([`ConfigError::Unreachable`]). Each `PROSODY_*` variable that is
+    /// no option is logged as a warning, once per variable per process.
     pub async fn build(self) -> Result<ProsodyClient<C>, ConfigError> {
+        // Before the options are checked: a renamed variable may be why
+        // one is missing.
+        let _ = crate::config::warn_unknown(crate::env::prosody_names());
         let mut settings = self.options.resolve(&crate::env::process())?;
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.

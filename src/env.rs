@@ -87,6 +87,15 @@ pub(crate) fn process() -> Env<impl Fn(&str) -> Option<String>> {
     Env(|name: &str| std::env::var(name).ok())
 }
 
+/// The names of the process's `PROSODY_*` variables (names that are not
+/// Unicode are skipped: no option has one).
+pub(crate) fn prosody_names() -> Vec<String> {
+    std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|name| name.starts_with("PROSODY_"))
+        .collect()
+}
+
 impl<F: Fn(&str) -> Option<String>> Env<F> {
     /// An environment that looks variables up with `lookup`.
     #[cfg(test)]

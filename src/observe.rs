@@ -5,7 +5,7 @@
 use crate::ConfigError;
 use crate::client::Inner;
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::metrics::{Meter, MeterProvider as _};
 use prosody_core::Codec;
 use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord};
 use prosody_core::event::Topic;
@@ -14,6 +14,7 @@ use prosody_core::metrics::Metrics;
 use prosody_core::report::ReportSink;
 use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink as _};
 use prosody_core::{Demand, Key, clock};
+use prosody_request::Refusal;
 use prosody_state::CacheLookups;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use tokio::time::Instant;
@@ -114,6 +115,7 @@ impl Sent {
             topic: self.topic,
             partition,
             offset,
+            fire_time: None,
             key: self.key,
             attempt: 1,
             demand: Demand::Normal,
@@ -125,14 +127,18 @@ impl Sent {
 /// What one client counts outside its partitions: telemetry events
 /// dropped on a full queue, answers to its requests dropped by its inbox
 /// (late, or for a request it forgot), failure reports dropped because the
-/// error-report hook fell behind, and the keyed-state cache's hits and
-/// misses.
+/// error-report hook fell behind, the keyed-state cache's and the
+/// published-state readers' cache's hits and misses, and what its peer
+/// endpoint refused, by reason; one count per series of [`COUNTERS`], in
+/// their order.
 trait Counts: Send + Sync {
-    fn counts(&self) -> [u64; 5];
+    fn counts(&self) -> [u64; SERIES];
 }
 
 impl<C: Codec> Counts for Inner<C> {
-    fn counts(&self) -> [u64; 5] {
+    fn counts(&self) -> [u64; SERIES] {
+        let published = self.readers.lookups();
+        let refused = Refusal::ALL.map(|reason| self.requests.refused(reason));
         [
             self.layers
                 .telemetry_sink()
@@ -141,38 +147,128 @@ impl<C: Codec> Counts for Inner<C> {
             self.layers.report_sink().map_or(0, ReportSink::dropped),
             self.lookups.as_ref().map_or(0, CacheLookups::hits),
             self.lookups.as_ref().map_or(0, CacheLookups::misses),
+            published.hits(),
+            published.misses(),
+            refused[0],
+            refused[1],
+            refused[2],
+            refused[3],
         ]
     }
 }
 
-/// The counters, in the order of [`Counts::counts`].
-const COUNTERS: [(&str, &str, &str); 5] = [
-    (
-        "prosody.telemetry.dropped",
-        "{event}",
-        "Lifecycle events dropped because the telemetry queue was full.",
-    ),
-    (
-        "prosody.request.answers.dropped",
-        "{answer}",
-        "Answers to requests dropped: late, or for a request no longer waited for.",
-    ),
-    (
-        "prosody.error_reports.dropped",
-        "{report}",
-        "Failure reports dropped because the error-report hook fell behind.",
-    ),
-    (
-        "prosody.state.cache.hits",
-        "{read}",
-        "Keyed-state cell reads the owners' cache answered.",
-    ),
-    (
-        "prosody.state.cache.misses",
-        "{read}",
-        "Keyed-state cell reads that went to the store.",
-    ),
+/// A counter of [`Counts`]: its name, unit and description, and the
+/// `prosody.reason` of each of its series (none: one series, no reason).
+struct Counter {
+    name: &'static str,
+    unit: &'static str,
+    description: &'static str,
+    reasons: &'static [&'static str],
+}
+
+/// The series of all counters.
+const SERIES: usize = 11;
+
+/// The counters, their series in the order of [`Counts::counts`].
+const COUNTERS: [Counter; 8] = [
+    Counter {
+        name: "prosody.telemetry.dropped",
+        unit: "{event}",
+        description: "Lifecycle events dropped because the telemetry queue was full.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.request.answers.dropped",
+        unit: "{answer}",
+        description: "Answers to requests dropped: late, or for a request no longer waited for.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.error_reports.dropped",
+        unit: "{report}",
+        description: "Failure reports dropped because the error-report hook fell behind.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.state.cache.hits",
+        unit: "{read}",
+        description: "Keyed-state cell reads the owners' cache answered.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.state.cache.misses",
+        unit: "{read}",
+        description: "Keyed-state cell reads that went to the store.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.published.cache.hits",
+        unit: "{read}",
+        description: "Published-state reads the readers' cache answered.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.published.cache.misses",
+        unit: "{read}",
+        description: "Published-state reads through the readers' cache that went to the store.",
+        reasons: &[],
+    },
+    Counter {
+        name: "prosody.peer.refused",
+        unit: "{refusal}",
+        description: "Connections and requests the peer endpoint refused, by reason.",
+        reasons: &["connections", "body_too_large", "malformed", "slow"],
+    },
 ];
+
+/// Registers [`COUNTERS`] on `meter`, each series summing the counts of
+/// the live clients of `watched` per group.
+fn register(meter: &Meter, watched: &Arc<Watched>) {
+    let mut first = 0;
+    for counter in &COUNTERS {
+        let reasons: Vec<Option<&'static str>> = if counter.reasons.is_empty() {
+            vec![None]
+        } else {
+            counter.reasons.iter().copied().map(Some).collect()
+        };
+        let series = first..first + reasons.len();
+        first = series.end;
+        let watched = Arc::clone(watched);
+        meter
+            .u64_observable_counter(counter.name)
+            .with_unit(counter.unit)
+            .with_description(counter.description)
+            .with_callback(move |observer| {
+                let mut clients = watched.lock().unwrap_or_else(PoisonError::into_inner);
+                clients.retain(|(_, client)| client.strong_count() > 0);
+                let mut sums: FastMap<Arc<str>, Vec<u64>> = FastMap::default();
+                for (group, client) in clients.iter() {
+                    if let Some(client) = client.upgrade() {
+                        let counts = client.counts();
+                        let sum = sums
+                            .entry(Arc::clone(group))
+                            .or_insert_with(|| vec![0; reasons.len()]);
+                        for (total, index) in sum.iter_mut().zip(series.clone()) {
+                            *total += counts.get(index).copied().unwrap_or(0);
+                        }
+                    }
+                }
+                for (group, sum) in sums {
+                    for (count, reason) in sum.into_iter().zip(&reasons) {
+                        let mut attributes = vec![KeyValue::new(
+                            "messaging.consumer.group.name",
+                            Arc::clone(&group),
+                        )];
+                        if let Some(reason) = reason {
+                            attributes.push(KeyValue::new("prosody.reason", *reason));
+                        }
+                        observer.observe(count, &attributes);
+                    }
+                }
+            })
+            .build();
+    }
+}
 
 /// The clients whose counts the counters report, each with its group.
 type Watched = Mutex<Vec<(Arc<str>, Weak<dyn Counts>)>>;
@@ -193,30 +289,7 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
     };
     let watched = WATCHED.get_or_init(|| {
         let watched: Arc<Watched> = Arc::default();
-        let meter = provider.meter("prosody");
-        for (index, (name, unit, description)) in COUNTERS.into_iter().enumerate() {
-            let watched = Arc::clone(&watched);
-            meter
-                .u64_observable_counter(name)
-                .with_unit(unit)
-                .with_description(description)
-                .with_callback(move |observer| {
-                    let mut clients = watched.lock().unwrap_or_else(PoisonError::into_inner);
-                    clients.retain(|(_, client)| client.strong_count() > 0);
-                    let mut sums: FastMap<Arc<str>, u64> = FastMap::default();
-                    for (group, client) in clients.iter() {
-                        if let Some(client) = client.upgrade() {
-                            let count = client.counts().get(index).copied().unwrap_or(0);
-                            *sums.entry(Arc::clone(group)).or_default() += count;
-                        }
-                    }
-                    for (group, sum) in sums {
-                        let attributes = [KeyValue::new("messaging.consumer.group.name", group)];
-                        observer.observe(sum, &attributes);
-                    }
-                })
-                .build();
-        }
+        register(&provider.meter("prosody"), &watched);
         watched
     });
     let client: Arc<dyn Counts> = inner.clone();
@@ -227,3 +300,6 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
         Arc::downgrade(&client),
     ));
 }
+
+#[cfg(test)]
+mod tests;

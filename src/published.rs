@@ -10,7 +10,7 @@ use prosody_core::broker::Broker;
 use prosody_core::peer::{Publication, check_subsystem};
 use prosody_core::state::{Payload, ReadCache, Registry, Spec, StateError};
 use prosody_core::store::{PeerDirectory, StateStore};
-use prosody_state::{CachedReads, Gate, Publishable, SharedReads, Source};
+use prosody_state::{CacheLookups, CachedReads, Gate, Publishable, SharedReads, Source};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -52,6 +52,11 @@ impl std::fmt::Debug for Readers {
 }
 
 impl Readers {
+    /// The readers' cache's hits and misses.
+    pub(crate) fn lookups(&self) -> &CacheLookups {
+        self.shared.lookups()
+    }
+
     pub(crate) fn new(settings: &Settings, rebind: Option<Rebind>) -> Self {
         Self {
             shared: SharedReads::new(settings.reads.bytes(&settings.state_cache)),

@@ -9,7 +9,9 @@ use prosody_core::broker::OutgoingRecord;
 use prosody_core::peer::{Asked, PeerEntry, PeerId, RequestId};
 use prosody_core::store::PeerDirectory;
 use prosody_core::{Codec, Key};
-use prosody_request::{Endpoint, Inbox, Outcome, Outcomes, Peers, ResponseError};
+use prosody_request::{
+    Endpoint, Inbox, Outcome, Outcomes, Peers, Refusal, Refusals, ResponseError,
+};
 use serde::de::DeserializeOwned;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,6 +50,9 @@ pub(crate) struct Requests {
     /// directory is warned of, once.
     durable: bool,
     said_local: std::sync::Once,
+    /// The endpoint's refusals, once it is bound (it is bound at most
+    /// once).
+    refusals: std::sync::OnceLock<Refusals>,
 }
 
 #[derive(Debug)]
@@ -108,6 +113,7 @@ impl Requests {
             listening: Mutex::new(Listening::Idle),
             durable,
             said_local: std::sync::Once::new(),
+            refusals: std::sync::OnceLock::new(),
         }
     }
 
@@ -121,6 +127,13 @@ impl Requests {
     /// Answers being sent to requesters now.
     pub(crate) fn sending(&self) -> usize {
         self.sending.len()
+    }
+
+    /// The peer endpoint's refusals for `reason` (0 before it is bound).
+    pub(crate) fn refused(&self, reason: Refusal) -> u64 {
+        self.refusals
+            .get()
+            .map_or(0, |refusals| refusals.count(reason))
     }
 
     /// The client's peer directory, if its stores have one.
@@ -179,6 +192,7 @@ impl Requests {
         let endpoint = Endpoint::bind(self.settings.bind_address(), Arc::clone(inbox))
             .await
             .map_err(|error| ClientError::Peer(error.to_string()))?;
+        let _ = self.refusals.set(endpoint.refusals());
         let entry = PeerEntry {
             address: reachable(endpoint.local_addr()).to_string(),
             network: self.settings.network.clone(),

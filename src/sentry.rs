@@ -11,7 +11,8 @@
 //! Each event has the tags `prosody.event_type` (`message`, `timer` or
 //! `excise`), `prosody.error_class` (`transient`, `permanent` or
 //! `terminal`) and `prosody.topic`; the context `prosody` (topic,
-//! partition, offset for a message or an excise, key, attempt); and the
+//! partition, offset for a message or an excise, `fire_time` for a timer:
+//! the time it was scheduled for, in RFC 3339, key, attempt); and the
 //! error chain as its exceptions, the handler's error last, as Sentry
 //! orders a chain.
 //!
@@ -37,10 +38,11 @@
 
 use crate::report::{FailureReport, Reporter};
 use prosody_core::Category;
+use prosody_core::clock::Timestamp;
 use sentry_core::Hub;
 use sentry_core::protocol::{Context, Event, Exception, Level, Map, Value};
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Captures failed handler calls in Sentry; see the [module](self).
 #[derive(Clone, Debug, Default)]
@@ -84,6 +86,9 @@ impl SentryReporter {
         if let Some(offset) = report.offset {
             context.insert("offset".to_owned(), Value::from(offset));
         }
+        if let Some(fire_time) = report.fire_time {
+            context.insert("fire_time".to_owned(), Value::from(rfc3339(fire_time)));
+        }
         context.insert("key".to_owned(), Value::from(report.key.as_str()));
         context.insert("attempt".to_owned(), Value::from(report.attempt));
         let mut contexts = Map::new();
@@ -99,17 +104,26 @@ impl SentryReporter {
                 ..Exception::default()
             })
             .collect();
-        let at = u64::try_from(report.at.as_millis()).unwrap_or(0);
         Event {
             level: Level::Error,
             logger: Some("prosody".to_owned()),
-            timestamp: UNIX_EPOCH + Duration::from_millis(at),
+            timestamp: system_time(report.at),
             tags,
             contexts,
             exception: exceptions.into(),
             ..Event::default()
         }
     }
+}
+
+/// `at` as a system time (before the epoch: the epoch).
+fn system_time(at: Timestamp) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(at.as_millis()).unwrap_or(0))
+}
+
+/// `at` in RFC 3339, to the millisecond.
+fn rfc3339(at: Timestamp) -> String {
+    humantime::format_rfc3339_millis(system_time(at)).to_string()
 }
 
 impl Reporter for SentryReporter {

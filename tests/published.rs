@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 
+mod support;
+
 static BALANCES: MapDef<i64> = MapDef::new("balances").published(true);
 static RETIRED: MapDef<i64> = MapDef::new("balances");
 static OTHER: ValueDef<i64> = ValueDef::new("other").published(true);
@@ -199,4 +201,69 @@ async fn a_reader_sees_committed_state_within_its_window() {
         matches!(error, ClientError::State(StateError::Unpublished { .. })),
         "{error}"
     );
+}
+
+/// The reading client's metrics count its readers' cache: the first read
+/// of a key goes to the owners' store (a miss), the next two within the
+/// window are answered by the cache (hits).
+#[tokio::test]
+async fn the_readers_cache_hits_and_misses_are_measured() {
+    let broker = MemoryBroker::new();
+    broker.create_topic(TOPIC, 4).unwrap();
+    // A subsystem of its own: publications are per process, and the
+    // other tests publish `ledger`.
+    let _owners = ProsodyClient::builder()
+        .broker(broker.clone())
+        .group_id("audit-owners")
+        .subsystem("audit")
+        .subscribed_topics([TOPIC])
+        .state_collections([BALANCES.spec()])
+        .build()
+        .await
+        .expect("owner");
+    let client = ProsodyClient::builder()
+        .broker(broker.clone())
+        .group_id("ledger-metered")
+        .subscribed_topics([TOPIC])
+        .state_read_cache(ReadTtl::For(Duration::from_secs(3600)))
+        .probe_port(0)
+        .build()
+        .await
+        .expect("reader");
+    let reader = client.state("audit", &BALANCES).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(reader.get("a1", "total").await.unwrap(), None);
+    }
+    // The probe server starts with the first subscription.
+    let (staged, _staged) = mpsc::unbounded_channel();
+    let (done, _done) = mpsc::unbounded_channel();
+    client
+        .subscribe(Ledger {
+            staged,
+            release: Arc::new(Notify::new()),
+            done,
+        })
+        .await
+        .unwrap();
+    let (_, _, page) =
+        support::http::fetch(client.probe_address().expect("probe"), "/metrics").await;
+    let count = |name: &str| {
+        page.lines()
+            .find(|line| {
+                line.starts_with(&format!("{name}{{"))
+                    && line.contains(r#"messaging_consumer_group_name="ledger-metered""#)
+            })
+            .map(|line| line.rsplit(' ').next().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        count("prosody_published_cache_misses_total").as_deref(),
+        Some("1"),
+        "{page}"
+    );
+    assert_eq!(
+        count("prosody_published_cache_hits_total").as_deref(),
+        Some("2"),
+        "{page}"
+    );
+    client.shutdown().await;
 }

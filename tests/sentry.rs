@@ -145,6 +145,10 @@ async fn failed_calls_reach_sentry_with_their_tags_context_and_error_chain() {
     assert_eq!(place["key"], json!("order-7"));
     assert_eq!(place["attempt"], json!(1));
     assert!(place["partition"].is_i64() && place["offset"].is_i64());
+    assert!(
+        !place.contains_key("fire_time"),
+        "a message has no fire time"
+    );
     assert_eq!(
         chain(&permanent),
         [
@@ -179,6 +183,7 @@ fn timer_report(key: &str) -> FailureReport {
         topic: "reminders".into(),
         partition: 2,
         offset: None,
+        fire_time: Some(Timestamp::from_millis(1_699_999_940_000)),
         key: key.into(),
         attempt: 4,
         demand: Demand::Failure,
@@ -196,7 +201,13 @@ fn a_timer_event_has_no_offset_and_its_time() {
     assert_eq!(tag(&event, "prosody.error_class"), Some("terminal"));
     assert_eq!(
         Value::Object(context(&event)),
-        json!({ "topic": "reminders", "partition": 2, "key": "customer-3", "attempt": 4 })
+        json!({
+            "topic": "reminders",
+            "partition": 2,
+            "fire_time": "2023-11-14T22:12:20.000Z",
+            "key": "customer-3",
+            "attempt": 4
+        })
     );
     let at = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     assert_eq!(event.timestamp, at);
@@ -216,4 +227,103 @@ fn without_an_enabled_client_nothing_is_captured_and_nothing_fails() {
     let (disabled, mut captured) = hub(false);
     SentryReporter::with_hub(disabled).report(&report);
     assert!(captured.try_recv().is_err(), "a disabled client captured");
+}
+
+/// What the reminder handler saw: the time it scheduled, the time of the
+/// timer it ran.
+#[derive(Debug, PartialEq)]
+enum Reminded {
+    Scheduled(Timestamp),
+    Failing(Timestamp),
+}
+
+/// Schedules a reminder a minute after each order (a whole second); the
+/// reminder works for five seconds, then fails for good.
+struct Reminders(UnboundedSender<Reminded>);
+
+impl EventHandler for Reminders {
+    type Payload = serde_json::Value;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        context: Context,
+        _: Message<serde_json::Value>,
+    ) -> Result<(), HandlerError> {
+        let now = prosody_core::clock::now().as_millis();
+        let due = Timestamp::from_millis((now / 1000 + 60) * 1000);
+        context.schedule(due)?;
+        let _ = self.0.send(Reminded::Scheduled(due));
+        Ok(())
+    }
+
+    async fn on_timer(&self, _: Context, timer: Timer) -> Result<(), HandlerError> {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let _ = self.0.send(Reminded::Failing(timer.time));
+        Err(HandlerError::permanent("the reminder cannot be delivered"))
+    }
+
+    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+/// A timer whose `on_timer` fails is reported with the time it was
+/// scheduled for (in the report and in the Sentry context), apart from the
+/// time it failed.
+#[tokio::test(start_paused = true)]
+async fn a_failed_timer_is_reported_with_its_fire_time() {
+    let (reports, received) = std::sync::mpsc::channel();
+    let client = ProsodyClient::builder()
+        .broker(MemoryBroker::new())
+        .group_id("reminders")
+        .source_system("shop")
+        .subscribed_topics(["orders"])
+        .mode(Mode::BestEffort)
+        .error_reporter(move |report: &FailureReport| {
+            let _ = reports.send(report.clone());
+        })
+        .build()
+        .await
+        .expect("client");
+    let (seen, mut reminded) = unbounded_channel();
+    client.subscribe(Reminders(seen)).await.expect("subscribed");
+    client
+        .send("orders", "order-9", &json!({ "type": "order.placed" }))
+        .await
+        .expect("sent");
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(3600), reminded.recv())
+            .await
+            .expect("the handler within the hour")
+            .expect("the handler lives")
+    };
+    let Reminded::Scheduled(due) = next().await else {
+        panic!("the order came first");
+    };
+    assert_eq!(next().await, Reminded::Failing(due));
+    // The report thread runs in real time: wait for it off the paused
+    // clock (which stands still meanwhile, nothing left to wait for).
+    let report =
+        tokio::task::spawn_blocking(move || received.recv_timeout(Duration::from_secs(30)))
+            .await
+            .expect("the wait ends")
+            .expect("a report within 30 s");
+    client.shutdown().await;
+
+    assert_eq!((report.kind, report.key.as_str()), ("timer", "order-9"));
+    assert_eq!(report.offset, None);
+    assert_eq!(report.fire_time, Some(due), "the timer's own time");
+    assert!(
+        report.at.as_millis() >= due.as_millis() + 5_000,
+        "it failed after five seconds of work: {:?} vs {due:?}",
+        report.at
+    );
+    let event = SentryReporter::event(&report);
+    let fire_time = std::time::UNIX_EPOCH
+        + Duration::from_millis(u64::try_from(due.as_millis()).expect("after the epoch"));
+    assert_eq!(
+        context(&event)["fire_time"],
+        json!(humantime::format_rfc3339_millis(fire_time).to_string())
+    );
 }

@@ -21,6 +21,9 @@
 //! pinged every 20 s and closed when the peer does not answer, or sends
 //! nothing for a minute.
 
+mod refusals;
+pub use refusals::{Refusal, Refusals};
+
 use crate::inbox::{Delivery, Inbox};
 use crate::wire::{MAX_REPLY_BYTES, Reply};
 use bytes::Bytes;
@@ -135,6 +138,7 @@ pub enum EndpointError {
 struct Counts {
     refused: AtomicU64,
     connections: AtomicU64,
+    refusals: Refusals,
 }
 
 impl Endpoint {
@@ -190,6 +194,13 @@ impl Endpoint {
         self.counts.refused.load(Ordering::Relaxed)
     }
 
+    /// Its refusals by reason, connections over the limit included; the
+    /// handle outlives the endpoint.
+    #[must_use]
+    pub fn refusals(&self) -> Refusals {
+        self.counts.refusals.clone()
+    }
+
     /// Connections accepted and served so far (not those closed at once
     /// for being over the limit).
     #[must_use]
@@ -235,6 +246,7 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, stop: CancellationTo
             }
         };
         if connections.len() >= shared.limits.connections {
+            shared.counts.refusals.add(Refusal::Connections);
             debug!("peer endpoint: too many connections; one closed");
             continue;
         }
@@ -310,6 +322,7 @@ async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Empty<
         Verdict::Dropped => StatusCode::NOT_FOUND,
         Verdict::Refused(status) => {
             shared.counts.refused.fetch_add(1, Ordering::Relaxed);
+            shared.counts.refusals.add(Refusal::of(status));
             debug!(%status, "peer endpoint: a request refused");
             status
         }

@@ -52,7 +52,7 @@ mod peers;
 mod send;
 mod wire;
 
-pub use endpoint::{Endpoint, EndpointError, REPLY_PATH};
+pub use endpoint::{Endpoint, EndpointError, REPLY_PATH, Refusal, Refusals};
 pub use inbox::{Delivery, Inbox, Outcomes, Waiter};
 pub use outcome::{Outcome, ResponseError};
 pub use peers::{Peers, RouteError};

@@ -41,6 +41,7 @@ async fn the_drain_and_the_telemetry_flush_share_one_budget() {
         attempt: 1,
         demand: Demand::Normal,
         at: Timestamp::from_millis(0),
+        fire_time: None,
     });
     let start = Instant::now();
     let drain = tokio::time::sleep(Duration::from_secs(27));

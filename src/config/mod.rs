@@ -2,6 +2,7 @@
 //! environment variables, else the documented default.
 
 mod cassandra;
+mod connect;
 mod kafka;
 mod observe;
 mod peer;
@@ -11,6 +12,8 @@ mod rules;
 mod schema;
 mod state;
 mod table;
+mod unknown;
+pub(crate) use unknown::warn_unknown;
 
 pub(crate) use cassandra::Cassandra;
 pub use cassandra::Secret;

@@ -65,6 +65,11 @@ pub(super) fn name(seed: u64) -> String {
     format!("name-{}", seed % 10_000)
 }
 
+/// A `host:port` address.
+pub(super) fn address(seed: u64) -> String {
+    format!("peer-{}.example:{}", seed % 1000, 1 + seed % 65_535)
+}
+
 pub(super) fn names(seed: u64) -> String {
     (0..=seed % 3)
         .map(|n| format!("item-{}-{n}", seed % 1000))

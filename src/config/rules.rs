@@ -139,3 +139,14 @@ pub(crate) fn lease(option: &'static str, value: Duration) -> Result<Duration, C
     }
     Ok(value)
 }
+
+/// An address peers on another network connect to: `host:port` or
+/// `http://host:port`, kept as `host:port`.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "a rule takes its option's value, as the table gives it"
+)]
+pub(crate) fn connect(option: &'static str, value: String) -> Result<String, ConfigError> {
+    super::connect::normalise(&value)
+        .map_err(|reason| invalid(option, format!("got {value:?}: {reason}")))
+}

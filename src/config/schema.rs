@@ -98,6 +98,9 @@ macro_rules! options {
             )*
         }
 
+        /// Every row's option and variable.
+        pub(crate) const VARIABLES: &[(&str, &str)] = &[$((stringify!($name), $variable),)*];
+
         /// Every row as `CONFIGURATION.md` lists it.
         #[cfg(test)]
         pub(crate) const LISTED: &[$crate::config::schema::Listed] = &[$(

@@ -7,9 +7,9 @@
 //! `broker` and `stores` (not options: values the environment cannot hold).
 
 #[cfg(test)]
-use super::precedence::{duration, flag, millis, name, names as items, share, size};
+use super::precedence::{address, duration, flag, millis, name, names as items, share, size};
 use super::rules::{
-    lease, names, non_empty, positive_bytes, positive_duration, positive_size, prefixes,
+    connect, lease, names, non_empty, positive_bytes, positive_duration, positive_size, prefixes,
     small_count, some_path, statistics, subsystem, topics, whole_seconds,
 };
 use super::schema::options;
@@ -107,7 +107,7 @@ options! {
     /// there).
     failure_topic: text, "PROSODY_FAILURE_TOPIC", optional, check non_empty,
         test(name, |s| s.qos.failure.as_ref().map(|f| f.topic.to_string()).unwrap_or_default());
-    /// Dedup records per process (0 is rejected).
+    /// Dedup records kept in memory per client (0 is rejected).
     idempotence_cache_size: usize, "PROSODY_IDEMPOTENCE_CACHE_SIZE", default("8192"),
         check positive_size => NonZeroUsize,
         test(size, |s| s.qos.dedup.cache_size.to_string());
@@ -318,9 +318,13 @@ options! {
     peer_bind_address: SocketAddr, "PROSODY_PEER_BIND_ADDRESS", derived("<default interface>:9099"),
         test(|n| format!("127.0.0.1:{}", n % 65_536),
              |s| s.peer.bind.map_or_else(|| "<default interface>:9099".to_owned(), |a| a.to_string()));
-    /// The `host:port` peers on another network connect to (default none).
-    peer_advertised_connect: text, "PROSODY_PEER_ADVERTISED_CONNECT", optional, check non_empty,
-        test(name, |s| s.peer.advertised.clone().unwrap_or_default());
+    /// Where peers on another network connect to: `host:port` (a host
+    /// name, an IPv4 address or a bracketed IPv6 address such as
+    /// `[::1]:9099`) or the connect URI `http://host:port` (a trailing `/`
+    /// allowed), kept as `host:port`; anything else is refused at `build()`
+    /// (default none).
+    peer_advertised_connect: text, "PROSODY_PEER_ADVERTISED_CONNECT", optional, check connect,
+        test(address, |s| s.peer.advertised.clone().unwrap_or_default());
     /// The network this client's endpoint is on: peers of the same network
     /// (or both unnamed) connect directly, others to
     /// `peer_advertised_connect` (default none).

@@ -78,6 +78,9 @@ pub struct FailureReport {
     pub partition: i32,
     /// The record's offset (none for a timer).
     pub offset: Option<i64>,
+    /// The time the timer was scheduled for: when it was due, not when
+    /// it failed (none for a message or an excise).
+    pub fire_time: Option<Timestamp>,
     /// The key.
     pub key: Key,
     /// The attempt number, from 1.
@@ -106,6 +109,7 @@ impl FailureReport {
             topic: event.topic.clone(),
             partition: event.partition,
             offset: event.offset,
+            fire_time: event.fire_time,
             key: event.key.clone(),
             attempt: event.attempt,
             category: error.category(),

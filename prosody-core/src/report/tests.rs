@@ -132,6 +132,7 @@ fn a_failed_call_is_reported_with_its_place_and_its_error_chain() {
         ("message", "topic", 0)
     );
     assert_eq!((message.offset, &*message.key), (Some(0), "bad-1"));
+    assert_eq!(message.fire_time, None, "a message has no fire time");
     assert_eq!(
         (message.attempt, message.category),
         (1, Category::Transient)
@@ -146,6 +147,7 @@ fn a_failed_call_is_reported_with_its_place_and_its_error_chain() {
         ("timer", "orders", 4)
     );
     assert_eq!((timer.offset, &*timer.key), (None, "bad-p-7"));
+    assert_eq!(timer.fire_time, Some(Timestamp::from_millis(60_000)));
     assert_eq!(
         (timer.category, timer.chain.as_slice()),
         (Category::Permanent, &["no such order".to_owned()][..])

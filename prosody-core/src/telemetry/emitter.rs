@@ -351,6 +351,7 @@ mod tests {
             topic: "orders".into(),
             partition: 3,
             offset,
+            fire_time: None,
             key: "customer-7".into(),
             attempt: 2,
             demand: Demand::Failure,

@@ -90,10 +90,10 @@ where
 
     fn call(&mut self, request: EventRequest<P>) -> Self::Future {
         let context = &request.context;
-        let offset = match &request.event {
-            Event::Message(message) => Some(message.offset),
-            Event::Excise(excise) => Some(excise.offset),
-            Event::Timer(_) => None,
+        let (offset, fire_time) = match &request.event {
+            Event::Message(message) => (Some(message.offset), None),
+            Event::Excise(excise) => (Some(excise.offset), None),
+            Event::Timer(timer) => (None, Some(timer.time)),
         };
         let kind = request.event.kind();
         let span = tracing::info_span!(
@@ -123,6 +123,7 @@ where
             topic: context.topic().clone(),
             partition: context.partition(),
             offset,
+            fire_time,
             key: context.key().clone(),
             attempt: context.attempt(),
             demand: context.demand(),

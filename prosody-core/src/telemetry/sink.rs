@@ -59,6 +59,9 @@ pub struct TelemetryEvent {
     pub partition: i32,
     /// The record's offset (none for a timer).
     pub offset: Option<i64>,
+    /// The time a timer was scheduled for (none for a message or an
+    /// excise).
+    pub fire_time: Option<Timestamp>,
     /// The key.
     pub key: Key,
     /// The attempt number, from 1.

@@ -162,6 +162,10 @@ async fn malformed_oversized_and_misdirected_requests_are_refused() {
         assert_eq!(answered.unwrap().as_u16(), status, "{method} {path}");
     }
     assert_eq!(endpoint.refused(), 5);
+    let refusals = endpoint.refusals();
+    let by_reason = Refusal::ALL.map(|reason| refusals.count(reason));
+    // connections, body_too_large, malformed, slow
+    assert_eq!(by_reason, [0, 2, 3, 0]);
     // The connection still serves.
     let stray = reply(inbox.peer(), RequestId::random().unwrap(), "billing", "1");
     let answered = within(post(
@@ -303,6 +307,7 @@ async fn connections_over_the_limit_are_closed() {
     };
     assert!(second.is_err(), "{second:?}");
     assert_eq!(endpoint.connections(), 1);
+    assert_eq!(endpoint.refusals().count(Refusal::Connections), 1);
     // Once the first is gone, its place is free again.
     drop(first);
     let third = within(async {
@@ -331,6 +336,7 @@ async fn a_body_too_slow_and_a_silent_connection_are_cut() {
     let answered = within(post(&mut raw, Method::POST, REPLY_PATH, Stalled.boxed())).await;
     assert_eq!(answered.unwrap(), StatusCode::REQUEST_TIMEOUT);
     assert_eq!(slow.refused(), 1);
+    assert_eq!(slow.refusals().count(Refusal::Slow), 1);
     slow.shutdown().await;
     // A connection that never says a word is closed.
     let quiet = Limits {

@@ -66,7 +66,7 @@ impl CacheLookups {
         self.0[1].load(Ordering::Relaxed)
     }
 
-    fn count(&self, hit: bool) {
+    pub(crate) fn count(&self, hit: bool) {
         self.0[usize::from(!hit)].fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -1,6 +1,7 @@
 //! The readers' cache of another group's cells: it bounds how stale a read
 //! may be and how often the store is asked.
 
+use crate::cache::CacheLookups;
 use bytes::Bytes;
 use prosody_core::broker::TopicPartition;
 use prosody_core::key::Key;
@@ -61,11 +62,14 @@ impl Weighter<Asked, Answer> for Bytewise {
 /// Invariant: an answer is served at most `ttl` after the store gave it
 /// (a zero `ttl` bypasses the cache), so a read is never staler than that;
 /// the cache holds about `capacity` bytes (the least recently used go
-/// first), shared by every reader of one client.
+/// first), shared by every reader of one client. Each read through the
+/// cache counts once in its [`lookups`](SharedReads::lookups): a hit when
+/// the cache answered, a miss when the store did (with a zero `ttl`, none).
 #[derive(Clone)]
 pub struct CachedReads<S> {
     inner: S,
     cache: Arc<Cache<Asked, Answer, Bytewise>>,
+    lookups: CacheLookups,
     ttl: Duration,
 }
 
@@ -78,14 +82,19 @@ impl<S> std::fmt::Debug for CachedReads<S> {
     }
 }
 
-/// The cache readers of one client share, of about `capacity` bytes.
+/// The cache readers of one client share, of about `capacity` bytes, and
+/// its hits and misses.
 #[derive(Clone)]
-pub struct SharedReads(Arc<Cache<Asked, Answer, Bytewise>>);
+pub struct SharedReads {
+    cache: Arc<Cache<Asked, Answer, Bytewise>>,
+    lookups: CacheLookups,
+}
 
 impl std::fmt::Debug for SharedReads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedReads")
-            .field("weight", &self.0.weight())
+            .field("weight", &self.cache.weight())
+            .field("lookups", &self.lookups)
             .finish()
     }
 }
@@ -98,11 +107,17 @@ impl SharedReads {
         let items = usize::try_from(capacity / 1024)
             .unwrap_or(usize::MAX)
             .max(16);
-        Self(Arc::new(Cache::with_weighter(
-            items,
-            capacity.max(1),
-            Bytewise,
-        )))
+        Self {
+            cache: Arc::new(Cache::with_weighter(items, capacity.max(1), Bytewise)),
+            lookups: CacheLookups::default(),
+        }
+    }
+
+    /// How often its readers' reads were answered by the cache (hits) or
+    /// went to the store (misses); the counts only grow.
+    #[must_use]
+    pub fn lookups(&self) -> &CacheLookups {
+        &self.lookups
     }
 }
 
@@ -112,14 +127,22 @@ impl<S> CachedReads<S> {
     pub fn new(inner: S, shared: &SharedReads, ttl: Duration) -> Self {
         Self {
             inner,
-            cache: Arc::clone(&shared.0),
+            cache: Arc::clone(&shared.cache),
+            lookups: shared.lookups.clone(),
             ttl,
         }
     }
 
+    /// The cached answer to `asked` if still fresh, counted as a hit or a
+    /// miss.
     fn fresh(&self, asked: &Asked) -> Option<Arc<[(Bytes, Bytes)]>> {
-        let answer = self.cache.get(asked)?;
-        (Instant::now() < answer.until).then_some(answer.cells)
+        let fresh = self
+            .cache
+            .get(asked)
+            .filter(|answer| Instant::now() < answer.until)
+            .map(|answer| answer.cells);
+        self.lookups.count(fresh.is_some());
+        fresh
     }
 
     fn keep(&self, asked: Asked, cells: Arc<[(Bytes, Bytes)]>) {

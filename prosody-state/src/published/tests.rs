@@ -239,3 +239,36 @@ async fn a_closed_gate_fails_every_read() {
         "{scanned:?}"
     );
 }
+
+/// Each read through the cache counts once: a hit when the cache answered
+/// within the ttl, a miss when the store did; a zero ttl counts nothing.
+#[tokio::test(start_paused = true)]
+async fn each_read_through_the_cache_counts_a_hit_or_a_miss() {
+    let stores = MemoryStores::new();
+    commit(
+        &stores,
+        "alice",
+        vec![put("count", "alice", Bytes::new(), "1")],
+    )
+    .await;
+    let shared = SharedReads::new(1 << 20);
+    let reads = |ttl| {
+        Source::new(
+            CachedReads::new(stores.clone(), &shared, ttl),
+            TOPIC,
+            PARTITIONS,
+        )
+    };
+    let cached = PublishedValue::<u64, _>::new(reads(Duration::from_secs(5)), COUNT.spec());
+    let direct = PublishedValue::<u64, _>::new(reads(Duration::ZERO), COUNT.spec());
+    let lookups = || (shared.lookups().hits(), shared.lookups().misses());
+    assert_eq!(direct.get("alice").await.unwrap(), Some(1));
+    assert_eq!(lookups(), (0, 0), "a zero ttl bypasses the cache");
+    assert_eq!(cached.get("alice").await.unwrap(), Some(1));
+    assert_eq!(lookups(), (0, 1), "the first read goes to the store");
+    assert_eq!(cached.get("alice").await.unwrap(), Some(1));
+    assert_eq!(lookups(), (1, 1), "the second is answered by the cache");
+    tokio::time::advance(Duration::from_secs(6)).await;
+    assert_eq!(cached.get("alice").await.unwrap(), Some(1));
+    assert_eq!(lookups(), (1, 2), "past the ttl, the store again");
+}
