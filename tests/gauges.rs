@@ -80,12 +80,17 @@ impl Cell {
         }
     }
 
-    /// Whether the partition's `values` on a page match.
-    fn matches(self, values: &[f64]) -> bool {
+    /// Whether the partition's `values` on a page match `gauge`'s cell. A
+    /// `value` is above zero, so a gauge stuck at zero fails, except for
+    /// the two ages, which may read zero while their subject exists (a
+    /// timer not yet due; a record as old as the paused clock's last step).
+    fn matches(self, gauge: &str, values: &[f64]) -> bool {
+        let ages = ["prosody.timer.lag", "prosody.partition.lag.duration"];
         match (self, values) {
             (Self::NoSeries, []) => true,
             (Self::Exactly(want), [got]) => (want - got).abs() < f64::EPSILON,
-            (Self::Value, [got]) => got.is_finite() && *got >= 0.0,
+            (Self::Value, [got]) if ages.contains(&gauge) => got.is_finite() && *got >= 0.0,
+            (Self::Value, [got]) => got.is_finite() && *got > 0.0,
             _ => false,
         }
     }
@@ -193,7 +198,8 @@ async fn phase(
             .filter_map(|row| {
                 let got = values(&page, &row.scraped, group, topic);
                 let want = row.phases[phase];
-                (!want.matches(&got)).then(|| format!("{}: {want:?}, scraped {got:?}", row.gauge))
+                (!want.matches(&row.gauge, &got))
+                    .then(|| format!("{}: {want:?}, scraped {got:?}", row.gauge))
             })
             .collect();
         if wrong.is_empty() {

@@ -12,17 +12,17 @@
 //! timestamp taken as it counts, so the last count planned is the one
 //! that stays and a batch written again writes the same value.
 //!
-//! Failure behaviour: a commit whose outcome is unknown counts its keys as
+//! Failure behaviour: a commit whose outcome is unknown (failed or
+//! dropped after its deferral changes were counted) counts its keys as
 //! its writes would leave them until they are read again (the retried
-//! commit reads them), then as read; its row may be missing or stale until
-//! the next commit of a deferral change writes the row again. A commit of
-//! more than one batch puts the row in its last. An evicted old owner's
-//! late write is fenced below the new owner's timestamps: it cannot
-//! overwrite the new owner's row, but if it lands before the new owner's
-//! first write, the new owner's open reads what it counted; offsets it
-//! added that the new owner never counted are subtracted when they
-//! complete, saturating at zero. A keyspace from before the row (schema
-//! version 9) has none: the first open counts the queues once.
+//! commit reads them), then as read. An evicted old owner's late write is
+//! fenced below the new owner's timestamps, so it cannot overwrite the new
+//! owner's row, but what it adds to the queues is not counted. These, an
+//! unknown outcome still open when the partition moves, and offsets
+//! expiring by TTL, make the drift the `DeferStore` contract bounds: it
+//! ends when the partition's deferrals drain. A keyspace from before the
+//! row (schema version 9) has none: each open counts the queues until a
+//! commit of a deferral change writes the row.
 
 use crate::Inner;
 use crate::error::Classify;

@@ -274,6 +274,14 @@ impl CassandraStores {
         let changes = inner
             .deferral_writes(partition, &batch.deferrals, &mut writes)
             .await?;
+        // From here the deferral changes are counted: whatever ends this
+        // write before it lands (a failed state read, a failed or dropped
+        // execution) leaves their keys unsure, to be read again.
+        let unsure = Unsure {
+            inner,
+            partition,
+            changes: Some(changes),
+        };
         inner.dedup_writes(&batch.dedup, &mut writes);
         let mut state = Writes::default();
         inner
@@ -286,15 +294,8 @@ impl CassandraStores {
             writes.append(state);
         }
         if writes.len() == 0 && !staged {
-            return Ok(changes);
+            return Ok(unsure.landed());
         }
-        // Settles the deferral states whether the write returns or is
-        // dropped midway (by its attempt's deadline, say).
-        let unsure = Unsure {
-            inner,
-            partition,
-            changes: Some(changes),
-        };
         if staged {
             self.0
                 .commit_staged(partition, &batch.state, writes)

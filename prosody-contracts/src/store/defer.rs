@@ -88,6 +88,10 @@ pub struct DeferCounts {
 impl DeferCounts {
     /// The counts after one key's queue went from `before` to `after`
     /// offsets (zero: the key has none), saturating at zero.
+    ///
+    /// The result keeps the invariant even from counts that drifted (see
+    /// the contract of [`DeferStore`]): no key means no record, and there
+    /// are never fewer records than keys. Exact counts are unaffected.
     #[must_use]
     pub fn changed(self, before: usize, after: usize) -> Self {
         let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
@@ -97,6 +101,7 @@ impl DeferCounts {
             .saturating_add(u64::from(after > 0))
             .saturating_sub(u64::from(before > 0));
         let records = self.records.saturating_add(after).saturating_sub(before);
+        let records = if keys == 0 { 0 } else { records.max(keys) };
         Self { keys, records }
     }
 }
@@ -139,8 +144,9 @@ impl Deferred {
 ///   of the head removes one record, and one key if it was the key's last;
 ///   a [`DeferWrite::Defer`] of an offset already queued, a
 ///   [`DeferWrite::Complete`] of any other offset, and every
-///   [`DeferWrite::Failed`] change nothing. So the counts always equal
-///   what [`deferred`](Self::deferred) of every key would add up to.
+///   [`DeferWrite::Failed`] change nothing. So, but for the drift below,
+///   the counts equal what [`deferred`](Self::deferred) of every key
+///   would add up to.
 ///   They are durable with the queues: a new owner of the partition (the
 ///   stores [closed](super::Stores::close) and [opened](super::Stores::open)
 ///   again, or another member's) reads the same counts. A backend that
@@ -148,13 +154,17 @@ impl Deferred {
 ///   [`open`](super::Stores::open) and [`close`](super::Stores::close), as
 ///   the runtime makes them; writes to a partition never opened (direct
 ///   use) may leave them behind.
-/// - During a rebalance, an old owner that still commits (one evicted
-///   without knowing it) may add offsets to queues after the new owner
-///   read the counts. A backend whose counts live with each owner (one on
-///   a server) need not count those: the counts are then lower than the
-///   queues hold, by at most what the old owner's late writes added,
-///   until those offsets complete, and never higher. A backend with one
-///   set of queues and counts (the in-memory stores) stays exact.
+/// - A backend whose counts live with each owner (one on a server) may
+///   see them drift from the queues: an old owner that still commits
+///   after a rebalance (one evicted without knowing it), a commit whose
+///   outcome was still unknown when the partition moved, or offsets that
+///   expire by TTL can leave the records (and, for the old owner's new
+///   keys, the keys) above or below what the queues hold. The drift does
+///   not outlive the deferrals: counts never show records without keys
+///   or fewer records than keys, a partition whose last counted key
+///   completes counts zero, and an owner that opens a partition with no
+///   deferred key starts from zero. A backend with one set of queues and
+///   counts (the in-memory stores) stays exact.
 ///
 /// [`Stores::commit`]: super::Stores::commit
 /// [`DeferWrite`]: super::DeferWrite
@@ -197,4 +207,44 @@ pub trait DeferStore: Clone + Send + Sync + 'static {
         partition: &TopicPartition,
         key: &Key,
     ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeferCounts;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        /// From exact counts, `changed` follows a model of the queues'
+        /// lengths; from drifted counts, it keeps the invariant and ends
+        /// at zero once every counted key drained.
+        #[test]
+        fn counts_follow_the_queues_and_drift_ends_when_they_drain(
+            changes in proptest::collection::vec((0_u8..6, 0_usize..4), 0..60),
+            drift in (0_u64..5, 0_u64..20),
+        ) {
+            let mut lengths: HashMap<u8, usize> = HashMap::new();
+            let mut exact = DeferCounts::default();
+            let mut drifted = DeferCounts { keys: drift.0, records: drift.1 };
+            for (key, after) in changes {
+                let before = lengths.insert(key, after).unwrap_or(0);
+                exact = exact.changed(before, after);
+                drifted = drifted.changed(before, after);
+                let keys = lengths.values().filter(|length| **length > 0).count();
+                let records: usize = lengths.values().sum();
+                prop_assert_eq!(exact, DeferCounts { keys: keys as u64, records: records as u64 });
+                prop_assert!(drifted.keys <= drifted.records);
+                prop_assert_eq!(drifted.keys == 0, drifted.records == 0);
+            }
+            let changed = !lengths.is_empty();
+            for (_, before) in lengths.drain() {
+                drifted = drifted.changed(before, 0);
+            }
+            prop_assert!(drifted.keys <= drift.0);
+            if changed && drift.0 == 0 {
+                prop_assert_eq!(drifted, DeferCounts::default());
+            }
+        }
+    }
 }

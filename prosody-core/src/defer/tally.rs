@@ -3,6 +3,7 @@
 
 use crate::store::DeferCounts;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// Not read yet.
 const UNKNOWN: i64 = -1;
@@ -14,11 +15,15 @@ const UNKNOWN: i64 = -1;
 ///
 /// Invariant: both values are [`UNKNOWN`] until the first report, and
 /// afterwards the two halves of one report (a reader may see one report's
-/// keys with the next one's records, for an instant).
+/// keys with the next one's records, for an instant). Reports taken with
+/// [`refresh`](Self::refresh) are read and stored under one lock, so of
+/// commits that land concurrently the last to refresh stores the newest
+/// counts: an older read never overwrites a newer one.
 #[derive(Debug)]
 pub(crate) struct Tally {
     keys: AtomicI64,
     records: AtomicI64,
+    reading: Mutex<()>,
 }
 
 impl Default for Tally {
@@ -26,11 +31,19 @@ impl Default for Tally {
         Self {
             keys: AtomicI64::new(UNKNOWN),
             records: AtomicI64::new(UNKNOWN),
+            reading: Mutex::new(()),
         }
     }
 }
 
 impl Tally {
+    /// Reads the counts with `read` (which must not block: the stores'
+    /// memory) and records them, under the lock; whether `read` answered.
+    pub(crate) fn refresh(&self, read: impl FnOnce() -> Option<DeferCounts>) -> bool {
+        let _reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        read().map(|counts| self.set(counts)).is_some()
+    }
+
     /// Records what the stores report.
     pub(crate) fn set(&self, counts: DeferCounts) {
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);

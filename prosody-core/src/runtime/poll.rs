@@ -139,7 +139,7 @@ where
         all.sort_unstable();
         self.revoke(all, Leave::Shutdown(deadline)).await;
         if let Some(consumer) = self.consumer.take() {
-            leave(consumer, deadline).await;
+            leave(consumer, deadline, !self.uncommitted).await;
         }
         info!("consumer stopped");
     }

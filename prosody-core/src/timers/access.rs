@@ -71,8 +71,10 @@ impl<S: Stores> PartitionStores<S> {
     /// Reads the partition's deferred counts: at once where the stores
     /// can, else with a read.
     async fn count(&self) {
-        if let Some(counts) = self.stores.counts_now(&self.partition) {
-            self.deferred.set(counts);
+        if self
+            .deferred
+            .refresh(|| self.stores.counts_now(&self.partition))
+        {
             return;
         }
         match self.stores.counts(&self.partition).await {
@@ -152,9 +154,8 @@ impl<S: Stores> StoreAccess for PartitionStores<S> {
         if written.is_ok() {
             // A store that writes at once counts at once; one that cannot
             // is read again at the next commit through `write`.
-            if let Some(counts) = self.stores.counts_now(&self.partition) {
-                self.deferred.set(counts);
-            }
+            self.deferred
+                .refresh(|| self.stores.counts_now(&self.partition));
         }
         Ok(written)
     }
