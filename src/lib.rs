@@ -24,6 +24,8 @@ pub mod sentry;
 mod slot;
 mod stack;
 mod stores;
+#[cfg(test)]
+mod testing;
 
 pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;

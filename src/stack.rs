@@ -322,30 +322,8 @@ impl<C: Codec> Layers<C> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{
-        Context, EventHandler, Excise, HandlerError, MemoryBroker, Message, Mode, ProsodyClient,
-        Timer,
-    };
-    use serde_json::Value;
-
-    struct Noop;
-
-    impl EventHandler for Noop {
-        type Payload = Value;
-        type Output = ();
-
-        async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
-            Ok(())
-        }
-
-        async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
-            Ok(())
-        }
-
-        async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
-            Ok(())
-        }
-    }
+    use crate::testing::Noop;
+    use crate::{MemoryBroker, Mode, ProsodyClient};
 
     /// The stages of a stack, outermost first, read off its type: each
     /// service wraps the next as its first type parameter, down to the

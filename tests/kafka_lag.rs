@@ -146,6 +146,20 @@ async fn broker_lag(servers: &str, topic: &str, group: &str) -> BTreeMap<i32, f6
     .unwrap()
 }
 
+/// Creates `topic` with `partitions` partitions on the broker.
+async fn create_topic(config: &KafkaConfig, topic: &str, partitions: i32) {
+    let options = TopicOptions {
+        partitions: Some(partitions),
+        replication_factor: Some(1),
+        ..TopicOptions::default()
+    };
+    AdminClient::with_config(config)
+        .unwrap()
+        .create_topic(topic, &options)
+        .await
+        .unwrap();
+}
+
 /// Waits until the client's lag equals the broker's on every partition
 /// and `accept` holds for it; returns it.
 async fn until_agreed(
@@ -180,16 +194,7 @@ async fn the_lag_at_metrics_is_the_brokers_watermark_minus_the_committed_offset(
     let config = KafkaConfig::new(servers.split(',')).unwrap();
     let topic = services::unique("lagging");
     let group = services::unique("lagging_group");
-    let options = TopicOptions {
-        partitions: Some(PARTITIONS),
-        replication_factor: Some(1),
-        ..TopicOptions::default()
-    };
-    AdminClient::with_config(&config)
-        .unwrap()
-        .create_topic(&topic, &options)
-        .await
-        .unwrap();
+    create_topic(&config, &topic, PARTITIONS).await;
     let broker = KafkaBroker::new(config);
     let producer = broker.producer().unwrap();
     let send = |key: String| {
@@ -250,16 +255,7 @@ async fn a_partition_that_receives_nothing_shows_its_backlog() {
         .statistics_interval(Duration::from_millis(200));
     let topic = services::unique("stalled");
     let group = services::unique("stalled_group");
-    let options = TopicOptions {
-        partitions: Some(1),
-        replication_factor: Some(1),
-        ..TopicOptions::default()
-    };
-    AdminClient::with_config(&config)
-        .unwrap()
-        .create_topic(&topic, &options)
-        .await
-        .unwrap();
+    create_topic(&config, &topic, 1).await;
     let broker = KafkaBroker::new(config);
     let producer = broker.producer().unwrap();
     for n in 0..10 {

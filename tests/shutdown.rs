@@ -21,17 +21,12 @@ use tokio::time::Instant;
 
 /// A mock client consuming `t` with `budget` to shut down.
 async fn consuming(budget: Duration) -> ProsodyClient {
-    let broker = MemoryBroker::new();
-    broker.create_topic("t", 1).expect("a topic");
-    ProsodyClient::builder()
-        .broker(broker)
-        .group_id("svc")
-        .source_system("svc-test")
-        .subscribed_topics(["t"])
-        .shutdown_timeout(budget)
-        .build()
-        .await
-        .expect("a client")
+    let broker = Tweaked {
+        broker: MemoryBroker::new(),
+        never_leaves: false,
+        slow_commit: None,
+    };
+    tweaked(broker, budget).await
 }
 
 /// An in-memory broker whose members misbehave as told.

@@ -4,15 +4,13 @@
 
 use super::{ProsodyClient, close};
 use crate::directory::ClientDirectory;
+use crate::testing::Noop;
 use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
 use prosody_core::peer::{PeerEntry, PeerId, Publication};
 use prosody_core::store::{PeerDirectory, StoreError};
 use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink};
-use prosody_core::{
-    Context, Demand, EventHandler, Excise, HandlerError, Message, Timer, Timestamp,
-};
+use prosody_core::{Demand, Timestamp};
 use prosody_memory::{MemoryBroker, MemoryPeerDirectory};
-use serde_json::Value;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -85,26 +83,6 @@ impl PeerDirectory for Undeletable {
     }
 }
 
-/// Handles everything at once.
-struct Idle;
-
-impl EventHandler for Idle {
-    type Payload = Value;
-    type Output = ();
-
-    async fn on_message(&self, _: Context, _: Message<Value>) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn on_timer(&self, _: Context, _: Timer) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn on_excise(&self, _: Context, _: Excise) -> Result<(), HandlerError> {
-        Ok(())
-    }
-}
-
 /// A mock client consuming `t`, with `budget` to shut down.
 async fn consuming(budget: Duration) -> ProsodyClient {
     let broker = MemoryBroker::new();
@@ -119,7 +97,7 @@ async fn consuming(budget: Duration) -> ProsodyClient {
         .build()
         .await
         .expect("a client");
-    client.subscribe(Idle).await.expect("a subscription");
+    client.subscribe(Noop).await.expect("a subscription");
     client
 }
 
