@@ -337,9 +337,10 @@ impl<C: Codec> ProsodyClient<C> {
     /// deadline), the deletion of the peer directory entry (at most 5 s; it
     /// runs out with its lease otherwise), the probe server's stop and the
     /// flush of the telemetry still queued (events still unsent are counted
-    /// in a warning). Past the deadline come only the final offset commit
-    /// (at most 10 s on Kafka) and the consumer's leaving its group (what is
-    /// left of the deadline, and at least 2 s).
+    /// in a warning). Past the deadline come only an offset commit already
+    /// under way when it was called, the final offset commit (each at most
+    /// 10 s on Kafka) and the consumer's leaving its group (what is left of
+    /// the deadline, and at least 2 s).
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
         self.inner
@@ -394,7 +395,7 @@ impl<C> Drop for Inner<C> {
 /// Computes the one deadline, `budget` from now; runs `stop` with it (each
 /// of its steps keeps to it), then flushes `telemetry` until it, so
 /// everything together takes no longer than `budget` (besides what the
-/// steps may take past it: the final commit and the group leave),
+/// steps may take past it: the commits and the group leave),
 /// whatever the telemetry producer does.
 async fn close<F, S>(stop: S, telemetry: Option<&ProducerSink>, budget: Duration)
 where
