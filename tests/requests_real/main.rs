@@ -153,7 +153,7 @@ async fn a_restarted_requester_drops_its_earlier_lifes_answers(world: &World) {
     let outcomes = ask(
         &earlier,
         world,
-        "slow-r",
+        "slower-r",
         &["billing"],
         Duration::from_secs(1),
     )
