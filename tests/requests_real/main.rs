@@ -150,10 +150,13 @@ async fn a_restarted_requester_drops_its_earlier_lifes_answers(world: &World) {
         .local_addr()
         .unwrap();
     let earlier = world.requester_on(address).await;
+    // Built now, bound at its first request: the answer comes within the
+    // earlier entry's lease, so the later life must bind at once.
+    let later = world.requester_on(address).await;
     let outcomes = ask(
         &earlier,
         world,
-        "slower-r",
+        "slow-r",
         &["billing"],
         Duration::from_secs(1),
     )
@@ -163,9 +166,8 @@ async fn a_restarted_requester_drops_its_earlier_lifes_answers(world: &World) {
         Outcome::Failure(ResponseError::Timeout)
     );
     // Gone without deregistering, as a crash leaves it; its answer is on
-    // its way (the handler takes 10 s, time for the later life to bind).
+    // its way (the handler takes 4 s, within the earlier entry's 5 s lease).
     drop(earlier);
-    let later = world.requester_on(address).await;
     // The earlier endpoint lets the address go as its task ends.
     let bound_by = Instant::now() + Duration::from_secs(5);
     let outcomes = loop {
