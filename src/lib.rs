@@ -31,6 +31,7 @@ pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;
 pub use client::{ClientError, ConsumerState, ProsodyClient};
 pub use config::ConfigError;
+pub use config::spec as state_spec;
 pub use config::{
     GroupProtocol, Mode, ProbePort, ReadTtl, SaslMechanism, Secret, SecurityProtocol, SpanLink,
 };

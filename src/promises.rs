@@ -22,7 +22,7 @@ pub struct OtelErrorIsOpen;
 /// use prosody::ConfigError;
 /// fn every(value: ConfigError) {
 ///     match value {
-///         ConfigError::Missing { .. } | ConfigError::Invalid { .. } | ConfigError::Environment { .. } | ConfigError::NoDurableStore { .. } | ConfigError::Cassandra { .. } | ConfigError::Unreachable { .. } | ConfigError::StateStore { .. } => {}
+///         ConfigError::Missing { .. } | ConfigError::Invalid { .. } | ConfigError::Environment { .. } | ConfigError::NoDurableStore { .. } | ConfigError::Cassandra { .. } | ConfigError::Unreachable { .. } | ConfigError::StateStore { .. } | ConfigError::Unknown { .. } | ConfigError::Given { .. } => {}
 ///     }
 /// }
 /// ```

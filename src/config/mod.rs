@@ -3,6 +3,8 @@
 
 mod cassandra;
 mod connect;
+mod given;
+pub use given::spec;
 mod kafka;
 mod observe;
 mod peer;
@@ -90,6 +92,26 @@ pub enum ConfigError {
         /// Whether trying again may help: `false` for a refused login or
         /// certificate, `true` for a cluster that did not answer.
         retriable: bool,
+    },
+    /// A name given to [`ClientBuilder::option`](crate::ClientBuilder::option)
+    /// that is no option.
+    #[error("unknown option `{option}`{}", nearest.map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default())]
+    Unknown {
+        /// The name given.
+        option: String,
+        /// The option nearest to it, if one is close.
+        nearest: Option<&'static str>,
+    },
+    /// A value given to [`ClientBuilder::option`](crate::ClientBuilder::option)
+    /// that its option cannot take.
+    #[error("option `{option}` cannot be {value}: {reason}")]
+    Given {
+        /// The option.
+        option: String,
+        /// The value given, as JSON.
+        value: String,
+        /// Why it does not fit.
+        reason: String,
     },
     /// The store did not record the keyed-state collections' identities.
     #[error("recording the state collections' kinds in the store failed: {reason}")]

@@ -106,6 +106,10 @@ proptest! {
             let env = |value: &str| HashMap::from([(row.variable.to_owned(), value.to_owned())]);
             let both = resolve((row.set)(base(), &mine), &env(&theirs));
             prop_assert_eq!((row.get)(&both), mine.clone(), "{} from the builder", row.option);
+            // By name, as a binding gives it: the same as its setter.
+            let named = base().option(row.option, &serde_json::Value::String(mine.clone()));
+            let named = resolve(named.unwrap_or_else(|e| panic!("{e}")), &env(&theirs));
+            prop_assert_eq!((row.get)(&named), mine.clone(), "{} by name", row.option);
             // The group is required: for its own row, leave it to the environment.
             let unset = if row.option == "group_id" {
                 ClientBuilder::new(JsonCodec::new()).mock(true)
@@ -121,6 +125,63 @@ proptest! {
             }
         }
     }
+}
+
+/// Options by name: a number of seconds for a duration, an array for a
+/// list, `null` to leave unset, `null` or `false` to disable the probe; an
+/// unknown name and a value that does not fit are errors naming them.
+#[test]
+fn options_by_name_read_each_json_form() {
+    use super::ConfigError;
+    use serde_json::json;
+    let set = |name: &str, value: serde_json::Value| base().option(name, &value);
+    let settings = |builder: Result<Builder, ConfigError>| {
+        resolve(builder.unwrap_or_else(|e| panic!("{e}")), &HashMap::new())
+    };
+    let timeout = settings(set("timeout", json!(1.5)));
+    assert_eq!(timeout.qos.timeout.timeout, Duration::from_millis(1500));
+    let topics = settings(set("subscribed_topics", json!(["a", "b"])));
+    assert_eq!(
+        topics.subscribed_topics.map(|t| t.join(",")),
+        Some("a,b".to_owned())
+    );
+    let comma = settings(set("subscribed_topics", json!("a, b")));
+    assert_eq!(
+        comma.subscribed_topics.map(|t| t.join(",")),
+        Some("a,b".to_owned())
+    );
+    let unset = settings(set("max_concurrency", json!(null)));
+    assert_eq!(unset.qos.scheduler.max_concurrency.get(), 32);
+    for off in [json!(null), json!(false)] {
+        let probe = settings(set("probe_port", off));
+        assert!(matches!(
+            probe.observe.probe_port,
+            super::ProbePort::Disabled
+        ));
+    }
+    let unknown = set("max_concurency", json!(4)).err();
+    assert_eq!(
+        unknown.map(|e| e.to_string()),
+        Some("unknown option `max_concurency` (did you mean `max_concurrency`?)".to_owned())
+    );
+    let bad = set("timeout", json!("soon"))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        bad.starts_with("option `timeout` cannot be \"soon\""),
+        "{bad}"
+    );
+    let negative = set("timeout", json!(-1))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        negative.starts_with("option `timeout` cannot be -1"),
+        "{negative}"
+    );
+    let mode = set("mode", json!("low-latency")).map(|b| b.into_options().mode);
+    assert_eq!(mode.ok().flatten(), Some(super::Mode::LowLatency));
 }
 
 /// The rows of `CONFIGURATION.md`'s option tables: option, variable,

@@ -85,6 +85,28 @@ macro_rules! options {
             }
         }
 
+        impl Options {
+            /// Sets the row `name` from a JSON value (see
+            /// `ClientBuilder::option`).
+            pub(crate) fn assign(
+                &mut self,
+                name: &str,
+                value: &::serde_json::Value,
+            ) -> Result<(), $crate::config::ConfigError> {
+                match name {
+                    $(
+                        stringify!($name) => {
+                            self.$name = $crate::config::given::read::<
+                                $crate::config::schema::stored!($shape)
+                            >(stringify!($name), value)?;
+                        }
+                    )*
+                    _ => return Err(Self::unknown(name)),
+                }
+                Ok(())
+            }
+        }
+
         impl<C> $crate::builder::ClientBuilder<C> {
             $(
                 $crate::config::schema::setter! {

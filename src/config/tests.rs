@@ -28,6 +28,7 @@ fn option_of(error: &ConfigError) -> &str {
         ConfigError::Unreachable { .. } => "bootstrap_servers",
         ConfigError::NoDurableStore | ConfigError::Cassandra { .. } => "cassandra_nodes",
         ConfigError::StateStore { .. } => "state_collections",
+        ConfigError::Unknown { option, .. } | ConfigError::Given { option, .. } => option,
     }
 }
 

@@ -1,0 +1,656 @@
+"""Keyed state: collection definitions, handler handles and published readers.
+
+A definition names a durable collection and its options. Register it with
+`ProsodyClient.create(state_collections=[...])`, bind it to the current key
+with `context.state(definition)`, and read a published one from anywhere with
+`await client.state(subsystem, definition)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Generic, Literal, Union, overload
+
+from typing_extensions import TypeAlias, TypeVar
+
+from .errors import NullValueError
+from .message import JSONValue, Message, _stored_message
+
+if TYPE_CHECKING:
+    from ._prosody import NativeContext, NativeReader
+
+__all__ = [
+    "Direction",
+    "value",
+    "map",
+    "deque",
+    "message_value",
+    "message_map",
+    "message_deque",
+    "ValueDefinition",
+    "MapDefinition",
+    "DequeDefinition",
+    "MessageValueDefinition",
+    "MessageMapDefinition",
+    "MessageDequeDefinition",
+    "ValueState",
+    "MapState",
+    "DequeState",
+    "PublishedValue",
+    "PublishedMap",
+    "PublishedDeque",
+]
+
+T = TypeVar("T", default=JSONValue)
+V = TypeVar("V", default=JSONValue)
+P = TypeVar("P", default=JSONValue)
+D = TypeVar("D")
+
+ReadCache: TypeAlias = Union[timedelta, Literal[False], None]
+
+
+class Direction(str, Enum):
+    """The order of a map or deque scan."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+# --- definitions -----------------------------------------------------------
+
+
+def _seconds(duration: timedelta | None) -> float | None:
+    return None if duration is None else duration.total_seconds()
+
+
+def _check(
+    name: str,
+    ttl: object,
+    read_uncommitted: object,
+    published: object = None,
+    read_cache: object = None,
+    limit: tuple[str, object] | None = None,
+) -> None:
+    """Reject options of the wrong type when a definition is made."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a collection name is a non-empty str, not {name!r}")
+    if ttl is not None and not isinstance(ttl, timedelta):
+        raise TypeError(f"{name}: ttl is a timedelta or None, not {ttl!r}")
+    for option, given in (("read_uncommitted", read_uncommitted), ("published", published)):
+        if given is not None and not isinstance(given, bool):
+            raise TypeError(f"{name}: {option} is a bool or None, not {given!r}")
+    if not (read_cache is None or read_cache is False or isinstance(read_cache, timedelta)):
+        raise TypeError(
+            f"{name}: read_cache is a timedelta, False or None, not {read_cache!r}"
+        )
+    if limit is not None:
+        option, given = limit
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
+            raise TypeError(f"{name}: {option} is an int or None, not {given!r}")
+
+
+def _config(
+    definition: Any,
+    published: bool | None = None,
+    read_cache: ReadCache = None,
+    keyset_limit: int | None = None,
+    capacity: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": definition.name,
+        "kind": definition.kind,
+        "payload": definition.payload,
+        "ttl": _seconds(definition.ttl),
+        "read_uncommitted": definition.read_uncommitted,
+        "published": published,
+        "read_cache": read_cache.total_seconds()
+        if isinstance(read_cache, timedelta)
+        else read_cache,
+        "keyset_limit": keyset_limit,
+        "capacity": capacity,
+    }
+
+
+@dataclass(frozen=True)
+class ValueDefinition(Generic[T]):
+    """A value of JSON type `T` for each key."""
+
+    name: str
+    ttl: timedelta | None = None
+    read_uncommitted: bool | None = None
+    published: bool | None = None
+    read_cache: ReadCache = None
+    kind: Literal["value"] = field(default="value", init=False)
+    payload: Literal["json"] = field(default="json", init=False)
+
+    def to_config(self) -> dict[str, Any]:
+        """The `state_collections` entry for this definition."""
+        return _config(self, self.published, self.read_cache)
+
+    def _bind(self, context: NativeContext) -> ValueState[T]:
+        return ValueState(context, self.name, _json_in, _as_is)
+
+    def _reader(self, reader: NativeReader) -> PublishedValue[T]:
+        return PublishedValue(reader)
+
+
+@dataclass(frozen=True)
+class MapDefinition(Generic[V]):
+    """An ordered map from `str` keys to JSON values of type `V`, per key."""
+
+    name: str
+    ttl: timedelta | None = None
+    read_uncommitted: bool | None = None
+    published: bool | None = None
+    read_cache: ReadCache = None
+    keyset_limit: int | None = None
+    kind: Literal["map"] = field(default="map", init=False)
+    payload: Literal["json"] = field(default="json", init=False)
+
+    def to_config(self) -> dict[str, Any]:
+        """The `state_collections` entry for this definition."""
+        return _config(self, self.published, self.read_cache, keyset_limit=self.keyset_limit)
+
+    def _bind(self, context: NativeContext) -> MapState[V]:
+        return MapState(context, self.name, _json_in, _as_is)
+
+    def _reader(self, reader: NativeReader) -> PublishedMap[V]:
+        return PublishedMap(reader)
+
+
+@dataclass(frozen=True)
+class DequeDefinition(Generic[T]):
+    """A double-ended queue of JSON values of type `T`, per key."""
+
+    name: str
+    ttl: timedelta | None = None
+    read_uncommitted: bool | None = None
+    published: bool | None = None
+    read_cache: ReadCache = None
+    capacity: int | None = None
+    kind: Literal["deque"] = field(default="deque", init=False)
+    payload: Literal["json"] = field(default="json", init=False)
+
+    def to_config(self) -> dict[str, Any]:
+        """The `state_collections` entry for this definition."""
+        return _config(self, self.published, self.read_cache, capacity=self.capacity)
+
+    def _bind(self, context: NativeContext) -> DequeState[T]:
+        return DequeState(context, self.name, _json_in, _as_is)
+
+    def _reader(self, reader: NativeReader) -> PublishedDeque[T]:
+        return PublishedDeque(reader)
+
+
+@dataclass(frozen=True)
+class MessageValueDefinition(Generic[P]):
+    """A Kafka message with payload type `P` for each key."""
+
+    name: str
+    ttl: timedelta | None = None
+    read_uncommitted: bool | None = None
+    kind: Literal["value"] = field(default="value", init=False)
+    payload: Literal["message"] = field(default="message", init=False)
+
+    def to_config(self) -> dict[str, Any]:
+        """The `state_collections` entry for this definition."""
+        return _config(self)
+
+    def _bind(self, context: NativeContext) -> ValueState[Message[P]]:
+        return ValueState(context, self.name, _message_in, _stored_message)
+
+
+@dataclass(frozen=True)
+class MessageMapDefinition(Generic[P]):
+    """An ordered map from `str` keys to Kafka messages, per key."""
+
+    name: str
+    ttl: timedelta | None = None
+    read_uncommitted: bool | None = None
+    keyset_limit: int | None = None
+    kind: Literal["map"] = field(default="map", init=False)
+    payload: Literal["message"] = field(default="message", init=False)
+
+    def to_config(self) -> dict[str, Any]:
+        """The `state_collections` entry for this definition."""
+        return _config(self, keyset_limit=self.keyset_limit)
+
+    def _bind(self, context: NativeContext) -> MapState[Message[P]]:
+        return MapState(context, self.name, _message_in, _stored_message)
+
+
+@dataclass(frozen=True)
+class MessageDequeDefinition(Generic[P]):
+    """A double-ended queue of Kafka messages, per key."""
+
+    name: str
+    ttl: timedelta | None = None
+    read_uncommitted: bool | None = None
+    capacity: int | None = None
+    kind: Literal["deque"] = field(default="deque", init=False)
+    payload: Literal["message"] = field(default="message", init=False)
+
+    def to_config(self) -> dict[str, Any]:
+        """The `state_collections` entry for this definition."""
+        return _config(self, capacity=self.capacity)
+
+    def _bind(self, context: NativeContext) -> DequeState[Message[P]]:
+        return DequeState(context, self.name, _message_in, _stored_message)
+
+
+Definition: TypeAlias = Union[
+    ValueDefinition[Any],
+    MapDefinition[Any],
+    DequeDefinition[Any],
+    MessageValueDefinition[Any],
+    MessageMapDefinition[Any],
+    MessageDequeDefinition[Any],
+]
+"""Any collection definition."""
+
+
+def value(
+    name: str,
+    *,
+    ttl: timedelta | None = None,
+    read_uncommitted: bool | None = None,
+    published: bool | None = None,
+    read_cache: ReadCache = None,
+) -> ValueDefinition[T]:
+    """Define a JSON value collection. Annotate the result to fix `T`."""
+    _check(name, ttl, read_uncommitted, published, read_cache)
+    return ValueDefinition(name, ttl, read_uncommitted, published, read_cache)
+
+
+def map(  # noqa: A001 - the README's name
+    name: str,
+    *,
+    ttl: timedelta | None = None,
+    read_uncommitted: bool | None = None,
+    published: bool | None = None,
+    read_cache: ReadCache = None,
+    keyset_limit: int | None = None,
+) -> MapDefinition[V]:
+    """Define a JSON map collection. Annotate the result to fix `V`."""
+    _check(name, ttl, read_uncommitted, published, read_cache, ("keyset_limit", keyset_limit))
+    return MapDefinition(name, ttl, read_uncommitted, published, read_cache, keyset_limit)
+
+
+def deque(
+    name: str,
+    *,
+    ttl: timedelta | None = None,
+    read_uncommitted: bool | None = None,
+    published: bool | None = None,
+    read_cache: ReadCache = None,
+    capacity: int | None = None,
+) -> DequeDefinition[T]:
+    """Define a JSON deque collection. Annotate the result to fix `T`."""
+    _check(name, ttl, read_uncommitted, published, read_cache, ("capacity", capacity))
+    return DequeDefinition(name, ttl, read_uncommitted, published, read_cache, capacity)
+
+
+def message_value(
+    name: str,
+    *,
+    ttl: timedelta | None = None,
+    read_uncommitted: bool | None = None,
+) -> MessageValueDefinition[P]:
+    """Define a collection holding one Kafka message per key."""
+    _check(name, ttl, read_uncommitted)
+    return MessageValueDefinition(name, ttl, read_uncommitted)
+
+
+def message_map(
+    name: str,
+    *,
+    ttl: timedelta | None = None,
+    read_uncommitted: bool | None = None,
+    keyset_limit: int | None = None,
+) -> MessageMapDefinition[P]:
+    """Define a map of Kafka messages per key."""
+    _check(name, ttl, read_uncommitted, limit=("keyset_limit", keyset_limit))
+    return MessageMapDefinition(name, ttl, read_uncommitted, keyset_limit)
+
+
+def message_deque(
+    name: str,
+    *,
+    ttl: timedelta | None = None,
+    read_uncommitted: bool | None = None,
+    capacity: int | None = None,
+) -> MessageDequeDefinition[P]:
+    """Define a deque of Kafka messages per key."""
+    _check(name, ttl, read_uncommitted, limit=("capacity", capacity))
+    return MessageDequeDefinition(name, ttl, read_uncommitted, capacity)
+
+
+# --- value codecs ------------------------------------------------------------
+
+
+def _as_is(stored: Any) -> Any:
+    return stored
+
+
+def _json_in(item: object) -> object:
+    if item is None:
+        raise NullValueError("None cannot be stored; use clear() or remove() to delete")
+    return item
+
+
+def _message_in(item: object) -> object:
+    if item is None:
+        raise NullValueError("None cannot be stored; use clear() or remove() to delete")
+    native = item._native if isinstance(item, Message) else None
+    if native is None:
+        raise TypeError(
+            "a message collection stores Message objects received from Prosody, "
+            f"not {type(item).__qualname__}"
+        )
+    return native
+
+
+def _direction(direction: Direction) -> str:
+    return Direction(direction).value
+
+
+# --- handler handles ---------------------------------------------------------
+
+
+class ValueState(Generic[T]):
+    """The current key's value in one collection, for the current attempt."""
+
+    __slots__ = ("_call", "_name", "_encode", "_decode")
+
+    def __init__(
+        self,
+        context: NativeContext,
+        name: str,
+        encode: Callable[[T], object],
+        decode: Callable[[Any], T],
+    ) -> None:
+        self._call = context.state
+        self._name = name
+        self._encode = encode
+        self._decode = decode
+
+    async def get(self) -> T | None:
+        """The value, or `None` when there is none."""
+        return self._decode(await self._call(self._name, "get", ()))
+
+    async def set(self, value: T) -> None:
+        """Replace the value. `None` raises `NullValueError`; use `clear()`."""
+        await self._call(self._name, "set", (self._encode(value),))
+
+    async def clear(self) -> None:
+        """Remove the value."""
+        await self._call(self._name, "clear", ())
+
+    async def commit(self) -> None:
+        """Commit this collection's pending changes now."""
+        await self._call(self._name, "commit", ())
+
+    async def rollback(self) -> None:
+        """Discard this collection's changes since the last commit."""
+        await self._call(self._name, "rollback", ())
+
+
+class MapState(Generic[V]):
+    """The current key's ordered `str`-keyed map in one collection."""
+
+    __slots__ = ("_call", "_name", "_encode", "_decode")
+
+    def __init__(
+        self,
+        context: NativeContext,
+        name: str,
+        encode: Callable[[V], object],
+        decode: Callable[[Any], V],
+    ) -> None:
+        self._call = context.state
+        self._name = name
+        self._encode = encode
+        self._decode = decode
+
+    @overload
+    async def get(self, key: str) -> V | None: ...
+    @overload
+    async def get(self, key: str, default: D) -> V | D: ...
+    async def get(self, key: str, default: object = None) -> object:
+        """The entry's value; `default` only when the map has no such key."""
+        stored = await self._call(self._name, "get", (key,))
+        return default if stored is None else self._decode(stored)
+
+    async def get_many(self, keys: Iterable[str]) -> list[V | None]:
+        """The values of these keys in order, `None` for each absent one."""
+        decode = self._decode
+        stored = await self._call(self._name, "get_many", (list(keys),))
+        return [decode(item) for item in stored]
+
+    async def contains(self, key: str) -> bool:
+        """Whether the map has this key."""
+        return bool(await self._call(self._name, "contains", (key,)))
+
+    async def set(self, key: str, value: V) -> None:
+        """Insert or replace an entry. `None` raises `NullValueError`."""
+        await self._call(self._name, "set", (key, self._encode(value)))
+
+    async def remove(self, key: str) -> None:
+        """Remove an entry if present."""
+        await self._call(self._name, "remove", (key,))
+
+    async def clear(self) -> None:
+        """Remove every entry."""
+        await self._call(self._name, "clear", ())
+
+    async def items(
+        self, direction: Direction = Direction.FORWARD
+    ) -> AsyncIterator[tuple[str, V]]:
+        """Iterate over `(key, value)` entries in key order."""
+        decode = self._decode
+        for key, stored in await self._call(self._name, "items", (_direction(direction),)):
+            yield key, decode(stored)
+
+    async def keys(self, direction: Direction = Direction.FORWARD) -> AsyncIterator[str]:
+        """Iterate over the keys in order."""
+        for key in await self._call(self._name, "keys", (_direction(direction),)):
+            yield key
+
+    async def values(self) -> AsyncIterator[V]:
+        """Iterate over the values in key order."""
+        decode = self._decode
+        for stored in await self._call(self._name, "values", ()):
+            yield decode(stored)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        """Iterate over the keys in forward order."""
+        return self.keys()
+
+    async def commit(self) -> None:
+        """Commit this collection's pending changes now."""
+        await self._call(self._name, "commit", ())
+
+    async def rollback(self) -> None:
+        """Discard this collection's changes since the last commit."""
+        await self._call(self._name, "rollback", ())
+
+
+class DequeState(Generic[T]):
+    """The current key's double-ended queue in one collection."""
+
+    __slots__ = ("_call", "_name", "_encode", "_decode")
+
+    def __init__(
+        self,
+        context: NativeContext,
+        name: str,
+        encode: Callable[[T], object],
+        decode: Callable[[Any], T],
+    ) -> None:
+        self._call = context.state
+        self._name = name
+        self._encode = encode
+        self._decode = decode
+
+    async def append(self, item: T) -> None:
+        """Add an item at the back; a full deque drops its front item."""
+        await self._call(self._name, "append", (self._encode(item),))
+
+    async def appendleft(self, item: T) -> None:
+        """Add an item at the front; a full deque drops its back item."""
+        await self._call(self._name, "appendleft", (self._encode(item),))
+
+    async def pop(self) -> T | None:
+        """Remove and return the back item, `None` when empty."""
+        return self._decode(await self._call(self._name, "pop", ()))
+
+    async def popleft(self) -> T | None:
+        """Remove and return the front item, `None` when empty."""
+        return self._decode(await self._call(self._name, "popleft", ()))
+
+    async def peek(self) -> T | None:
+        """The back item, `None` when empty."""
+        return self._decode(await self._call(self._name, "peek", ()))
+
+    async def peekleft(self) -> T | None:
+        """The front item, `None` when empty."""
+        return self._decode(await self._call(self._name, "peekleft", ()))
+
+    async def size(self) -> int:
+        """The number of items."""
+        return int(await self._call(self._name, "size", ()))
+
+    async def is_empty(self) -> bool:
+        """Whether the deque has no items."""
+        return bool(await self._call(self._name, "is_empty", ()))
+
+    async def clear(self) -> None:
+        """Remove every item."""
+        await self._call(self._name, "clear", ())
+
+    async def get(self, index: int) -> T | None:
+        """The item at `index` from the front, `None` past the end."""
+        return self._decode(await self._call(self._name, "get", (index,)))
+
+    async def values(self, direction: Direction = Direction.FORWARD) -> AsyncIterator[T]:
+        """Iterate over the items, front to back unless `BACKWARD`."""
+        decode = self._decode
+        for stored in await self._call(self._name, "values", (_direction(direction),)):
+            yield decode(stored)
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        """Iterate over the items front to back."""
+        return self.values()
+
+    async def commit(self) -> None:
+        """Commit this collection's pending changes now."""
+        await self._call(self._name, "commit", ())
+
+    async def rollback(self) -> None:
+        """Discard this collection's changes since the last commit."""
+        await self._call(self._name, "rollback", ())
+
+
+# --- published readers -------------------------------------------------------
+
+
+class PublishedValue(Generic[T]):
+    """Read-only access to a published value collection of another subsystem."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, reader: NativeReader) -> None:
+        self._call = reader.call
+
+    async def get(self, key: str) -> T | None:
+        """The committed value for `key`, `None` when there is none."""
+        found: T | None = await self._call("get", key, ())
+        return found
+
+
+class PublishedMap(Generic[V]):
+    """Read-only access to a published map collection of another subsystem."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, reader: NativeReader) -> None:
+        self._call = reader.call
+
+    @overload
+    async def get(self, key: str, map_key: str) -> V | None: ...
+    @overload
+    async def get(self, key: str, map_key: str, default: D) -> V | D: ...
+    async def get(self, key: str, map_key: str, default: object = None) -> object:
+        """The entry of `key`'s map; `default` only when it is absent."""
+        stored = await self._call("get", key, (map_key,))
+        return default if stored is None else stored
+
+    async def get_many(self, key: str, map_keys: Iterable[str]) -> list[V | None]:
+        """The values of these entries of `key`'s map, `None` for absent ones."""
+        found: list[V | None] = await self._call("get_many", key, (list(map_keys),))
+        return found
+
+    async def contains(self, key: str, map_key: str) -> bool:
+        """Whether `key`'s map has this entry."""
+        return bool(await self._call("contains", key, (map_key,)))
+
+    async def items(
+        self, key: str, direction: Direction = Direction.FORWARD
+    ) -> AsyncIterator[tuple[str, V]]:
+        """Iterate over `(map key, value)` entries of `key`'s map."""
+        for map_key, stored in await self._call("items", key, (_direction(direction),)):
+            yield map_key, stored
+
+    async def keys(
+        self, key: str, direction: Direction = Direction.FORWARD
+    ) -> AsyncIterator[str]:
+        """Iterate over the entry keys of `key`'s map."""
+        for map_key in await self._call("keys", key, (_direction(direction),)):
+            yield map_key
+
+    async def values(self, key: str) -> AsyncIterator[V]:
+        """Iterate over the values of `key`'s map in entry-key order."""
+        for stored in await self._call("values", key, ()):
+            yield stored
+
+
+class PublishedDeque(Generic[T]):
+    """Read-only access to a published deque collection of another subsystem."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, reader: NativeReader) -> None:
+        self._call = reader.call
+
+    async def get(self, key: str, index: int) -> T | None:
+        """The item at `index` of `key`'s deque, `None` past the end."""
+        found: T | None = await self._call("get", key, (index,))
+        return found
+
+    async def size(self, key: str) -> int:
+        """The number of items in `key`'s deque."""
+        return int(await self._call("size", key, ()))
+
+    async def is_empty(self, key: str) -> bool:
+        """Whether `key`'s deque has no items."""
+        return bool(await self._call("is_empty", key, ()))
+
+    async def peek(self, key: str) -> T | None:
+        """The back item of `key`'s deque, `None` when empty."""
+        found: T | None = await self._call("peek", key, ())
+        return found
+
+    async def peekleft(self, key: str) -> T | None:
+        """The front item of `key`'s deque, `None` when empty."""
+        found: T | None = await self._call("peekleft", key, ())
+        return found
+
+    async def values(
+        self, key: str, direction: Direction = Direction.FORWARD
+    ) -> AsyncIterator[T]:
+        """Iterate over the items of `key`'s deque."""
+        for stored in await self._call("values", key, (_direction(direction),)):
+            yield stored

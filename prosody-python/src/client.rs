@@ -1,0 +1,271 @@
+//! The client, seen from Python.
+
+use crate::context::{Collections, Returned, items};
+use crate::convert::{to_json, to_py};
+use crate::errors;
+use crate::handler::PyHandler;
+use prosody::ProsodyClient;
+use prosody_bind::{Answer, Collection, Handler, Op, Reader, answers};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A client of the engine, shared by the Python `ProsodyClient`.
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct NativeClient {
+    client: Arc<ProsodyClient>,
+    collections: Collections,
+}
+
+/// The options as JSON, each by name.
+fn options(config: &Bound<'_, PyDict>) -> PyResult<Map<String, Value>> {
+    let mut options = Map::new();
+    for (name, value) in config.iter() {
+        let name: String = name.extract()?;
+        let value = to_json(&value).map_err(|error| {
+            PyValueError::new_err(format!("option `{name}`: {}", error.value(value.py())))
+        })?;
+        options.insert(name, value);
+    }
+    Ok(options)
+}
+
+/// The collections of `state_collections`, by name.
+fn collections(options: &Map<String, Value>) -> PyResult<Collections> {
+    let mut found = HashMap::new();
+    if let Some(Value::Array(specs)) = options.get("state_collections") {
+        for spec in specs {
+            let collection = Collection::from_json(spec).map_err(|reason| {
+                PyValueError::new_err(format!("option `state_collections`: {reason}"))
+            })?;
+            found.insert(collection.spec().name.to_owned(), Arc::new(collection));
+        }
+    }
+    Ok(Arc::new(found))
+}
+
+fn seconds(timeout: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(timeout).map_err(|_| {
+        PyValueError::new_err(format!(
+            "timeout {timeout} is not a non-negative number of seconds"
+        ))
+    })
+}
+
+fn names(subsystems: &[String]) -> Vec<&str> {
+    subsystems.iter().map(String::as_str).collect()
+}
+
+/// The answers as `{subsystem: (kind, value or message)}`.
+struct Answers(Vec<(String, Answer)>);
+
+impl<'py> IntoPyObject<'py> for Answers {
+    type Target = PyDict;
+    type Output = Bound<'py, PyDict>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (subsystem, answer) in self.0 {
+            let kind = answer.kind();
+            let value = match answer {
+                Answer::Success(value) => to_py(py, &value)?,
+                Answer::HandlerError(message)
+                | Answer::Timeout(message)
+                | Answer::FormatMismatch(message)
+                | Answer::MalformedResponse(message) => message.into_pyobject(py)?.into_any(),
+            };
+            dict.set_item(subsystem, (kind, value))?;
+        }
+        Ok(dict)
+    }
+}
+
+#[pymethods]
+impl NativeClient {
+    /// Builds a client from options by name (the one option table).
+    #[staticmethod]
+    fn create<'py>(py: Python<'py>, config: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
+        crate::telemetry::install()?;
+        let options = options(config)?;
+        let collections = collections(&options)?;
+        let builder = ProsodyClient::builder()
+            .options(&options)
+            .map_err(errors::config)?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let client = builder.build().await.map_err(errors::config)?;
+            Ok(NativeClient {
+                client: Arc::new(client),
+                collections,
+            })
+        })
+    }
+
+    #[getter]
+    fn source_system(&self) -> String {
+        self.client.source_system().to_owned()
+    }
+
+    fn send<'py>(
+        &self,
+        py: Python<'py>,
+        topic: String,
+        key: String,
+        payload: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let payload = to_json(payload)?;
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            client
+                .send(&topic, key, &payload)
+                .await
+                .map_err(errors::client)
+        })
+    }
+
+    fn excise<'py>(
+        &self,
+        py: Python<'py>,
+        topic: String,
+        key: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            client.excise(&topic, key).await.map_err(errors::client)
+        })
+    }
+
+    #[pyo3(signature = (topic, key, payload, subsystems, timeout))]
+    fn request<'py>(
+        &self,
+        py: Python<'py>,
+        topic: String,
+        key: String,
+        payload: &Bound<'py, PyAny>,
+        subsystems: Vec<String>,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let payload = to_json(payload)?;
+        let timeout = seconds(timeout)?;
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let outcomes = client
+                .request::<Value>(&topic, key, &payload, &names(&subsystems), timeout)
+                .await
+                .map_err(errors::client)?;
+            Ok(Answers(answers(outcomes)))
+        })
+    }
+
+    #[pyo3(signature = (topic, key, subsystems, timeout))]
+    fn request_excise<'py>(
+        &self,
+        py: Python<'py>,
+        topic: String,
+        key: String,
+        subsystems: Vec<String>,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = seconds(timeout)?;
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let outcomes = client
+                .request_excise::<Value>(&topic, key, &names(&subsystems), timeout)
+                .await
+                .map_err(errors::client)?;
+            Ok(Answers(answers(outcomes)))
+        })
+    }
+
+    /// Starts consuming; handler calls run as tasks on the running event
+    /// loop. Returns once the consumer runs.
+    fn subscribe(&self, py: Python<'_>, dispatch: Py<PyAny>) -> PyResult<()> {
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)
+            .map_err(|_| PyTypeError::new_err("subscribe needs a running asyncio event loop"))?
+            .unbind();
+        let handler = Handler::new(PyHandler::new(
+            dispatch,
+            event_loop,
+            self.collections.clone(),
+        ));
+        let client = Arc::clone(&self.client);
+        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        py.detach(|| runtime.block_on(client.subscribe(handler)))
+            .map_err(errors::client)
+    }
+
+    fn unsubscribe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            client.unsubscribe().await.map_err(errors::client)
+        })
+    }
+
+    fn shutdown<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            client.shutdown().await;
+            Ok(())
+        })
+    }
+
+    fn consumer_state(&self) -> String {
+        self.client.consumer_state().to_string()
+    }
+
+    fn assigned_partition_count(&self) -> usize {
+        self.client.assigned_partition_count()
+    }
+
+    fn is_stalled(&self) -> bool {
+        self.client.is_stalled()
+    }
+
+    /// Opens the reader of `subsystem`'s published `collection`.
+    fn published<'py>(
+        &self,
+        py: Python<'py>,
+        subsystem: String,
+        collection: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let collection =
+            Collection::from_json(&to_json(collection)?).map_err(PyValueError::new_err)?;
+        let client = Arc::clone(&self.client);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let reader = Reader::open(&client, &subsystem, &collection)
+                .await
+                .map_err(errors::op)?;
+            Ok(NativeReader(Arc::new(reader)))
+        })
+    }
+}
+
+/// A reader of a published collection.
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct NativeReader(Arc<Reader>);
+
+#[pymethods]
+impl NativeReader {
+    /// Runs the read `op` on `key`'s collection.
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        op: String,
+        key: String,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = items(args)?;
+        let reader = Arc::clone(&self.0);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let reply = reader
+                .read(&key, Op::new(op, args))
+                .await
+                .map_err(errors::op)?;
+            Ok(Returned(reply))
+        })
+    }
+}

@@ -1,0 +1,202 @@
+//! The handler's context, seen from Python.
+
+use crate::convert::{to_json, to_py};
+use crate::errors;
+use crate::handler::NativeMessage;
+use prosody::{Context, Timestamp};
+use prosody_bind::{Collection, Item, Op, Reply};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The registered keyed-state collections, by name.
+pub(crate) type Collections = Arc<HashMap<String, Arc<Collection>>>;
+
+/// One handler call's context: timers, cancellation and keyed state of
+/// the current key.
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct NativeContext {
+    context: Context,
+    collections: Collections,
+}
+
+impl NativeContext {
+    pub(crate) fn new(context: Context, collections: Collections) -> Self {
+        Self {
+            context,
+            collections,
+        }
+    }
+}
+
+/// Seconds since the epoch as a timestamp (timers keep whole seconds).
+fn timestamp(at: f64) -> PyResult<Timestamp> {
+    if !at.is_finite() {
+        return Err(PyValueError::new_err(format!("{at} is not a time")));
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "checked finite; the store keeps seconds"
+    )]
+    let millis = (at * 1000.0).round() as i64;
+    Ok(Timestamp::from_millis(millis))
+}
+
+fn timers(error: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(format!("timers: {error}"))
+}
+
+#[pymethods]
+impl NativeContext {
+    fn schedule(&self, at: f64) -> PyResult<()> {
+        self.context.schedule(timestamp(at)?).map_err(timers)
+    }
+
+    fn clear_and_schedule(&self, at: f64) -> PyResult<()> {
+        self.context
+            .clear_and_schedule(timestamp(at)?)
+            .map_err(timers)
+    }
+
+    fn unschedule(&self, at: f64) -> PyResult<()> {
+        self.context.unschedule(timestamp(at)?).map_err(timers)
+    }
+
+    fn clear_scheduled(&self) -> PyResult<()> {
+        self.context.clear_scheduled().map_err(timers)
+    }
+
+    fn scheduled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let context = self.context.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let times = context.scheduled().await.map_err(timers)?;
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "milliseconds since 1970 fit a double exactly"
+            )]
+            let seconds: Vec<f64> = times
+                .into_iter()
+                .map(|t| t.as_millis() as f64 / 1000.0)
+                .collect();
+            Ok(seconds)
+        })
+    }
+
+    fn should_cancel(&self) -> bool {
+        self.context.should_cancel()
+    }
+
+    fn on_cancel<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let cancelled = self.context.on_cancel();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            cancelled.await;
+            Ok(())
+        })
+    }
+
+    /// Runs `op` on the current key's collection `name`.
+    fn state<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        op: String,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Some(collection) = self.collections.get(name).cloned() else {
+            return Err(errors::package_error(
+                "PermanentStateError",
+                format!("state collection {name} is not registered in state_collections"),
+            ));
+        };
+        let args = items(args)?;
+        let context = self.context.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let reply = Op::new(op, args)
+                .run(&context, &collection)
+                .await
+                .map_err(errors::op)?;
+            Ok(Returned(reply))
+        })
+    }
+}
+
+/// The arguments of an operation: messages by their native handle, the
+/// rest as JSON.
+pub(crate) fn items(args: &Bound<'_, PyTuple>) -> PyResult<Vec<Item>> {
+    args.iter()
+        .map(|arg| match arg.cast::<NativeMessage>() {
+            Ok(message) => Ok(Item::Message(Box::new(message.get().0.clone()))),
+            Err(_) => to_json(&arg).map(Item::Json),
+        })
+        .collect()
+}
+
+/// An operation's reply, converted once the GIL is held.
+pub(crate) struct Returned(pub(crate) Reply);
+
+fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
+    match item {
+        Item::Json(value) => to_py(py, &value),
+        Item::Message(message) => {
+            let fields = PyDict::new(py);
+            fields.set_item("topic", message.topic.to_string())?;
+            fields.set_item("partition", message.partition)?;
+            fields.set_item("offset", message.offset)?;
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "milliseconds since 1970 fit a double exactly"
+            )]
+            fields.set_item("timestamp", message.timestamp.as_millis() as f64 / 1000.0)?;
+            fields.set_item("key", message.key.to_string())?;
+            fields.set_item("payload", to_py(py, &message.payload)?)?;
+            fields.set_item("native", NativeMessage(*message))?;
+            Ok(fields.into_any())
+        }
+    }
+}
+
+fn optional(py: Python<'_>, found: Option<Item>) -> PyResult<Bound<'_, PyAny>> {
+    match found {
+        Some(found) => item(py, found),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Returned {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self.0 {
+            Reply::Unit => py.None().into_bound(py),
+            Reply::Bool(flag) => flag.into_pyobject(py)?.to_owned().into_any(),
+            Reply::Count(count) => count.into_pyobject(py)?.into_any(),
+            Reply::Item(found) => optional(py, found)?,
+            Reply::Items(found) => {
+                let list = PyList::empty(py);
+                for one in found {
+                    list.append(optional(py, one)?)?;
+                }
+                list.into_any()
+            }
+            Reply::List(items) => {
+                let list = PyList::empty(py);
+                for one in items {
+                    list.append(item(py, one)?)?;
+                }
+                list.into_any()
+            }
+            Reply::Keys(keys) => PyList::new(py, keys)?.into_any(),
+            Reply::Entries(entries) => {
+                let list = PyList::empty(py);
+                for (key, value) in entries {
+                    list.append((key, item(py, value)?))?;
+                }
+                list.into_any()
+            }
+        })
+    }
+}

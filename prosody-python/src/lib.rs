@@ -1,0 +1,28 @@
+//! The native module of the Python package `prosody`: the engine, its
+//! client, handler calls on the application's event loop, keyed state and
+//! published readers. What is Python's (the handler base class, the
+//! dataclasses, the error classes and decorators) is in the package.
+
+mod admin;
+mod client;
+mod context;
+mod convert;
+mod errors;
+mod handler;
+mod telemetry;
+
+use pyo3::prelude::*;
+
+/// The module `prosody._prosody`.
+#[pymodule]
+fn _prosody(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<client::NativeClient>()?;
+    module.add_class::<client::NativeReader>()?;
+    module.add_class::<context::NativeContext>()?;
+    module.add_class::<handler::Completion>()?;
+    module.add_class::<handler::NativeMessage>()?;
+    module.add_class::<admin::NativeAdmin>()?;
+    module.add_function(wrap_pyfunction!(telemetry::flush_telemetry, module)?)?;
+    module.add_function(wrap_pyfunction!(telemetry::shutdown_telemetry, module)?)?;
+    Ok(())
+}

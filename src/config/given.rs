@@ -1,0 +1,302 @@
+//! Options given by name, as JSON values: how a binding in another
+//! language (or a configuration file) sets the builder through the one
+//! option table.
+//!
+//! A value reads as its variable would, with three additions: a number is
+//! a number of seconds where the option is a duration, an array of
+//! strings is a list, and `null` leaves the option unset (falls back to
+//! the environment, then the default), except `probe_port`, where `null`
+//! or `false` turns the probe server off.
+
+use super::table::Options;
+use super::{ConfigError, Mode, ProbePort, ReadTtl, SecurityProtocol, SpanLink};
+use super::{GroupProtocol, SaslMechanism, Secret};
+use crate::builder::ClientBuilder;
+use crate::env::{FromEnv, Size};
+use prosody_core::state::{Kind, Payload, ReadCache, Spec};
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// A stored option type read from a JSON value.
+pub(crate) trait Given: FromEnv {
+    /// A number: by default read as its variable would read the digits.
+    fn number(number: &serde_json::Number) -> Result<Self, String> {
+        Self::parse(&number.to_string())
+    }
+
+    /// `null` or `false`: by default `null` leaves the option unset and
+    /// `false` is read as its variable would read `false`.
+    fn off(value: &Value) -> Result<Option<Self>, String> {
+        match value {
+            Value::Bool(flag) => Self::parse(&flag.to_string()).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// A string, read as its variable would.
+    fn text(text: &str) -> Result<Self, String> {
+        Self::parse(text)
+    }
+}
+
+impl Given for String {}
+impl Given for Secret {}
+impl Given for Vec<String> {}
+impl Given for bool {}
+impl Given for usize {}
+impl Given for f64 {}
+impl Given for Size {}
+impl Given for SocketAddr {}
+impl Given for GroupProtocol {}
+impl Given for SaslMechanism {}
+impl Given for SecurityProtocol {}
+impl Given for SpanLink {}
+impl Given for ReadTtl {}
+
+impl Given for PathBuf {
+    fn text(text: &str) -> Result<Self, String> {
+        Ok(PathBuf::from(text))
+    }
+}
+
+impl Given for Duration {
+    fn number(number: &serde_json::Number) -> Result<Self, String> {
+        seconds(number)
+    }
+}
+
+impl Given for ProbePort {
+    fn off(value: &Value) -> Result<Option<Self>, String> {
+        match value {
+            Value::Bool(true) => Err("expected a port, or null or false to disable".to_owned()),
+            _ => Ok(Some(ProbePort::Disabled)),
+        }
+    }
+}
+
+/// A number of seconds as a duration.
+fn seconds(number: &serde_json::Number) -> Result<Duration, String> {
+    let value = number.as_f64().unwrap_or(f64::NAN);
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| "expected a duration: a non-negative number of seconds".to_owned())
+}
+
+/// Reads one option's value: `None` leaves it unset.
+pub(crate) fn read<T: Given>(
+    option: &'static str,
+    value: &Value,
+) -> Result<Option<T>, ConfigError> {
+    let read = match value {
+        Value::Null | Value::Bool(false) => T::off(value),
+        Value::Bool(true) => T::text("true").map(Some),
+        Value::Number(number) => T::number(number).map(Some),
+        Value::String(text) => T::text(text).map(Some),
+        Value::Array(items) => strings(items)
+            .and_then(|items| T::text(&items.join(",")))
+            .map(Some),
+        Value::Object(_) => Err("expected a single value, not an object".to_owned()),
+    };
+    read.map_err(|reason| ConfigError::Given {
+        option: option.to_owned(),
+        value: value.to_string(),
+        reason,
+    })
+}
+
+/// The strings of an array.
+fn strings(items: &[Value]) -> Result<Vec<&str>, String> {
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .ok_or_else(|| "expected a list of strings".to_owned())
+        })
+        .collect()
+}
+
+impl<C: prosody_core::Codec> ClientBuilder<C> {
+    /// Sets the option `name` from a JSON value, as a binding in another
+    /// language or a configuration file gives it: a string as its
+    /// environment variable reads, a number of seconds for a duration, an
+    /// array of strings for a list, `null` to leave it unset (`probe_port`:
+    /// `null` or `false` disables the probe server). `mode` takes
+    /// `"pipeline"`, `"low-latency"` or `"best-effort"`;
+    /// `state_collections` an array of collection objects (`name`, `kind`:
+    /// `value`/`map`/`deque`, `payload`: `json`/`message`, and the
+    /// optional `ttl`, `read_uncommitted`, `published`, `read_cache`,
+    /// `keyset_limit`, `capacity`).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unknown`] for a name that is no option,
+    /// [`ConfigError::Given`] for a value the option cannot take (both
+    /// name the option; the second the value too).
+    pub fn option(mut self, name: &str, value: &Value) -> Result<Self, ConfigError> {
+        match name {
+            "mode" => {
+                let mode = mode(value).map_err(|reason| given(name, value, reason))?;
+                if let Some(mode) = mode {
+                    self = self.mode(mode);
+                }
+            }
+            "state_collections" => {
+                let specs = specs(value).map_err(|reason| given(name, value, reason))?;
+                self.options_mut().state_collections = specs;
+            }
+            _ => self.options_mut().assign(name, value)?,
+        }
+        Ok(self)
+    }
+
+    /// Sets each option of `options` with [`ClientBuilder::option`].
+    ///
+    /// # Errors
+    ///
+    /// The first option that [`ClientBuilder::option`] refuses.
+    pub fn options(self, options: &Map<String, Value>) -> Result<Self, ConfigError> {
+        options
+            .iter()
+            .try_fold(self, |builder, (name, value)| builder.option(name, value))
+    }
+}
+
+impl Options {
+    /// The error for a name no row has.
+    pub(crate) fn unknown(name: &str) -> ConfigError {
+        let nearest = strsim_nearest(name);
+        ConfigError::Unknown {
+            option: name.to_owned(),
+            nearest,
+        }
+    }
+}
+
+/// The option name nearest to `name`, if one is close.
+fn strsim_nearest(name: &str) -> Option<&'static str> {
+    super::table::VARIABLES
+        .iter()
+        .map(|(option, _)| *option)
+        .chain(["mode", "state_collections"])
+        .map(|option| (strsim::jaro_winkler(name, option), option))
+        .filter(|(score, _)| *score > 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, option)| option)
+}
+
+fn given(option: &str, value: &Value, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Given {
+        option: option.to_owned(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn mode(value: &Value) -> Result<Option<Mode>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => match text.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "pipeline" => Ok(Some(Mode::Pipeline)),
+            "low-latency" => Ok(Some(Mode::LowLatency)),
+            "best-effort" => Ok(Some(Mode::BestEffort)),
+            _ => Err("expected pipeline, low-latency or best-effort".to_owned()),
+        },
+        _ => Err("expected pipeline, low-latency or best-effort".to_owned()),
+    }
+}
+
+/// The collections of an array of collection objects.
+fn specs(value: &Value) -> Result<Vec<Spec>, String> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items.iter().map(spec).collect(),
+        _ => Err("expected a list of collections".to_owned()),
+    }
+}
+
+/// One collection from its object form (see [`ClientBuilder::option`]).
+///
+/// # Errors
+///
+/// A message naming the field that is missing or of the wrong type.
+pub fn spec(value: &Value) -> Result<Spec, String> {
+    let Value::Object(fields) = value else {
+        return Err("a collection is an object with a name, a kind and a payload".to_owned());
+    };
+    let text = |field: &str| match fields.get(field) {
+        Some(Value::String(text)) => Ok(Some(text.as_str())),
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => Err(format!("collection field `{field}` must be a string")),
+    };
+    let count = |field: &str| match fields.get(field) {
+        Some(Value::Number(number)) => number
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("collection field `{field}` must be a whole number")),
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => Err(format!("collection field `{field}` must be a whole number")),
+    };
+    let flag = |field: &str| match fields.get(field) {
+        Some(Value::Bool(flag)) => Ok(*flag),
+        None | Some(Value::Null) => Ok(false),
+        Some(_) => Err(format!("collection field `{field}` must be true or false")),
+    };
+    let duration = |field: &str| match fields.get(field) {
+        Some(Value::Number(number)) => seconds(number).map(Some),
+        Some(Value::String(text)) => Duration::parse(text).map(Some),
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => Err(format!("collection field `{field}` must be a duration")),
+    };
+    let name = text("name")?.ok_or("a collection needs a `name`")?;
+    let kind = match text("kind")?.unwrap_or("value") {
+        "value" => Kind::Value,
+        "map" => Kind::Map,
+        "deque" => Kind::Deque,
+        other => {
+            return Err(format!(
+                "collection kind {other:?}: expected value, map or deque"
+            ));
+        }
+    };
+    let payload = match text("payload")?.unwrap_or("json") {
+        "json" => Payload::Json,
+        "message" => Payload::Message,
+        other => {
+            return Err(format!(
+                "collection payload {other:?}: expected json or message"
+            ));
+        }
+    };
+    let mut spec = Spec::new(intern(name), kind, payload);
+    spec.ttl = duration("ttl")?;
+    spec.read_uncommitted = flag("read_uncommitted")?;
+    spec.published = flag("published")?;
+    spec.read_cache = match fields.get("read_cache") {
+        Some(Value::Bool(false)) => ReadCache::Disabled,
+        None | Some(Value::Null | Value::Bool(true)) => ReadCache::Inherit,
+        Some(_) => duration("read_cache")?.map_or(ReadCache::Inherit, ReadCache::For),
+    };
+    if let Some(limit) = count("keyset_limit")? {
+        spec.keyset_limit =
+            u16::try_from(limit).map_err(|_| format!("keyset_limit {limit} is above 4096"))?;
+    }
+    spec.capacity = count("capacity")?;
+    Ok(spec)
+}
+
+/// A collection name that lives as long as the process: each distinct
+/// name is allocated once, however often it is given.
+fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
