@@ -15,15 +15,15 @@ class NativeClient:
         topic: str,
         key: str,
         payload: Any,
-        subsystems: list[str] | None,
-        timeout: float | None,
+        subsystems: list[str],
+        timeout: float,
     ) -> Awaitable[dict[str, tuple[str, Any]]]: ...
     def request_excise(
         self,
         topic: str,
         key: str,
-        subsystems: list[str] | None,
-        timeout: float | None,
+        subsystems: list[str],
+        timeout: float,
     ) -> Awaitable[dict[str, tuple[str, Any]]]: ...
     def subscribe(self, dispatch: object) -> None: ...
     def unsubscribe(self) -> Awaitable[None]: ...

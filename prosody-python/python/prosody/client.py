@@ -88,9 +88,7 @@ def _option(name: str, value: object) -> Any:
     raise TypeError(f"{name} does not take a {type(value).__qualname__}: {value!r}")
 
 
-def _subsystems(subsystems: str | Iterable[str] | None) -> list[str] | None:
-    if subsystems is None:
-        return None
+def _subsystems(subsystems: str | Iterable[str]) -> list[str]:
     if isinstance(subsystems, str):
         return [subsystems]
     names = list(subsystems)
@@ -98,6 +96,13 @@ def _subsystems(subsystems: str | Iterable[str] | None) -> list[str] | None:
         if not isinstance(name, str):
             raise TypeError(f"subsystems holds names, not {name!r}")
     return names
+
+
+def _timeout(timeout: timedelta | float) -> float:
+    seconds = _seconds("timeout", timeout)
+    if seconds is None:
+        raise TypeError("a request needs a timeout: a timedelta or seconds")
+    return seconds
 
 
 class ProsodyClient:
@@ -151,8 +156,8 @@ class ProsodyClient:
         key: str,
         payload: JSONValue,
         *,
-        subsystems: str | Iterable[str] | None = None,
-        timeout: timedelta | float | None = None,
+        subsystems: str | Iterable[str],
+        timeout: timedelta | float,
     ) -> dict[str, Outcome[JSONValue]]:
         """Send a record and wait for the subsystems' responses.
 
@@ -161,7 +166,7 @@ class ProsodyClient:
         failures (invalid input, a failed send, shutdown) raise.
         """
         raw = await self._native.request(
-            topic, key, payload, _subsystems(subsystems), _seconds("timeout", timeout)
+            topic, key, payload, _subsystems(subsystems), _timeout(timeout)
         )
         return _outcomes(raw)
 
@@ -170,12 +175,12 @@ class ProsodyClient:
         topic: str,
         key: str,
         *,
-        subsystems: str | Iterable[str] | None = None,
-        timeout: timedelta | float | None = None,
+        subsystems: str | Iterable[str],
+        timeout: timedelta | float,
     ) -> dict[str, Outcome[JSONValue]]:
         """Send an excise record as a request; outcomes as for `request`."""
         raw = await self._native.request_excise(
-            topic, key, _subsystems(subsystems), _seconds("timeout", timeout)
+            topic, key, _subsystems(subsystems), _timeout(timeout)
         )
         return _outcomes(raw)
 

@@ -7,9 +7,9 @@ import contextvars
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
-from typing_extensions import TypeVar
+from typing_extensions import TypeAlias, TypeVar
 
 from .context import Context
 from .errors import _classify
@@ -62,10 +62,12 @@ def _handler_method(handler: object, name: str) -> Callable[..., Awaitable[Any]]
 
 # (attach, detach, extract) from opentelemetry once it is looked up; False when
 # it is not installed; None before the first traced call.
-_otel: tuple[Callable[[Any], object], Callable[[Any], None], Callable[[Any], Any]] | bool | None = None
+_Tracing: TypeAlias = "tuple[Callable[[Any], object], Callable[[Any], None], Callable[[Any], Any]]"
+_otel: _Tracing | Literal[False] | None = None
 
 
-def _tracing() -> tuple[Callable[[Any], object], Callable[[Any], None], Callable[[Any], Any]] | None:
+def _tracing() -> _Tracing | None:
+    """opentelemetry's attach, detach and extract, or None without it."""
     global _otel
     if _otel is None:
         try:

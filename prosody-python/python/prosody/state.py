@@ -241,17 +241,6 @@ class MessageDequeDefinition(Generic[P]):
         return DequeState(context, self.name, _message_in, _stored_message)
 
 
-Definition: TypeAlias = Union[
-    ValueDefinition[Any],
-    MapDefinition[Any],
-    DequeDefinition[Any],
-    MessageValueDefinition[Any],
-    MessageMapDefinition[Any],
-    MessageDequeDefinition[Any],
-]
-"""Any collection definition."""
-
-
 def value(
     name: str,
     *,
@@ -358,6 +347,9 @@ def _direction(direction: Direction) -> str:
 
 
 # --- handler handles ---------------------------------------------------------
+#
+# A handle encodes what it writes (`None` is refused) and decodes what it
+# reads; decoding maps absence (`None`) to `None`.
 
 
 class ValueState(Generic[T]):

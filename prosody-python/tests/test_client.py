@@ -1,0 +1,267 @@
+"""The client in mock mode: handlers, ordering, requests, errors,
+cancellation, timers, keyed and published state, life cycle."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from prosody import (
+    Context,
+    EventHandler,
+    ExciseMessage,
+    Failure,
+    HandlerError,
+    Message,
+    PermanentError,
+    ProsodyClient,
+    Success,
+    Timeout,
+    Timer,
+    ValueDefinition,
+    permanent,
+    value,
+)
+
+from support import mock_client, unique, until, within
+
+
+class Recorder(EventHandler):
+    """Records what it sees; answers requests with the key."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.excised: list[str] = []
+        self.timers: list[Timer] = []
+        self.changed = asyncio.Event()
+
+    async def on_message(self, context: Context, message: Message) -> Any:
+        self.messages.append(message)
+        self.changed.set()
+        return {"accepted": message.key}
+
+    async def on_excise(self, context: Context, message: ExciseMessage) -> Any:
+        self.excised.append(message.key)
+        self.changed.set()
+        return None
+
+    async def on_timer(self, context: Context, timer: Timer) -> None:
+        self.timers.append(timer)
+        self.changed.set()
+
+
+async def test_each_key_sees_its_messages_in_send_order() -> None:
+    client, topic = await mock_client()
+    handler = Recorder()
+    client.subscribe(handler)
+    sent = [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3)]
+    for key, n in sent:
+        await client.send(topic, key, {"n": n})
+    await until(lambda: len(handler.messages) == len(sent))
+    for key in ("a", "b"):
+        seen = [m.payload["n"] for m in handler.messages if m.key == key]  # type: ignore[index, call-overload]
+        assert seen == [n for k, n in sent if k == key]
+    first = handler.messages[0]
+    assert first.topic == topic and first.offset >= 0 and first.timestamp.tzinfo is not None
+    await client.excise(topic, "a")
+    await until(lambda: handler.excised == ["a"])
+    await client.shutdown()
+
+
+async def test_subscribe_can_be_awaited_and_reports_the_consumer() -> None:
+    client, topic = await mock_client()
+    assert await client.consumer_state() == "configured"
+    await client.subscribe(Recorder())
+    assert await client.consumer_state() == "running"
+    await client.send(topic, "k", {})
+    assert not await client.is_stalled()
+    assert client.source_system.startswith("source-")
+    await client.unsubscribe()
+    assert await client.consumer_state() == "configured"
+    assert await client.assigned_partition_count() == 0
+    await client.shutdown()
+
+
+async def test_a_handler_missing_a_method_is_refused_before_consuming() -> None:
+    class Partial:
+        async def on_message(self, context: Context, message: Message) -> None:
+            pass
+
+    client, _ = await mock_client()
+    with pytest.raises(TypeError):
+        client.subscribe(Partial())  # type: ignore[arg-type]
+    assert await client.consumer_state() == "configured"
+    await client.shutdown()
+
+
+async def test_a_python_subsystem_answers_requests() -> None:
+    client, topic = await mock_client(subsystem="inventory")
+    client.subscribe(Recorder())
+    results = await client.request(
+        topic, "order-1", {"type": "order.created"},
+        subsystems=["inventory"], timeout=timedelta(seconds=10),
+    )
+    assert results == {"inventory": Success({"accepted": "order-1"})}
+    excised = await client.request_excise(topic, "order-1", subsystems=["inventory"], timeout=10.0)
+    assert excised == {"inventory": Success(None)}
+    await client.shutdown()
+
+
+async def test_a_subsystem_that_does_not_answer_is_a_timeout() -> None:
+    client, topic = await mock_client(subsystem="inventory")
+    client.subscribe(Recorder())
+    results = await client.request(topic, "k", {}, subsystems=["inventory", "billing"], timeout=1.0)
+    assert isinstance(results["inventory"], Success)
+    billing = results["billing"]
+    assert isinstance(billing, Failure) and isinstance(billing.error, Timeout)
+    assert billing.error.message == "no response arrived before the deadline"
+    await client.shutdown()
+
+
+class Rejecting(EventHandler):
+    """Raises a permanent error for each message; a transient one for
+    timers."""
+
+    @permanent(ValueError)
+    async def on_message(self, context: Context, message: Message) -> None:
+        raise ValueError(f"order {message.key} is malformed")
+
+    async def on_excise(self, context: Context, message: ExciseMessage) -> None:
+        raise PermanentError("excise refused")
+
+    async def on_timer(self, context: Context, timer: Timer) -> None:
+        pass
+
+
+async def test_a_permanent_exception_reaches_the_requester_with_its_type_and_message() -> None:
+    client, topic = await mock_client(subsystem="orders")
+    client.subscribe(Rejecting())
+    results = await client.request(topic, "o-7", {}, subsystems=["orders"], timeout=10.0)
+    outcome = results["orders"]
+    assert isinstance(outcome, Failure) and isinstance(outcome.error, HandlerError)
+    assert "ValueError" in outcome.error.message
+    assert "order o-7 is malformed" in outcome.error.message
+    excised = (await client.request_excise(topic, "o-8", subsystems=["orders"], timeout=10.0))["orders"]
+    assert isinstance(excised, Failure) and "excise refused" in excised.error.message
+    await client.shutdown()
+
+
+async def test_a_timed_out_handler_is_cancelled() -> None:
+    seen: list[bool] = []
+    cancelled = asyncio.Event()
+
+    class Slow(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            try:
+                await context.on_cancel()
+                seen.append(context.should_cancel())
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+    client, topic = await mock_client(timeout=0.5, mode="best-effort")
+    client.subscribe(Slow())
+    await client.send(topic, "slow", {})
+    await within(cancelled.wait())
+    assert seen == [True]
+    await client.shutdown()
+
+
+async def test_a_timer_fires_for_its_key() -> None:
+    class Scheduling(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            await context.schedule(datetime.now(timezone.utc) + timedelta(seconds=1))
+            scheduled = await context.scheduled()
+            assert len(scheduled) == 1 and scheduled[0].tzinfo is not None
+
+    client, topic = await mock_client()
+    handler = Scheduling()
+    client.subscribe(handler)
+    await client.send(topic, "t-1", {})
+    await until(lambda: len(handler.timers) == 1)
+    assert handler.timers[0].key == "t-1"
+    await client.shutdown()
+
+
+COUNTER: ValueDefinition[int] = value("counter", ttl=timedelta(days=30))
+
+
+async def test_keyed_state_counts_per_key() -> None:
+    counts: dict[str, int] = {}
+
+    class Counting(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            count = context.state(COUNTER)
+            now = (await count.get() or 0) + 1
+            await count.set(now)
+            counts[message.key] = now
+
+    client, topic = await mock_client(state_collections=[COUNTER])
+    client.subscribe(Counting())
+    for key in ["x", "y", "x", "x"]:
+        await client.send(topic, key, {})
+    await until(lambda: counts == {"x": 3, "y": 1})
+    await client.shutdown()
+
+
+async def test_published_state_reads_what_the_owner_wrote() -> None:
+    current: ValueDefinition[dict[str, str]] = value(unique("current-order"), published=True, read_cache=False)
+    written = asyncio.Event()
+
+    class Owner(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            await context.state(current).set({"sku": "book"})
+            written.set()
+
+    subsystem = unique("checkout")
+    owner, topic = await mock_client(subsystem=subsystem, state_collections=[current])
+    owner.subscribe(Owner())
+    await owner.send(topic, "customer-123", {})
+    await within(written.wait())
+    reader = await owner.state(subsystem, current)
+
+    async def read() -> Any:
+        return await reader.get("customer-123")
+
+    found: list[Any] = []
+
+    async def check() -> None:
+        while not found or found[-1] is None:
+            found.append(await read())
+
+    await within(check())
+    assert found[-1] == {"sku": "book"}
+    await owner.shutdown()
+
+
+async def test_an_unknown_option_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match="max_concurency"):
+        await ProsodyClient.create(mock=True, group_id="g", max_concurency=4)
+
+
+@pytest.mark.parametrize(
+    ("option", "given", "shown"),
+    [("max_concurrency", "lots", "lots"), ("timeout", -1, "-1"), ("mode", "fastest", "fastest")],
+)
+async def test_a_bad_value_is_a_value_error_naming_the_option_and_the_value(option: str, given: Any, shown: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        await ProsodyClient.create(mock=True, group_id="g", **{option: given})
+    assert option in str(raised.value) and shown in str(raised.value)
+
+
+async def test_an_idempotence_cache_of_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="idempotence_cache_size"):
+        await ProsodyClient.create(mock=True, group_id="g", idempotence_cache_size=0)
+
+
+async def test_shutdown_is_one_operation_however_often_it_is_called() -> None:
+    client, topic = await mock_client()
+    client.subscribe(Recorder())
+    await asyncio.gather(client.shutdown(), client.shutdown(), client.shutdown())
+    await client.shutdown()
+    with pytest.raises(RuntimeError):
+        await client.send(topic, "k", {})
