@@ -3,15 +3,16 @@
 use crate::context::{Collections, Returned, items};
 use crate::convert::{to_json, to_py};
 use crate::errors;
-use crate::handler::PyHandler;
+use crate::handler::{Inbox, PyHandler};
 use prosody::ProsodyClient;
 use prosody_bind::{Answer, Collection, Handler, Op, Reader, answers};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A client of the engine, shared by the Python `ProsodyClient`.
@@ -181,21 +182,30 @@ impl NativeClient {
         })
     }
 
-    /// Starts consuming; handler calls run as tasks on the running event
-    /// loop. Returns once the consumer runs.
-    fn subscribe(&self, py: Python<'_>, dispatch: Py<PyAny>) -> PyResult<()> {
-        let event_loop = pyo3_async_runtimes::get_running_loop(py)
-            .map_err(|_| PyTypeError::new_err("subscribe needs a running asyncio event loop"))?
-            .unbind();
-        let handler = Handler::new(PyHandler::new(
-            dispatch,
-            event_loop,
-            self.collections.clone(),
-        ));
+    /// Starts consuming with a Python handler: returns the inbox of its
+    /// calls, which the package's dispatcher drains on the event loop.
+    /// Returns once the consumer runs.
+    fn subscribe(&self, py: Python<'_>) -> PyResult<Inbox> {
+        let inbox = Inbox::new(self.collections.clone())
+            .map_err(|error| errors::runtime(format!("the handler's inbox: {error}")))?;
+        let handler = Handler::new(PyHandler::new(&inbox));
         let client = Arc::clone(&self.client);
         let runtime = pyo3_async_runtimes::tokio::get_runtime();
         py.detach(|| runtime.block_on(client.subscribe(handler)))
-            .map_err(errors::client)
+            .map_err(errors::client)?;
+        Ok(inbox)
+    }
+
+    /// For the benchmark: consumes with a Rust handler that does nothing
+    /// but count its calls, through the same stack as `subscribe`.
+    fn subscribe_noop(&self, py: Python<'_>) -> PyResult<Calls> {
+        let calls = Calls::default();
+        let handler = Handler::new(calls.clone());
+        let client = Arc::clone(&self.client);
+        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        py.detach(|| runtime.block_on(client.subscribe(handler)))
+            .map_err(errors::client)?;
+        Ok(calls)
     }
 
     fn unsubscribe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -241,6 +251,51 @@ impl NativeClient {
                 .map_err(errors::op)?;
             Ok(NativeReader(Arc::new(reader)))
         })
+    }
+}
+
+/// The calls a no-op Rust handler has had.
+#[pyclass(module = "prosody._prosody", frozen)]
+#[derive(Clone, Default)]
+pub(crate) struct Calls(Arc<AtomicU64>);
+
+#[pymethods]
+impl Calls {
+    fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Calls {
+    fn called(&self) -> futures_util::future::BoxFuture<'static, prosody_bind::HandlerReply> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(Ok(Value::Null)))
+    }
+}
+
+impl prosody_bind::JsonHandler for Calls {
+    fn on_message(
+        &self,
+        _: prosody::Context,
+        _: prosody::Message<Value>,
+    ) -> futures_util::future::BoxFuture<'static, prosody_bind::HandlerReply> {
+        self.called()
+    }
+
+    fn on_timer(
+        &self,
+        _: prosody::Context,
+        _: prosody::Timer,
+    ) -> futures_util::future::BoxFuture<'static, prosody_bind::HandlerReply> {
+        self.called()
+    }
+
+    fn on_excise(
+        &self,
+        _: prosody::Context,
+        _: prosody::Excise,
+    ) -> futures_util::future::BoxFuture<'static, prosody_bind::HandlerReply> {
+        self.called()
     }
 }
 

@@ -1,102 +1,129 @@
-//! A Python handler as the engine's: each call is a task on the
-//! application's event loop, and the engine awaits its completion
-//! without holding the GIL.
+//! A Python handler as the engine's.
+//!
+//! The engine never takes the GIL to start or stop a call: it queues the
+//! call in an [`Inbox`] and, when the inbox was empty, writes one byte to
+//! a socket the event loop watches (`loop.add_reader`). On the loop, the
+//! package's dispatcher takes the whole batch at once and starts a task
+//! for each call; the task reports through its [`Completion`]. A call the
+//! engine gives up (a timeout, a rebalance, shutdown) queues a
+//! cancellation the same way. So a loop that is blocked only delays its
+//! calls (the probes see a stall); it never blocks the engine.
 
 use crate::context::{Collections, NativeContext};
 use crate::convert::{to_json, to_py};
-use prosody::{Context, Excise, HandlerError, Message, Timer};
+use prosody::{Context, Excise, Message, Timer};
 use prosody_bind::{HandlerReply, JsonHandler, failure};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
-use std::sync::{Mutex, PoisonError};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
-/// The package's dispatcher (`prosody.handler`) over the application's
-/// handler and event loop: its `message`, `excise` and `timer` schedule a
-/// task on the loop and return at once.
-pub(crate) struct PyHandler {
-    dispatch: Py<PyAny>,
-    event_loop: Py<PyAny>,
-    collections: Collections,
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl PyHandler {
-    pub(crate) fn new(
-        dispatch: Py<PyAny>,
-        event_loop: Py<PyAny>,
-        collections: Collections,
-    ) -> Self {
-        Self {
-            dispatch,
-            event_loop,
-            collections,
+/// What a call handles.
+enum Event {
+    Message(Message<Value>),
+    Timer(Timer),
+    Excise(Excise),
+}
+
+/// One call waiting for the loop.
+struct Pending {
+    event: Event,
+    context: Context,
+    trace: Option<String>,
+    call: Arc<CallState>,
+}
+
+enum Entry {
+    Call(Pending),
+    Cancel(Arc<CallState>),
+}
+
+/// One call's end, shared by the engine's future and the Python task.
+///
+/// Invariant: it reports at most once; once the engine gave the call up
+/// (`cancelled`), `bind` refuses the task, so a call not yet started never
+/// runs.
+struct CallState {
+    inner: Mutex<CallInner>,
+}
+
+struct CallInner {
+    sender: Option<oneshot::Sender<HandlerReply>>,
+    task: Option<Py<PyAny>>,
+    cancelled: bool,
+}
+
+impl CallState {
+    fn send(&self, reply: HandlerReply) {
+        let sender = {
+            let mut inner = lock(&self.inner);
+            inner.task = None;
+            inner.sender.take()
+        };
+        if let Some(sender) = sender {
+            // The engine may have given the call up: then nobody listens.
+            let _ = sender.send(reply);
         }
     }
+}
 
-    fn context(&self, context: Context) -> NativeContext {
-        NativeContext::new(context, self.collections.clone())
-    }
+struct Queue {
+    entries: Vec<Entry>,
+    /// A byte is on its way to the loop for the entries queued.
+    armed: bool,
+}
 
-    /// Starts one call (`start` hands the dispatcher its arguments) and
-    /// returns the future of its completion.
-    fn call(
-        &self,
-        start: impl FnOnce(
-            Python<'_>,
-            &Py<PyAny>,
-            Py<Completion>,
-            Option<Bound<'_, PyDict>>,
-        ) -> PyResult<()>,
-    ) -> futures_util::future::BoxFuture<'static, HandlerReply> {
-        let (sender, receiver) = oneshot::channel();
-        let started = Python::attach(|py| -> PyResult<Call> {
-            let done = Py::new(py, Completion::new(sender))?;
-            start(py, &self.dispatch, done.clone_ref(py), trace(py)?)?;
-            Ok(Call {
-                done: Some(done),
-                event_loop: self.event_loop.clone_ref(py),
-            })
-        });
-        Box::pin(async move {
-            let mut call = match started {
-                Ok(call) => call,
-                Err(error) => return Err(python_failure(&error)),
-            };
-            let reply = receiver.await;
-            call.done = None;
-            reply.unwrap_or_else(|_| {
-                Err(failure(
-                    "CancelledError",
-                    "the handler call ended without completing",
-                    false,
-                ))
-            })
-        })
+/// The calls waiting for the event loop, and the socket that wakes it.
+struct Shared {
+    queue: Mutex<Queue>,
+    collections: Collections,
+    reader: UnixStream,
+    writer: UnixStream,
+}
+
+impl Shared {
+    fn push(&self, entry: Entry) {
+        let wake = {
+            let mut queue = lock(&self.queue);
+            queue.entries.push(entry);
+            !std::mem::replace(&mut queue.armed, true)
+        };
+        if wake {
+            // A full buffer already holds a wake-up; a closed loop never
+            // drains: either way there is nothing more to do.
+            let _ = (&self.writer).write(&[1]);
+        }
     }
 }
 
-/// The engine span's `traceparent`, for the handler's OpenTelemetry
-/// context.
-fn trace(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
-    let Some(parent) = prosody::trace::current() else {
-        return Ok(None);
-    };
-    let carrier = PyDict::new(py);
-    carrier.set_item(intern!(py, "traceparent"), parent)?;
-    Ok(Some(carrier))
-}
+/// The calls of one subscription, for the loop's dispatcher.
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct Inbox(Arc<Shared>);
 
-/// A Python error raised while starting a call, as a transient failure.
-fn python_failure(error: &PyErr) -> HandlerError {
-    Python::attach(|py| {
-        let type_name = error
-            .get_type(py)
-            .qualname()
-            .map_or_else(|_| "Exception".to_owned(), |name| name.to_string());
-        failure(type_name, error.value(py).to_string(), false)
-    })
+impl Inbox {
+    pub(crate) fn new(collections: Collections) -> std::io::Result<Self> {
+        let (reader, writer) = UnixStream::pair()?;
+        reader.set_nonblocking(true)?;
+        writer.set_nonblocking(true)?;
+        Ok(Self(Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                entries: Vec::new(),
+                armed: false,
+            }),
+            collections,
+            reader,
+            writer,
+        })))
+    }
 }
 
 fn epoch_seconds(millis: i64) -> f64 {
@@ -108,29 +135,161 @@ fn epoch_seconds(millis: i64) -> f64 {
     seconds
 }
 
+#[pymethods]
+impl Inbox {
+    /// The socket the loop watches for readability.
+    fn fileno(&self) -> i32 {
+        self.0.reader.as_raw_fd()
+    }
+
+    /// Every call queued since the last take, as tuples
+    /// (`("message", context, topic, partition, offset, timestamp, key,
+    /// payload, native, trace, done)`, `("excise", context, topic,
+    /// partition, offset, timestamp, key, trace, done)`, `("timer",
+    /// context, key, time, trace, done)`); cancellations queued are
+    /// carried out here (on the loop).
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let collections = &self.0.collections;
+        let entries = {
+            let mut queue = lock(&self.0.queue);
+            queue.armed = false;
+            let mut bytes = [0_u8; 64];
+            while matches!((&self.0.reader).read(&mut bytes), Ok(n) if n > 0) {}
+            std::mem::take(&mut queue.entries)
+        };
+        let calls = PyList::empty(py);
+        for entry in entries {
+            match entry {
+                Entry::Call(pending) => calls.append(call(py, pending, collections)?)?,
+                Entry::Cancel(state) => {
+                    let task = lock(&state.inner).task.take();
+                    if let Some(task) = task {
+                        task.call_method0(py, intern!(py, "cancel"))?;
+                    }
+                }
+            }
+        }
+        Ok(calls)
+    }
+}
+
+/// One call as the tuple the dispatcher reads.
+fn call<'py>(
+    py: Python<'py>,
+    pending: Pending,
+    collections: &Collections,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let Pending {
+        event,
+        context,
+        trace,
+        call,
+    } = pending;
+    let context = NativeContext::new(context, collections.clone());
+    let trace = match trace {
+        Some(parent) => {
+            let carrier = PyDict::new(py);
+            carrier.set_item(intern!(py, "traceparent"), parent)?;
+            carrier.into_any()
+        }
+        None => py.None().into_bound(py),
+    };
+    let done = Completion(call);
+    match event {
+        Event::Message(message) => {
+            let payload = to_py(py, &message.payload)?;
+            let args = (
+                intern!(py, "message"),
+                context,
+                message.topic.to_string(),
+                message.partition,
+                message.offset,
+                epoch_seconds(message.timestamp.as_millis()),
+                message.key.to_string(),
+                payload,
+                NativeMessage(message),
+                trace,
+                done,
+            );
+            args.into_pyobject(py)
+        }
+        Event::Excise(excise) => (
+            intern!(py, "excise"),
+            context,
+            excise.topic.to_string(),
+            excise.partition,
+            excise.offset,
+            epoch_seconds(excise.timestamp.as_millis()),
+            excise.key.to_string(),
+            trace,
+            done,
+        )
+            .into_pyobject(py),
+        Event::Timer(timer) => (
+            intern!(py, "timer"),
+            context,
+            timer.key.to_string(),
+            epoch_seconds(timer.time.as_millis()),
+            trace,
+            done,
+        )
+            .into_pyobject(py),
+    }
+}
+
+/// The engine's side of a Python handler: calls go to the inbox.
+pub(crate) struct PyHandler(Arc<Shared>);
+
+impl PyHandler {
+    pub(crate) fn new(inbox: &Inbox) -> Self {
+        Self(Arc::clone(&inbox.0))
+    }
+
+    fn call(
+        &self,
+        event: Event,
+        context: Context,
+    ) -> futures_util::future::BoxFuture<'static, HandlerReply> {
+        let (sender, receiver) = oneshot::channel();
+        let state = Arc::new(CallState {
+            inner: Mutex::new(CallInner {
+                sender: Some(sender),
+                task: None,
+                cancelled: false,
+            }),
+        });
+        self.0.push(Entry::Call(Pending {
+            event,
+            context,
+            trace: prosody::trace::current(),
+            call: Arc::clone(&state),
+        }));
+        let guard = Call {
+            state: Some(state),
+            inbox: Arc::clone(&self.0),
+        };
+        Box::pin(async move {
+            let mut guard = guard;
+            let reply = receiver.await;
+            guard.state = None;
+            reply.unwrap_or_else(|_| {
+                Err(failure(
+                    "CancelledError",
+                    "the handler call ended without completing",
+                    false,
+                ))
+            })
+        })
+    }
+}
+
 impl JsonHandler for PyHandler {
     fn on_message(
         &self,
         context: Context,
         message: Message<Value>,
     ) -> futures_util::future::BoxFuture<'static, HandlerReply> {
-        self.call(|py, dispatch, done, trace| {
-            let args = (
-                self.context(context),
-                message.topic.to_string(),
-                message.partition,
-                message.offset,
-                epoch_seconds(message.timestamp.as_millis()),
-                message.key.to_string(),
-                to_py(py, &message.payload)?,
-                NativeMessage(message),
-                trace,
-                done,
-            );
-            dispatch
-                .call_method1(py, intern!(py, "message"), args)
-                .map(drop)
-        })
+        self.call(Event::Message(message), context)
     }
 
     fn on_timer(
@@ -138,18 +297,7 @@ impl JsonHandler for PyHandler {
         context: Context,
         timer: Timer,
     ) -> futures_util::future::BoxFuture<'static, HandlerReply> {
-        self.call(|py, dispatch, done, trace| {
-            let args = (
-                self.context(context),
-                timer.key.to_string(),
-                epoch_seconds(timer.time.as_millis()),
-                trace,
-                done,
-            );
-            dispatch
-                .call_method1(py, intern!(py, "timer"), args)
-                .map(drop)
-        })
+        self.call(Event::Timer(timer), context)
     }
 
     fn on_excise(
@@ -157,112 +305,51 @@ impl JsonHandler for PyHandler {
         context: Context,
         excise: Excise,
     ) -> futures_util::future::BoxFuture<'static, HandlerReply> {
-        self.call(|py, dispatch, done, trace| {
-            let args = (
-                self.context(context),
-                excise.topic.to_string(),
-                excise.partition,
-                excise.offset,
-                epoch_seconds(excise.timestamp.as_millis()),
-                excise.key.to_string(),
-                trace,
-                done,
-            );
-            dispatch
-                .call_method1(py, intern!(py, "excise"), args)
-                .map(drop)
-        })
+        self.call(Event::Excise(excise), context)
     }
 }
 
-/// One call in flight: dropped before it completes (a timeout, a
-/// rebalance, shutdown), it cancels the Python task.
+/// One call in flight: dropped before it completes, it queues the
+/// cancellation of its task.
 struct Call {
-    done: Option<Py<Completion>>,
-    event_loop: Py<PyAny>,
+    state: Option<Arc<CallState>>,
+    inbox: Arc<Shared>,
 }
 
 impl Drop for Call {
     fn drop(&mut self) {
-        let Some(done) = self.done.take() else {
+        let Some(state) = self.state.take() else {
             return;
         };
-        Python::attach(|py| {
-            let task = {
-                let mut state = done.get().lock();
-                if state.sender.is_none() {
-                    return;
-                }
-                state.cancelled = true;
-                state.task.take()
-            };
-            if let Some(task) = task {
-                let cancel = task.getattr(py, intern!(py, "cancel"));
-                let scheduled = cancel.and_then(|cancel| {
-                    self.event_loop
-                        .call_method1(py, intern!(py, "call_soon_threadsafe"), (cancel,))
-                });
-                if let Err(error) = scheduled {
-                    tracing::debug!(%error, "the event loop refused to cancel a handler task; it is closed");
-                }
+        let started = {
+            let mut inner = lock(&state.inner);
+            if inner.sender.is_none() {
+                return;
             }
-        });
+            inner.cancelled = true;
+            inner.sender = None;
+            inner.task.is_some()
+        };
+        if started {
+            self.inbox.push(Entry::Cancel(state));
+        }
     }
-}
-
-struct CompletionState {
-    sender: Option<oneshot::Sender<HandlerReply>>,
-    task: Option<Py<PyAny>>,
-    cancelled: bool,
 }
 
 /// How the dispatcher reports one call's end.
-///
-/// Invariant: it reports at most once; after the engine gave the call up
-/// (`cancelled`), `bind` refuses the task, so the handler does not run.
 #[pyclass(module = "prosody._prosody", frozen)]
-pub(crate) struct Completion {
-    state: Mutex<CompletionState>,
-}
-
-impl Completion {
-    fn new(sender: oneshot::Sender<HandlerReply>) -> Self {
-        Self {
-            state: Mutex::new(CompletionState {
-                sender: Some(sender),
-                task: None,
-                cancelled: false,
-            }),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, CompletionState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn send(&self, reply: HandlerReply) {
-        let sender = {
-            let mut state = self.lock();
-            state.task = None;
-            state.sender.take()
-        };
-        if let Some(sender) = sender {
-            // The engine may have given the call up: then nobody listens.
-            let _ = sender.send(reply);
-        }
-    }
-}
+pub(crate) struct Completion(Arc<CallState>);
 
 #[pymethods]
 impl Completion {
     /// Records the task running the call; `False` when the engine already
     /// gave the call up (the task must not run).
     fn bind(&self, task: Py<PyAny>) -> bool {
-        let mut state = self.lock();
-        if state.cancelled || state.sender.is_none() {
+        let mut inner = lock(&self.0.inner);
+        if inner.cancelled || inner.sender.is_none() {
             return false;
         }
-        state.task = Some(task);
+        inner.task = Some(task);
         true
     }
 
@@ -275,12 +362,12 @@ impl Completion {
                 true,
             )
         });
-        self.send(reply);
+        self.0.send(reply);
     }
 
     /// The handler raised an exception of type `type_name`.
     fn fail(&self, type_name: String, message: String, permanent: bool) {
-        self.send(Err(failure(type_name, message, permanent)));
+        self.0.send(Err(failure(type_name, message, permanent)));
     }
 }
 

@@ -18,8 +18,10 @@ use pyo3::prelude::*;
 fn _prosody(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<client::NativeClient>()?;
     module.add_class::<client::NativeReader>()?;
+    module.add_class::<client::Calls>()?;
     module.add_class::<context::NativeContext>()?;
     module.add_class::<handler::Completion>()?;
+    module.add_class::<handler::Inbox>()?;
     module.add_class::<handler::NativeMessage>()?;
     module.add_class::<admin::NativeAdmin>()?;
     module.add_function(wrap_pyfunction!(telemetry::flush_telemetry, module)?)?;

@@ -113,9 +113,10 @@ class ProsodyClient:
     the application ends.
     """
 
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "_dispatch")
 
     _native: _prosody.NativeClient
+    _dispatch: _Dispatch | None
 
     def __init__(self, *args: object, **config: object) -> None:
         raise TypeError(
@@ -135,6 +136,7 @@ class ProsodyClient:
         options = {name: _option(name, given) for name, given in config.items()}
         client = cls.__new__(cls)
         client._native = await _prosody.NativeClient.create(options)
+        client._dispatch = None
         return client
 
     @property
@@ -191,18 +193,34 @@ class ProsodyClient:
         optional. A handler without async `on_message`, `on_excise` and
         `on_timer` methods raises `TypeError` before anything is consumed.
         """
-        loop = asyncio.get_running_loop()
-        self._native.subscribe(_Dispatch(handler, loop))
+        dispatch = _Dispatch(handler, asyncio.get_running_loop())
+        dispatch.attach(self._native.subscribe())
+        previous, self._dispatch = self._dispatch, dispatch
+        if previous is not None:
+            previous.detach()
         return _DONE
 
     async def unsubscribe(self) -> None:
         """Stop consuming; the client can subscribe again."""
-        await self._native.unsubscribe()
+        try:
+            await self._native.unsubscribe()
+        finally:
+            self._detach()
 
     async def shutdown(self) -> None:
         """Stop all client services; concurrent and repeated calls await the
         same shutdown."""
-        await self._native.shutdown()
+        try:
+            await self._native.shutdown()
+        finally:
+            self._detach()
+
+    def _detach(self) -> None:
+        """Stop watching the ended subscription's calls (its handler calls
+        have all settled or been cancelled)."""
+        dispatch, self._dispatch = self._dispatch, None
+        if dispatch is not None:
+            dispatch.detach()
 
     async def consumer_state(self) -> str:
         """The consumer's current state."""

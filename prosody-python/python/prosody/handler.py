@@ -16,7 +16,7 @@ from .errors import _classify
 from .message import ExciseMessage, JSONValue, Message, Timer, _from_epoch
 
 if TYPE_CHECKING:
-    from ._prosody import Completion, NativeContext
+    from ._prosody import Completion, Inbox
 
 __all__ = ["EventHandler"]
 
@@ -126,21 +126,22 @@ async def _run_timer(
 
 
 class _Dispatch:
-    """Hands the engine's calls to a handler on an event loop.
+    """Runs the engine's calls of one subscription as tasks on an event loop.
 
-    The engine calls `message`, `excise` and `timer` from its own threads;
-    each returns at once. On the loop, the handler runs in a task that is
-    bound to `done` before it can start, and reports exactly one result
-    unless the call was already cancelled.
+    The engine queues calls in an inbox and wakes the loop through the
+    inbox's socket; `_drain` takes every queued call at once and starts a
+    task for each. A task is bound to its `done` before it can start, and
+    reports exactly one result unless the engine already gave the call up.
     """
 
     __slots__ = (
-        "_call_soon",
+        "_loop",
         "_create_task",
-        "_context",
         "_on_message",
         "_on_excise",
         "_on_timer",
+        "_take",
+        "_fd",
     )
 
     def __init__(self, handler: object, loop: asyncio.AbstractEventLoop) -> None:
@@ -150,128 +151,50 @@ class _Dispatch:
         self._on_message = on_message
         self._on_excise = on_excise
         self._on_timer = on_timer
-        self._call_soon = loop.call_soon_threadsafe
+        self._loop = loop
+        self._fd = -1
         # A task factory may start a task eagerly, before it is bound; build
         # tasks directly then, so a handler never reports before `bind`.
         if loop.get_task_factory() is None:
             self._create_task: Callable[[Any], asyncio.Task[None]] = loop.create_task
         else:
             self._create_task = lambda coro: asyncio.Task(coro, loop=loop)
+
+    def attach(self, inbox: Inbox) -> None:
+        """Watch `inbox`: its calls start on this loop from now on."""
+        self._take = inbox.take
+        self._fd = inbox.fileno()
         # Handler tasks start from an empty context, not the subscriber's.
-        self._context = contextvars.Context()
+        contextvars.Context().run(self._loop.add_reader, self._fd, self._drain)
 
-    # Called by the engine, off the loop.
+    def detach(self) -> None:
+        """Stop watching the inbox."""
+        if self._fd >= 0 and not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+        self._fd = -1
 
-    def message(
-        self,
-        ctx: NativeContext,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: float,
-        key: str,
-        payload: Any,
-        native: object,
-        trace: dict[str, str] | None,
-        done: Completion,
-    ) -> None:
-        try:
-            self._call_soon(
-                self._start_message,
-                ctx, topic, partition, offset, timestamp, key, payload, native, trace, done,
-                context=self._context,
-            )
-        except RuntimeError as error:  # the loop is closed
-            done.fail(*_classify(error))
-
-    def excise(
-        self,
-        ctx: NativeContext,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: float,
-        key: str,
-        trace: dict[str, str] | None,
-        done: Completion,
-    ) -> None:
-        try:
-            self._call_soon(
-                self._start_excise,
-                ctx, topic, partition, offset, timestamp, key, trace, done,
-                context=self._context,
-            )
-        except RuntimeError as error:
-            done.fail(*_classify(error))
-
-    def timer(
-        self,
-        ctx: NativeContext,
-        key: str,
-        time: float,
-        trace: dict[str, str] | None,
-        done: Completion,
-    ) -> None:
-        try:
-            self._call_soon(
-                self._start_timer, ctx, key, time, trace, done, context=self._context
-            )
-        except RuntimeError as error:
-            done.fail(*_classify(error))
-
-    # Run on the loop.
-
-    def _start_message(
-        self,
-        ctx: NativeContext,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: float,
-        key: str,
-        payload: Any,
-        native: object,
-        trace: dict[str, str] | None,
-        done: Completion,
-    ) -> None:
-        try:
-            message = Message(
-                topic, partition, offset, _from_epoch(timestamp), key, payload, _native=native
-            )
-            self._launch(_run, self._on_message, Context(ctx), message, trace, done)
-        except Exception as error:
-            done.fail(*_classify(error))
-
-    def _start_excise(
-        self,
-        ctx: NativeContext,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: float,
-        key: str,
-        trace: dict[str, str] | None,
-        done: Completion,
-    ) -> None:
-        try:
-            message = ExciseMessage(topic, partition, offset, _from_epoch(timestamp), key)
-            self._launch(_run, self._on_excise, Context(ctx), message, trace, done)
-        except Exception as error:
-            done.fail(*_classify(error))
-
-    def _start_timer(
-        self,
-        ctx: NativeContext,
-        key: str,
-        time: float,
-        trace: dict[str, str] | None,
-        done: Completion,
-    ) -> None:
-        try:
-            timer = Timer(key, _from_epoch(time))
-            self._launch(_run_timer, self._on_timer, Context(ctx), timer, trace, done)
-        except Exception as error:
-            done.fail(*_classify(error))
+    def _drain(self) -> None:
+        for call in self._take():
+            done: Completion = call[-1]
+            try:
+                kind = call[0]
+                if kind == "message":
+                    _, ctx, topic, partition, offset, timestamp, key, payload, native, trace, _ = call
+                    message = Message(
+                        topic, partition, offset, _from_epoch(timestamp), key, payload,
+                        _native=native,
+                    )
+                    self._launch(_run, self._on_message, Context(ctx), message, trace, done)
+                elif kind == "excise":
+                    _, ctx, topic, partition, offset, timestamp, key, trace, _ = call
+                    excise = ExciseMessage(topic, partition, offset, _from_epoch(timestamp), key)
+                    self._launch(_run, self._on_excise, Context(ctx), excise, trace, done)
+                else:
+                    _, ctx, key, time, trace, _ = call
+                    timer = Timer(key, _from_epoch(time))
+                    self._launch(_run_timer, self._on_timer, Context(ctx), timer, trace, done)
+            except Exception as error:
+                done.fail(*_classify(error))
 
     def _launch(
         self,
