@@ -4,6 +4,7 @@ cancellation, timers, keyed and published state, life cycle."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -149,7 +150,7 @@ async def test_a_permanent_exception_reaches_the_requester_with_its_type_and_mes
     await client.shutdown()
 
 
-async def test_a_timed_out_handler_is_cancelled() -> None:
+async def test_a_timed_out_handler_is_cancelled_and_counts_as_failed() -> None:
     seen: list[bool] = []
     cancelled = asyncio.Event()
 
@@ -163,11 +164,37 @@ async def test_a_timed_out_handler_is_cancelled() -> None:
                 cancelled.set()
                 raise
 
-    client, topic = await mock_client(timeout=0.5, mode="best-effort")
+    client, topic = await mock_client(timeout=0.5, mode="best-effort", subsystem="slow")
     client.subscribe(Slow())
-    await client.send(topic, "slow", {})
+    results = await client.request(topic, "slow", {}, subsystems=["slow"], timeout=10.0)
     await within(cancelled.wait())
     assert seen == [True]
+    outcome = results["slow"]
+    assert isinstance(outcome, Failure) and isinstance(outcome.error, HandlerError)
+    await client.shutdown()
+
+
+async def test_a_handler_that_blocks_the_loop_shows_as_a_stall_not_a_deadlock() -> None:
+    stalled: list[bool] = []
+
+    class Blocking(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            if message.key == "block" and not stalled:
+                time.sleep(5.5)  # blocks the event loop, deliberately
+                stalled.append(client._native.is_stalled())
+            await super().on_message(context, message)
+
+    # Without deferral the timed-out record is retried in place, so the
+    # partition makes no progress while the loop is blocked.
+    client, topic = await mock_client(stall_threshold=4.0, timeout=0.9, defer_enabled=False)
+    handler = Blocking()
+    client.subscribe(handler)
+    await client.send(topic, "block", {})
+    for n in range(20):
+        await client.send(topic, f"after-{n}", {})
+    await until(lambda: {m.key for m in handler.messages} == {"block"} | {f"after-{n}" for n in range(20)})
+    assert stalled == [True]
+    await until(lambda: not client._native.is_stalled())
     await client.shutdown()
 
 

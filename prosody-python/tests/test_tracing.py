@@ -1,0 +1,46 @@
+"""Traces continue from the engine into Python: a span a handler opens is
+a child of the engine's span for that record."""
+
+from __future__ import annotations
+
+import asyncio
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from prosody import Context, EventHandler, ExciseMessage, Message, Timer
+
+from support import mock_client, within
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+tracer = trace.get_tracer(__name__)
+
+
+async def test_a_handler_span_is_a_child_of_the_engine_span() -> None:
+    done = asyncio.Event()
+
+    class Traced(EventHandler):
+        async def on_message(self, context: Context, message: Message) -> None:
+            with tracer.start_as_current_span("test-receive"):
+                pass
+            done.set()
+
+        async def on_excise(self, context: Context, message: ExciseMessage) -> None:
+            pass
+
+        async def on_timer(self, context: Context, timer: Timer) -> None:
+            pass
+
+    client, topic = await mock_client()
+    client.subscribe(Traced())
+    await client.send(topic, "traced", {})
+    await within(done.wait())
+    await client.shutdown()
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "test-receive"]
+    assert span.parent is not None and span.parent.is_remote
+    assert span.parent.trace_id == span.context.trace_id
