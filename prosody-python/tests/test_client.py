@@ -292,3 +292,50 @@ async def test_shutdown_is_one_operation_however_often_it_is_called() -> None:
     await client.shutdown()
     with pytest.raises(RuntimeError):
         await client.send(topic, "k", {})
+
+
+class Waiting(Recorder):
+    """Waits in its first call until the engine cancels it, then fails
+    (so the record is not taken as handled)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+        self.cancelled: list[str] = []
+
+    async def on_message(self, context: Context, message: Message) -> Any:
+        if message.key == "wait" and not self.cancelled:
+            self.started.set()
+            await context.on_cancel()
+            self.cancelled.append(message.key)
+            raise RuntimeError("stopping: the engine asked")
+        return await super().on_message(context, message)
+
+
+async def test_shutdown_signals_cancellation_to_a_call_in_flight() -> None:
+    client, topic = await mock_client(shutdown_timeout=2.0)
+    handler = Waiting()
+    client.subscribe(handler)
+    await client.send(topic, "wait", {})
+    await within(handler.started.wait())
+    await within(client.shutdown())
+    assert handler.cancelled == ["wait"]
+
+
+async def test_a_rebalance_signals_cancellation_and_the_next_owner_handles_the_record() -> None:
+    group = unique("group")
+    first, topic = await mock_client(group_id=group)
+    handler = Waiting()
+    first.subscribe(handler)
+    await first.send(topic, "wait", {})
+    await within(handler.started.wait())
+    # A second member joins the group, then the first leaves it: its
+    # partitions move, and the call in flight is told to stop.
+    second, _ = await mock_client(group_id=group, subscribed_topics=topic)
+    taker = Recorder()
+    second.subscribe(taker)
+    await within(first.unsubscribe())
+    assert handler.cancelled == ["wait"]
+    await until(lambda: "wait" in [m.key for m in taker.messages])
+    await second.shutdown()
+    await first.shutdown()

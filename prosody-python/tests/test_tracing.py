@@ -44,3 +44,10 @@ async def test_a_handler_span_is_a_child_of_the_engine_span() -> None:
     [span] = [s for s in exporter.get_finished_spans() if s.name == "test-receive"]
     assert span.parent is not None and span.parent.is_remote
     assert span.parent.trace_id == span.context.trace_id
+
+
+def test_telemetry_can_be_flushed_and_shut_down_without_an_endpoint() -> None:
+    from prosody import flush_telemetry, shutdown_telemetry
+
+    assert flush_telemetry() is None
+    assert shutdown_telemetry() is None
