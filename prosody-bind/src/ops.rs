@@ -60,12 +60,12 @@ pub enum OpError {
     Client(#[from] ClientError),
 }
 
-fn usage(text: impl Into<String>) -> OpError {
+pub(crate) fn usage(text: impl Into<String>) -> OpError {
     OpError::Usage(text.into())
 }
 
 /// How an item type crosses to the binding and back.
-trait Form: Sized + Send + Sync + 'static {
+pub(crate) trait Form: Sized + Send + Sync + 'static {
     fn from_item(item: Item, op: &str) -> Result<Self, OpError>;
     fn into_item(self) -> Item;
 }
@@ -101,8 +101,8 @@ impl Form for Message<Value> {
 }
 
 /// An operation's arguments, taken in order.
-struct Args {
-    op: String,
+pub(crate) struct Args {
+    pub(crate) op: String,
     args: VecDeque<Arg>,
 }
 
@@ -156,7 +156,7 @@ impl Args {
     }
 
     /// The optional direction, forward by default.
-    fn direction(&mut self) -> Result<Direction, OpError> {
+    pub(crate) fn direction(&mut self) -> Result<Direction, OpError> {
         match self.args.pop_front() {
             None | Some(Item::Json(Value::Null)) => Ok(Direction::Forward),
             Some(Item::Json(Value::String(text))) => match text.to_ascii_lowercase().as_str() {
@@ -174,7 +174,7 @@ impl Args {
         }
     }
 
-    fn unknown(&self, kind: &str) -> OpError {
+    pub(crate) fn unknown(&self, kind: &str) -> OpError {
         usage(format!("a {kind} has no operation `{}`", self.op))
     }
 }
@@ -291,7 +291,13 @@ impl Op {
         }
     }
 
-    fn args(self) -> Args {
+    /// The operation's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn args(self) -> Args {
         Args {
             op: self.name,
             args: self.args.into(),

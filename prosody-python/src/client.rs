@@ -4,6 +4,7 @@ use crate::context::{Collections, Returned, items};
 use crate::convert::{to_json, to_py};
 use crate::errors;
 use crate::handler::{Inbox, PyHandler};
+use crate::scan::NativeScan;
 use prosody::ProsodyClient;
 use prosody_bind::{Answer, Collection, Handler, Op, Reader, answers};
 use pyo3::exceptions::PyValueError;
@@ -305,6 +306,15 @@ pub(crate) struct NativeReader(Arc<Reader>);
 
 #[pymethods]
 impl NativeReader {
+    /// Scans `key`'s collection (`items`, `keys`, `values`), in chunks.
+    fn scan(&self, op: String, key: String, args: &Bound<'_, PyTuple>) -> PyResult<NativeScan> {
+        let args = items(args)?;
+        let reader = Arc::clone(&self.0);
+        Ok(NativeScan::start(move |sink| async move {
+            Op::new(op, args).scan_published(&reader, &key, &sink).await;
+        }))
+    }
+
     /// Runs the read `op` on `key`'s collection.
     fn call<'py>(
         &self,

@@ -3,6 +3,7 @@
 use crate::convert::{to_json, to_py};
 use crate::errors;
 use crate::handler::NativeMessage;
+use crate::scan::NativeScan;
 use prosody::{Context, Timestamp};
 use prosody_bind::{Collection, Item, Op, Reply};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -28,6 +29,15 @@ impl NativeContext {
             context,
             collections,
         }
+    }
+
+    fn collection(&self, name: &str) -> PyResult<Arc<Collection>> {
+        self.collections.get(name).cloned().ok_or_else(|| {
+            errors::package_error(
+                "PermanentStateError",
+                format!("state collection {name} is not registered in state_collections"),
+            )
+        })
     }
 }
 
@@ -96,6 +106,17 @@ impl NativeContext {
         })
     }
 
+    /// Scans the current key's collection `name` (`items`, `keys`,
+    /// `values`), in chunks.
+    fn scan(&self, name: &str, op: String, args: &Bound<'_, PyTuple>) -> PyResult<NativeScan> {
+        let collection = self.collection(name)?;
+        let args = items(args)?;
+        let context = self.context.clone();
+        Ok(NativeScan::start(move |sink| async move {
+            Op::new(op, args).scan(&context, &collection, &sink).await;
+        }))
+    }
+
     /// Runs `op` on the current key's collection `name`.
     fn state<'py>(
         &self,
@@ -104,12 +125,7 @@ impl NativeContext {
         op: String,
         args: &Bound<'py, PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let Some(collection) = self.collections.get(name).cloned() else {
-            return Err(errors::package_error(
-                "PermanentStateError",
-                format!("state collection {name} is not registered in state_collections"),
-            ));
-        };
+        let collection = self.collection(name)?;
         let args = items(args)?;
         let context = self.context.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
@@ -136,7 +152,7 @@ pub(crate) fn items(args: &Bound<'_, PyTuple>) -> PyResult<Vec<Item>> {
 /// An operation's reply, converted once the GIL is held.
 pub(crate) struct Returned(pub(crate) Reply);
 
-fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
+pub(crate) fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
     match item {
         Item::Json(value) => to_py(py, &value),
         Item::Message(message) => {

@@ -9,6 +9,7 @@ mod context;
 mod convert;
 mod errors;
 mod handler;
+mod scan;
 mod telemetry;
 
 use pyo3::prelude::*;
@@ -22,6 +23,7 @@ fn _prosody(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<context::NativeContext>()?;
     module.add_class::<handler::Completion>()?;
     module.add_class::<handler::Inbox>()?;
+    module.add_class::<scan::NativeScan>()?;
     module.add_class::<handler::NativeMessage>()?;
     module.add_class::<admin::NativeAdmin>()?;
     module.add_function(wrap_pyfunction!(telemetry::flush_telemetry, module)?)?;

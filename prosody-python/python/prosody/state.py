@@ -20,7 +20,7 @@ from .errors import NullValueError
 from .message import JSONValue, Message, _stored_message
 
 if TYPE_CHECKING:
-    from ._prosody import NativeContext, NativeReader
+    from ._prosody import NativeContext, NativeReader, NativeScan
 
 __all__ = [
     "Direction",
@@ -342,6 +342,14 @@ def _message_in(item: object) -> object:
     return native
 
 
+async def _chunks(scan: NativeScan) -> AsyncIterator[Any]:
+    """The elements of a native scan, read a chunk at a time as they are
+    iterated; leaving the iteration early stops the scan."""
+    while (chunk := await scan.next()) is not None:
+        for element in chunk:
+            yield element
+
+
 def _direction(direction: Direction) -> str:
     return Direction(direction).value
 
@@ -393,7 +401,7 @@ class ValueState(Generic[T]):
 class MapState(Generic[V]):
     """The current key's ordered `str`-keyed map in one collection."""
 
-    __slots__ = ("_call", "_name", "_encode", "_decode")
+    __slots__ = ("_call", "_scan", "_name", "_encode", "_decode")
 
     def __init__(
         self,
@@ -403,6 +411,7 @@ class MapState(Generic[V]):
         decode: Callable[[Any], V],
     ) -> None:
         self._call = context.state
+        self._scan = context.scan
         self._name = name
         self._encode = encode
         self._decode = decode
@@ -443,18 +452,18 @@ class MapState(Generic[V]):
     ) -> AsyncIterator[tuple[str, V]]:
         """Iterate over `(key, value)` entries in key order."""
         decode = self._decode
-        for key, stored in await self._call(self._name, "items", (_direction(direction),)):
+        async for key, stored in _chunks(self._scan(self._name, "items", (_direction(direction),))):
             yield key, decode(stored)
 
     async def keys(self, direction: Direction = Direction.FORWARD) -> AsyncIterator[str]:
         """Iterate over the keys in order."""
-        for key in await self._call(self._name, "keys", (_direction(direction),)):
+        async for key in _chunks(self._scan(self._name, "keys", (_direction(direction),))):
             yield key
 
     async def values(self) -> AsyncIterator[V]:
         """Iterate over the values in key order."""
         decode = self._decode
-        for stored in await self._call(self._name, "values", ()):
+        async for stored in _chunks(self._scan(self._name, "values", ())):
             yield decode(stored)
 
     def __aiter__(self) -> AsyncIterator[str]:
@@ -473,7 +482,7 @@ class MapState(Generic[V]):
 class DequeState(Generic[T]):
     """The current key's double-ended queue in one collection."""
 
-    __slots__ = ("_call", "_name", "_encode", "_decode")
+    __slots__ = ("_call", "_scan", "_name", "_encode", "_decode")
 
     def __init__(
         self,
@@ -483,6 +492,7 @@ class DequeState(Generic[T]):
         decode: Callable[[Any], T],
     ) -> None:
         self._call = context.state
+        self._scan = context.scan
         self._name = name
         self._encode = encode
         self._decode = decode
@@ -530,7 +540,7 @@ class DequeState(Generic[T]):
     async def values(self, direction: Direction = Direction.FORWARD) -> AsyncIterator[T]:
         """Iterate over the items, front to back unless `BACKWARD`."""
         decode = self._decode
-        for stored in await self._call(self._name, "values", (_direction(direction),)):
+        async for stored in _chunks(self._scan(self._name, "values", (_direction(direction),))):
             yield decode(stored)
 
     def __aiter__(self) -> AsyncIterator[T]:
@@ -566,10 +576,11 @@ class PublishedValue(Generic[T]):
 class PublishedMap(Generic[V]):
     """Read-only access to a published map collection of another subsystem."""
 
-    __slots__ = ("_call",)
+    __slots__ = ("_call", "_scan")
 
     def __init__(self, reader: NativeReader) -> None:
         self._call = reader.call
+        self._scan = reader.scan
 
     @overload
     async def get(self, key: str, map_key: str) -> V | None: ...
@@ -593,29 +604,30 @@ class PublishedMap(Generic[V]):
         self, key: str, direction: Direction = Direction.FORWARD
     ) -> AsyncIterator[tuple[str, V]]:
         """Iterate over `(map key, value)` entries of `key`'s map."""
-        for map_key, stored in await self._call("items", key, (_direction(direction),)):
+        async for map_key, stored in _chunks(self._scan("items", key, (_direction(direction),))):
             yield map_key, stored
 
     async def keys(
         self, key: str, direction: Direction = Direction.FORWARD
     ) -> AsyncIterator[str]:
         """Iterate over the entry keys of `key`'s map."""
-        for map_key in await self._call("keys", key, (_direction(direction),)):
+        async for map_key in _chunks(self._scan("keys", key, (_direction(direction),))):
             yield map_key
 
     async def values(self, key: str) -> AsyncIterator[V]:
         """Iterate over the values of `key`'s map in entry-key order."""
-        for stored in await self._call("values", key, ()):
+        async for stored in _chunks(self._scan("values", key, ())):
             yield stored
 
 
 class PublishedDeque(Generic[T]):
     """Read-only access to a published deque collection of another subsystem."""
 
-    __slots__ = ("_call",)
+    __slots__ = ("_call", "_scan")
 
     def __init__(self, reader: NativeReader) -> None:
         self._call = reader.call
+        self._scan = reader.scan
 
     async def get(self, key: str, index: int) -> T | None:
         """The item at `index` of `key`'s deque, `None` past the end."""
@@ -644,5 +656,5 @@ class PublishedDeque(Generic[T]):
         self, key: str, direction: Direction = Direction.FORWARD
     ) -> AsyncIterator[T]:
         """Iterate over the items of `key`'s deque."""
-        for stored in await self._call("values", key, (_direction(direction),)):
+        async for stored in _chunks(self._scan("values", key, (_direction(direction),))):
             yield stored
