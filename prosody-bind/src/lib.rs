@@ -25,5 +25,5 @@ pub use answer::{Answer, answers};
 pub use collection::Collection;
 pub use failure::{Foreign, failure};
 pub use handler::{Handler, JsonHandler, Reply as HandlerReply};
-pub use ops::{Arg, Item, Op, OpError, Reader, Reply};
+pub use ops::{Item, Op, OpError, Reader, Reply};
 pub use scan::{Scanned, Sink};

@@ -2,7 +2,6 @@
 //! published reader: what a binding's state handles call.
 
 use crate::collection::Collection;
-use futures_util::{Stream, TryStreamExt};
 use prosody::state::{
     DequeState, Direction, Encoding, MapState, PublishedDeque, PublishedMap, PublishedValue,
     StateError, ValueState,
@@ -11,7 +10,9 @@ use prosody::{ClientError, ClientReads, Context, Message, ProsodyClient};
 use serde_json::Value;
 use std::collections::VecDeque;
 
-/// An item of a collection: a JSON value, or a Kafka message.
+/// An item of a collection (a JSON value, or a Kafka message), or an
+/// operation's argument: a key, an index or a direction (`"forward"`,
+/// `"backward"`) as JSON.
 #[derive(Debug, Clone)]
 pub enum Item {
     /// A JSON collection's value.
@@ -19,10 +20,6 @@ pub enum Item {
     /// A message collection's message.
     Message(Box<Message<Value>>),
 }
-
-/// An operation's argument: an item to write, or a key, an index or a
-/// direction (`"forward"`, `"backward"`) as JSON.
-pub type Arg = Item;
 
 /// What an operation returns.
 #[derive(Debug)]
@@ -37,12 +34,6 @@ pub enum Reply {
     Item(Option<Item>),
     /// `get_many`: one per key asked, in order.
     Items(Vec<Option<Item>>),
-    /// `values`.
-    List(Vec<Item>),
-    /// `keys`.
-    Keys(Vec<String>),
-    /// `items`.
-    Entries(Vec<(String, Item)>),
 }
 
 /// Why an operation failed.
@@ -103,7 +94,7 @@ impl Form for Message<Value> {
 /// An operation's arguments, taken in order.
 pub(crate) struct Args {
     pub(crate) op: String,
-    args: VecDeque<Arg>,
+    args: VecDeque<Item>,
 }
 
 impl Args {
@@ -183,15 +174,6 @@ fn item<T: Form>(found: Option<T>) -> Reply {
     Reply::Item(found.map(Form::into_item))
 }
 
-async fn list<T: Form>(
-    stream: impl Stream<Item = Result<T, StateError>>,
-) -> Result<Reply, OpError> {
-    let items: Vec<T> = stream.try_collect().await?;
-    Ok(Reply::List(
-        items.into_iter().map(Form::into_item).collect(),
-    ))
-}
-
 async fn value<T: Form, E: Encoding<T>>(
     handle: ValueState<'_, T, E>,
     mut args: Args,
@@ -228,17 +210,6 @@ async fn map<T: Form, E: Encoding<T>>(
         }
         "remove" => handle.remove(&args.text()?).await.map(|()| Reply::Unit)?,
         "clear" => handle.clear().await.map(|()| Reply::Unit)?,
-        "items" => {
-            let entries: Vec<(String, T)> = handle.items(args.direction()?).try_collect().await?;
-            Reply::Entries(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_item()))
-                    .collect(),
-            )
-        }
-        "keys" => Reply::Keys(handle.keys(args.direction()?).try_collect().await?),
-        "values" => list(handle.values()).await?,
         "commit" => handle.commit().await.map(|()| Reply::Unit)?,
         "rollback" => handle.rollback().map(|()| Reply::Unit)?,
         _ => return Err(args.unknown("map")),
@@ -265,7 +236,6 @@ async fn deque<T: Form, E: Encoding<T>>(
         "get" => item(handle.get(args.index()?).await?),
         "size" => Reply::Count(handle.len().await?),
         "is_empty" => Reply::Bool(handle.is_empty().await?),
-        "values" => list(handle.values(args.direction()?)).await?,
         "clear" => handle.clear().await.map(|()| Reply::Unit)?,
         "commit" => handle.commit().await.map(|()| Reply::Unit)?,
         "rollback" => handle.rollback().map(|()| Reply::Unit)?,
@@ -277,14 +247,14 @@ async fn deque<T: Form, E: Encoding<T>>(
 #[derive(Debug)]
 pub struct Op {
     name: String,
-    args: Vec<Arg>,
+    args: Vec<Item>,
 }
 
 impl Op {
     /// The operation `name` (a method of the binding's handle: `get`,
     /// `set`, `append`, `items`, ...) with its arguments.
     #[must_use]
-    pub fn new(name: impl Into<String>, args: Vec<Arg>) -> Self {
+    pub fn new(name: impl Into<String>, args: Vec<Item>) -> Self {
         Self {
             name: name.into(),
             args,
@@ -375,26 +345,11 @@ impl Reader {
             (Self::Map(reader), "contains") => {
                 Reply::Bool(reader.contains(key, &args.text()?).await?)
             }
-            (Self::Map(reader), "items") => {
-                let entries: Vec<(String, Value)> =
-                    reader.items(key, args.direction()?).try_collect().await?;
-                Reply::Entries(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k, v.into_item()))
-                        .collect(),
-                )
-            }
-            (Self::Map(reader), "keys") => {
-                Reply::Keys(reader.keys(key, args.direction()?).try_collect().await?)
-            }
-            (Self::Map(reader), "values") => list(reader.values(key)).await?,
             (Self::Deque(reader), "get") => item(reader.get(key, args.index()?).await?),
             (Self::Deque(reader), "size") => Reply::Count(reader.len(key).await?),
             (Self::Deque(reader), "is_empty") => Reply::Bool(reader.is_empty(key).await?),
             (Self::Deque(reader), "peek") => item(reader.peek_back(key).await?),
             (Self::Deque(reader), "peekleft") => item(reader.peek_front(key).await?),
-            (Self::Deque(reader), "values") => list(reader.values(key, args.direction()?)).await?,
             _ => return Err(args.unknown("published reader")),
         })
     }

@@ -96,13 +96,6 @@ async fn published(mut args: Args, reader: &Reader, key: &str, out: &Sink) -> Re
 }
 
 impl Op {
-    /// Whether the operation is a scan (run with [`Op::scan`] or
-    /// [`Op::scan_published`]).
-    #[must_use]
-    pub fn is_scan(&self) -> bool {
-        matches!(self.name(), "items" | "keys" | "values")
-    }
-
     /// Streams a scan of the current key's `collection` into `out`, in
     /// the attempt `context` belongs to; an error is sent last.
     pub async fn scan(self, context: &Context, collection: &Collection, out: &Sink) {

@@ -99,7 +99,14 @@ impl NativeClient {
             .options(&options)
             .map_err(errors::config)?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let client = builder.build().await.map_err(errors::config)?;
+            // Built on the engine's runtime, so the tasks the client
+            // spawns run there, apart from the threads that complete
+            // Python's awaitables (and take the GIL to do it).
+            let built = crate::engine()?.spawn(builder.build());
+            let client = built
+                .await
+                .map_err(errors::runtime)?
+                .map_err(errors::config)?;
             Ok(NativeClient {
                 client: Arc::new(client),
                 collections,
@@ -191,7 +198,7 @@ impl NativeClient {
             .map_err(|error| errors::runtime(format!("the handler's inbox: {error}")))?;
         let handler = Handler::new(PyHandler::new(&inbox));
         let client = Arc::clone(&self.client);
-        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let runtime = crate::engine()?;
         py.detach(|| runtime.block_on(client.subscribe(handler)))
             .map_err(errors::client)?;
         Ok(inbox)
@@ -203,7 +210,7 @@ impl NativeClient {
         let calls = Calls::default();
         let handler = Handler::new(calls.clone());
         let client = Arc::clone(&self.client);
-        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let runtime = crate::engine()?;
         py.detach(|| runtime.block_on(client.subscribe(handler)))
             .map_err(errors::client)?;
         Ok(calls)

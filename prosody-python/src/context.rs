@@ -4,6 +4,7 @@ use crate::convert::{to_json, to_py};
 use crate::errors;
 use crate::handler::NativeMessage;
 use crate::scan::NativeScan;
+use prosody::state::{Kind, Payload};
 use prosody::{Context, Timestamp};
 use prosody_bind::{Collection, Item, Op, Reply};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -106,6 +107,34 @@ impl NativeContext {
         })
     }
 
+    /// Checks that `name` is registered with this kind (`value`, `map`,
+    /// `deque`) and payload (`json`, `message`): a `PermanentStateError`
+    /// otherwise, before any operation runs.
+    fn check(&self, name: &str, kind: &str, payload: &str) -> PyResult<()> {
+        let spec = self.collection(name)?.spec();
+        let registered = (
+            match spec.kind {
+                Kind::Value => "value",
+                Kind::Map => "map",
+                Kind::Deque => "deque",
+            },
+            match spec.payload {
+                Payload::Json => "json",
+                Payload::Message => "message",
+            },
+        );
+        if registered == (kind, payload) {
+            return Ok(());
+        }
+        Err(errors::package_error(
+            "PermanentStateError",
+            format!(
+                "state collection {name} is registered as a {} of {} items, not a {kind} of {payload} items",
+                registered.0, registered.1
+            ),
+        ))
+    }
+
     /// Scans the current key's collection `name` (`items`, `keys`,
     /// `values`), in chunks.
     fn scan(&self, name: &str, op: String, args: &Bound<'_, PyTuple>) -> PyResult<NativeScan> {
@@ -195,21 +224,6 @@ impl<'py> IntoPyObject<'py> for Returned {
                 let list = PyList::empty(py);
                 for one in found {
                     list.append(optional(py, one)?)?;
-                }
-                list.into_any()
-            }
-            Reply::List(items) => {
-                let list = PyList::empty(py);
-                for one in items {
-                    list.append(item(py, one)?)?;
-                }
-                list.into_any()
-            }
-            Reply::Keys(keys) => PyList::new(py, keys)?.into_any(),
-            Reply::Entries(entries) => {
-                let list = PyList::empty(py);
-                for (key, value) in entries {
-                    list.append((key, item(py, value)?))?;
                 }
                 list.into_any()
             }

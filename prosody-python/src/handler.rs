@@ -67,6 +67,11 @@ struct CallInner {
 }
 
 impl CallState {
+    /// Whether the engine gave the call up before it started.
+    fn given_up(&self) -> bool {
+        lock(&self.inner).cancelled
+    }
+
     fn send(&self, reply: HandlerReply) {
         let sender = {
             let mut inner = lock(&self.inner);
@@ -84,6 +89,8 @@ struct Queue {
     entries: Vec<Entry>,
     /// A byte is on its way to the loop for the entries queued.
     armed: bool,
+    /// The dispatcher stopped watching: calls fail at once.
+    closed: bool,
 }
 
 /// The calls waiting for the event loop, and the socket that wakes it.
@@ -98,6 +105,13 @@ impl Shared {
     fn push(&self, entry: Entry) {
         let wake = {
             let mut queue = lock(&self.queue);
+            if queue.closed {
+                drop(queue);
+                if let Entry::Call(pending) = entry {
+                    pending.call.send(Err(ended()));
+                }
+                return;
+            }
             queue.entries.push(entry);
             !std::mem::replace(&mut queue.armed, true)
         };
@@ -122,12 +136,23 @@ impl Inbox {
             queue: Mutex::new(Queue {
                 entries: Vec::new(),
                 armed: false,
+                closed: false,
             }),
             collections,
             reader,
             writer,
         })))
     }
+}
+
+/// The failure of a call whose subscription's dispatcher stopped before
+/// the call started: transient, so another attempt (or owner) handles it.
+fn ended() -> prosody::HandlerError {
+    failure(
+        "CancelledError",
+        "the subscription's event loop stopped watching its calls",
+        false,
+    )
 }
 
 fn epoch_seconds(millis: i64) -> f64 {
@@ -141,6 +166,23 @@ fn epoch_seconds(millis: i64) -> f64 {
 
 #[pymethods]
 impl Inbox {
+    /// Stops the inbox: the calls queued fail (transiently: another
+    /// attempt handles them), the cancellations queued are carried out,
+    /// and calls queued later fail at once.
+    fn close(&self, py: Python<'_>) {
+        let entries = {
+            let mut queue = lock(&self.0.queue);
+            queue.closed = true;
+            std::mem::take(&mut queue.entries)
+        };
+        for entry in entries {
+            match entry {
+                Entry::Call(pending) => pending.call.send(Err(ended())),
+                Entry::Cancel(state) => cancel(py, &state),
+            }
+        }
+    }
+
     /// The socket the loop watches for readability.
     fn fileno(&self) -> i32 {
         self.0.reader.as_raw_fd()
@@ -164,16 +206,37 @@ impl Inbox {
         let calls = PyList::empty(py);
         for entry in entries {
             match entry {
-                Entry::Call(pending) => calls.append(call(py, pending, collections)?)?,
-                Entry::Cancel(state) => {
-                    let task = lock(&state.inner).task.take();
-                    if let Some(task) = task {
-                        task.call_method0(py, intern!(py, "cancel"))?;
+                Entry::Call(pending) => {
+                    if pending.call.given_up() {
+                        continue;
+                    }
+                    // A call that cannot be handed over fails alone; the
+                    // rest of the batch still starts.
+                    let state = Arc::clone(&pending.call);
+                    match call(py, pending, collections).and_then(|tuple| calls.append(tuple)) {
+                        Ok(()) => {}
+                        Err(error) => state.send(Err(failure(
+                            "TypeError",
+                            format!("the call could not be handed to Python: {error}"),
+                            true,
+                        ))),
                     }
                 }
+                Entry::Cancel(state) => cancel(py, &state),
             }
         }
         Ok(calls)
+    }
+}
+
+/// Cancels the task of a call the engine gave up, if it has one (on the
+/// loop's thread).
+fn cancel(py: Python<'_>, state: &CallState) {
+    let task = lock(&state.inner).task.take();
+    if let Some(task) = task
+        && let Err(error) = task.call_method0(py, intern!(py, "cancel"))
+    {
+        tracing::warn!(%error, "a handler task refused to be cancelled");
     }
 }
 
@@ -372,6 +435,19 @@ impl Completion {
     /// The handler raised an exception of type `type_name`.
     fn fail(&self, type_name: String, message: String, permanent: bool) {
         self.0.send(Err(failure(type_name, message, permanent)));
+    }
+}
+
+impl Drop for Completion {
+    /// A completion dropped without a report (its task cancelled before
+    /// it started, or never started) fails its call transiently, so the
+    /// engine does not wait for its timeout.
+    fn drop(&mut self) {
+        self.0.send(Err(failure(
+            "CancelledError",
+            "the handler's task ended without reporting",
+            false,
+        )));
     }
 }
 

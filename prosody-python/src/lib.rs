@@ -13,6 +13,28 @@ mod scan;
 mod telemetry;
 
 use pyo3::prelude::*;
+use std::sync::OnceLock;
+use tokio::runtime::Runtime;
+
+/// The runtime of the engine's own tasks (consumers, stages, timers,
+/// answers): its threads never take the GIL, so a handler that holds it
+/// does not slow the engine. Awaitables handed to Python complete on the
+/// runtime of `pyo3_async_runtimes` instead.
+pub(crate) fn engine() -> PyResult<&'static Runtime> {
+    static ENGINE: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    let engine = ENGINE.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .thread_name("prosody-engine")
+            .enable_all()
+            .build()
+            .map_err(|error| error.to_string())
+    });
+    engine.as_ref().map_err(|error| {
+        pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "the engine's runtime could not start: {error}"
+        ))
+    })
+}
 
 /// The module `prosody._prosody`.
 #[pymodule]

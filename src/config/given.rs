@@ -28,13 +28,19 @@ pub(crate) trait Given: FromEnv {
         Self::parse(&number.to_string())
     }
 
-    /// `null` or `false`: by default `null` leaves the option unset and
-    /// `false` is read as its variable would read `false`.
-    fn off(value: &Value) -> Result<Option<Self>, String> {
-        match value {
-            Value::Bool(flag) => Self::parse(&flag.to_string()).map(Some),
-            _ => Ok(None),
-        }
+    /// `true` or `false`: only flags (and options that can be off) take one.
+    fn flag(flag: bool) -> Result<Option<Self>, String> {
+        Err(format!("expected a value of the option's kind, not {flag}"))
+    }
+
+    /// An array of strings: only lists take one.
+    fn list(_: &[&str]) -> Result<Self, String> {
+        Err("expected a single value, not a list".to_owned())
+    }
+
+    /// `null`: the option is left unset, unless it can be off.
+    fn null() -> Option<Self> {
+        None
     }
 
     /// A string, read as its variable would.
@@ -45,8 +51,6 @@ pub(crate) trait Given: FromEnv {
 
 impl Given for String {}
 impl Given for Secret {}
-impl Given for Vec<String> {}
-impl Given for bool {}
 impl Given for usize {}
 impl Given for f64 {}
 impl Given for Size {}
@@ -55,7 +59,18 @@ impl Given for GroupProtocol {}
 impl Given for SaslMechanism {}
 impl Given for SecurityProtocol {}
 impl Given for SpanLink {}
-impl Given for ReadTtl {}
+
+impl Given for bool {
+    fn flag(flag: bool) -> Result<Option<Self>, String> {
+        Ok(Some(flag))
+    }
+}
+
+impl Given for Vec<String> {
+    fn list(items: &[&str]) -> Result<Self, String> {
+        Ok(items.iter().map(|item| (*item).to_owned()).collect())
+    }
+}
 
 impl Given for PathBuf {
     fn text(text: &str) -> Result<Self, String> {
@@ -69,12 +84,31 @@ impl Given for Duration {
     }
 }
 
-impl Given for ProbePort {
-    fn off(value: &Value) -> Result<Option<Self>, String> {
-        match value {
-            Value::Bool(true) => Err("expected a port, or null or false to disable".to_owned()),
-            _ => Ok(Some(ProbePort::Disabled)),
+impl Given for ReadTtl {
+    fn number(number: &serde_json::Number) -> Result<Self, String> {
+        seconds(number).and_then(|ttl| Self::parse(&format!("{}ns", ttl.as_nanos())))
+    }
+
+    fn flag(flag: bool) -> Result<Option<Self>, String> {
+        if flag {
+            Err("expected a duration, or false to read the store every time".to_owned())
+        } else {
+            Ok(Some(ReadTtl::Off))
         }
+    }
+}
+
+impl Given for ProbePort {
+    fn flag(flag: bool) -> Result<Option<Self>, String> {
+        if flag {
+            Err("expected a port, or null or false to disable".to_owned())
+        } else {
+            Ok(Some(ProbePort::Disabled))
+        }
+    }
+
+    fn null() -> Option<Self> {
+        Some(ProbePort::Disabled)
     }
 }
 
@@ -91,13 +125,11 @@ pub(crate) fn read<T: Given>(
     value: &Value,
 ) -> Result<Option<T>, ConfigError> {
     let read = match value {
-        Value::Null | Value::Bool(false) => T::off(value),
-        Value::Bool(true) => T::text("true").map(Some),
+        Value::Null => Ok(T::null()),
+        Value::Bool(flag) => T::flag(*flag),
         Value::Number(number) => T::number(number).map(Some),
         Value::String(text) => T::text(text).map(Some),
-        Value::Array(items) => strings(items)
-            .and_then(|items| T::text(&items.join(",")))
-            .map(Some),
+        Value::Array(items) => strings(items).and_then(|items| T::list(&items)).map(Some),
         Value::Object(_) => Err("expected a single value, not an object".to_owned()),
     };
     read.map_err(|reason| ConfigError::Given {
@@ -280,8 +312,8 @@ pub fn spec(value: &Value) -> Result<Spec, String> {
         Some(_) => duration("read_cache")?.map_or(ReadCache::Inherit, ReadCache::For),
     };
     if let Some(limit) = count("keyset_limit")? {
-        spec.keyset_limit =
-            u16::try_from(limit).map_err(|_| format!("keyset_limit {limit} is above 4096"))?;
+        spec.keyset_limit = u16::try_from(limit)
+            .map_err(|_| format!("keyset_limit {limit} is out of range (0 to 4096)"))?;
     }
     spec.capacity = count("capacity")?;
     Ok(spec)

@@ -180,6 +180,21 @@ fn options_by_name_read_each_json_form() {
         negative.starts_with("option `timeout` cannot be -1"),
         "{negative}"
     );
+    let read_cache = settings(set("state_read_cache", json!(2.5)));
+    assert_eq!(
+        read_cache.reads.ttl,
+        super::ReadTtl::For(Duration::from_millis(2500))
+    );
+    let no_cache = settings(set("state_read_cache", json!(false)));
+    assert_eq!(no_cache.reads.ttl, super::ReadTtl::Off);
+    assert!(
+        set("group_id", json!(["a", "b"])).is_err(),
+        "a list for a name"
+    );
+    assert!(
+        set("max_concurrency", json!(true)).is_err(),
+        "a flag for a count"
+    );
     let mode = set("mode", json!("low-latency")).map(|b| b.into_options().mode);
     assert_eq!(mode.ok().flatten(), Some(super::Mode::LowLatency));
 }

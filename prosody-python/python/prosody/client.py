@@ -73,7 +73,7 @@ def _collections(value: object) -> list[dict[str, Any]]:
 def _option(name: str, value: object) -> Any:
     """The engine's form of one configuration option."""
     if name == "state_collections":
-        return _collections(value)
+        return None if value is None else _collections(value)
     if name == "probe_port" and value is False:
         return None
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -98,8 +98,8 @@ class Context:
     def state(self, definition: Any) -> Any:
         """Bind a registered collection to this key for the current attempt.
 
-        An unregistered or mismatched definition raises `PermanentStateError`
-        when the handle is used.
+        An unregistered definition, or one registered with another kind or
+        payload, raises `PermanentStateError`.
         """
         try:
             bind = definition._bind
@@ -107,4 +107,5 @@ class Context:
             raise TypeError(
                 f"context.state() takes a collection definition, not {definition!r}"
             ) from None
+        self._native.check(definition.name, definition.kind, definition.payload)
         return bind(self._native)

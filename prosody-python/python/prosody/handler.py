@@ -13,7 +13,7 @@ from typing_extensions import TypeAlias, TypeVar
 
 from .context import Context
 from .errors import _classify
-from .message import ExciseMessage, JSONValue, Message, Timer, _from_epoch
+from .message import ExciseMessage, JSONValue, Message, Timer, _from_epoch, _received
 
 if TYPE_CHECKING:
     from ._prosody import Completion, Inbox
@@ -140,6 +140,7 @@ class _Dispatch:
         "_on_message",
         "_on_excise",
         "_on_timer",
+        "_inbox",
         "_take",
         "_fd",
     )
@@ -162,16 +163,21 @@ class _Dispatch:
 
     def attach(self, inbox: Inbox) -> None:
         """Watch `inbox`: its calls start on this loop from now on."""
+        self._inbox = inbox
         self._take = inbox.take
         self._fd = inbox.fileno()
         # Handler tasks start from an empty context, not the subscriber's.
         contextvars.Context().run(self._loop.add_reader, self._fd, self._drain)
 
     def detach(self) -> None:
-        """Stop watching the inbox."""
-        if self._fd >= 0 and not self._loop.is_closed():
+        """Stop watching the inbox, and close it: calls still queued fail
+        (transiently), cancellations queued are carried out."""
+        if self._fd < 0:
+            return
+        if not self._loop.is_closed():
             self._loop.remove_reader(self._fd)
         self._fd = -1
+        self._inbox.close()
 
     def _drain(self) -> None:
         for call in self._take():
@@ -180,9 +186,9 @@ class _Dispatch:
                 kind = call[0]
                 if kind == "message":
                     _, ctx, topic, partition, offset, timestamp, key, payload, native, trace, _ = call
-                    message = Message(
-                        topic, partition, offset, _from_epoch(timestamp), key, payload,
-                        _native=native,
+                    message = _received(
+                        Message(topic, partition, offset, _from_epoch(timestamp), key, payload),
+                        native,
                     )
                     self._launch(_run, self._on_message, Context(ctx), message, trace, done)
                 elif kind == "excise":

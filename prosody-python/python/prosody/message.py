@@ -34,7 +34,7 @@ class Message(Generic[P]):
     payload: P
     # The engine's handle on the stored record; present on every message
     # Prosody delivers or reads back from keyed state, needed to store it.
-    _native: object = field(default=None, repr=False, compare=False, kw_only=True)
+    _native: object = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +68,22 @@ def _stored_message(stored: Any) -> Any:
     """
     if stored is None:
         return None
-    return Message(
-        stored["topic"],
-        stored["partition"],
-        stored["offset"],
-        datetime.fromtimestamp(stored["timestamp"], timezone.utc),
-        stored["key"],
-        stored["payload"],
-        _native=stored["native"],
+    return _received(
+        Message(
+            stored["topic"],
+            stored["partition"],
+            stored["offset"],
+            datetime.fromtimestamp(stored["timestamp"], timezone.utc),
+            stored["key"],
+            stored["payload"],
+        ),
+        stored["native"],
     )
+
+
+def _received(message: Message[Any], native: object) -> Message[Any]:
+    """`message`, tied to the record it was built from: only such a
+    message can be stored in a message collection (a copy made with
+    `dataclasses.replace` is not)."""
+    object.__setattr__(message, "_native", native)
+    return message
