@@ -194,7 +194,7 @@ impl Inbox {
     /// partition, offset, timestamp, key, trace, done)`, `("timer",
     /// context, key, time, trace, done)`); cancellations queued are
     /// carried out here (on the loop).
-    fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    fn take<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
         let collections = &self.0.collections;
         let entries = {
             let mut queue = lock(&self.0.queue);
@@ -225,7 +225,7 @@ impl Inbox {
                 Entry::Cancel(state) => cancel(py, &state),
             }
         }
-        Ok(calls)
+        calls
     }
 }
 
