@@ -27,20 +27,22 @@ from .request import (
     Success,
     Timeout,
 )
-from .state import (
-    DequeDefinition,
+from .handles import (
     DequeState,
     Direction,
-    MapDefinition,
     MapState,
-    MessageDequeDefinition,
-    MessageMapDefinition,
-    MessageValueDefinition,
     PublishedDeque,
     PublishedMap,
     PublishedValue,
-    ValueDefinition,
     ValueState,
+)
+from .state import (
+    DequeDefinition,
+    MapDefinition,
+    MessageDequeDefinition,
+    MessageMapDefinition,
+    MessageValueDefinition,
+    ValueDefinition,
     deque,
     map,
     message_deque,

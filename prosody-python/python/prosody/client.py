@@ -11,16 +11,10 @@ from typing_extensions import Self, TypeVar
 
 from . import _prosody
 from .handler import EventHandler, _Dispatch
+from .handles import PublishedDeque, PublishedMap, PublishedValue
 from .message import JSONValue
 from .request import Outcome, _outcomes
-from .state import (
-    DequeDefinition,
-    MapDefinition,
-    PublishedDeque,
-    PublishedMap,
-    PublishedValue,
-    ValueDefinition,
-)
+from .state import DequeDefinition, MapDefinition, ValueDefinition
 
 __all__ = ["ProsodyClient"]
 

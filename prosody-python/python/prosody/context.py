@@ -7,17 +7,15 @@ from typing import TYPE_CHECKING, Any, overload
 
 from typing_extensions import TypeVar
 
+from .handles import DequeState, MapState, ValueState
 from .message import JSONValue, Message, _from_epoch
 from .state import (
     DequeDefinition,
-    DequeState,
     MapDefinition,
-    MapState,
     MessageDequeDefinition,
     MessageMapDefinition,
     MessageValueDefinition,
     ValueDefinition,
-    ValueState,
 )
 
 if TYPE_CHECKING:
