@@ -3,9 +3,10 @@
 
 A snippet that uses names the README imports elsewhere (`ProsodyClient`,
 `datetime`, ...) gets them, as the reader would; nothing of its text
-changes. The few that cannot run are listed with the reason, and the list
-is checked both ways: a listed example that starts to run fails the suite
-as much as an unlisted one that stops."""
+changes. The few that cannot run are listed with the exception type and
+message fragment they fail with and the reason, and the list is checked
+both ways: a listed example that starts to run, or fails otherwise, fails
+the suite as much as an unlisted one that stops."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import asyncio
 import datetime as datetime_module
 import json
 import pathlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -21,14 +22,43 @@ import prosody
 
 HERE = pathlib.Path(__file__).parent / "examples"
 
-#: The examples that cannot run unchanged here, and why.
-CANNOT_RUN: dict[int, str] = {
-    475: "it shows a configuration the README says is rejected (idempotence_cache_size=0)",
-    634: "it names `Activity` and `notify`, which the README defines only in a file it links to",
-    716: "it mixes client set-up with handler code (`config`, `context`) as one fragment",
-    733: "it reads `CURRENT_ORDER`, defined by the fragment at line 716",
-    1025: "it creates topics on a Kafka at localhost:9092 (the test servers listen elsewhere)",
-    1109: "it is the declaration of `EventHandler` itself, with its imports left out",
+class Expected(NamedTuple):
+    """How an example that cannot run fails: exactly this exception type,
+    with this fragment in its message."""
+
+    error: type[Exception]
+    fragment: str
+    reason: str
+
+
+#: The examples that cannot run unchanged here, how they fail, and why.
+CANNOT_RUN: dict[int, Expected] = {
+    475: Expected(
+        ValueError, "idempotence_cache_size",
+        "it shows a configuration the README says is rejected (idempotence_cache_size=0)",
+    ),
+    634: Expected(
+        NameError, "'Activity'",
+        "it names `Activity` and `notify`, which the README defines only in a file it links to",
+    ),
+    716: Expected(
+        NameError, "'config'",
+        "it mixes client set-up with handler code (`config`, `context`) as one fragment",
+    ),
+    733: Expected(
+        NameError, "'CURRENT_ORDER'",
+        "it reads `CURRENT_ORDER`, defined by the fragment at line 716",
+    ),
+    1025: Expected(
+        NameError, "has no attribute 'timedelta'",
+        "it calls `datetime.timedelta` without importing `datetime`; the README binds that name "
+        "to the module at lines 82 and 511 but to the class at line 653, and the names given "
+        "here follow line 653, so it fails before any call to the Kafka at localhost:9092 it names",
+    ),
+    1109: Expected(
+        NameError, "'Generic'",
+        "it is the declaration of `EventHandler` itself, with its imports left out",
+    ),
 }
 
 
@@ -67,9 +97,15 @@ async def run(entry: dict[str, Any]) -> None:
 async def test_the_example_runs_unchanged(entry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROSODY_MOCK", "true")
     monkeypatch.setenv("PROSODY_PROBE_PORT", "none")
-    reason = CANNOT_RUN.get(entry["line"])
-    if reason is None:
+    expected = CANNOT_RUN.get(entry["line"])
+    if expected is None:
         await run(entry)
         return
-    with pytest.raises(Exception):
+    with pytest.raises(Exception) as raised:
         await run(entry)
+    assert type(raised.value) is expected.error, (
+        f"expected {expected.error.__name__} ({expected.reason}), got {raised.value!r}"
+    )
+    assert expected.fragment in str(raised.value), (
+        f"expected {expected.fragment!r} in the message ({expected.reason}), got {raised.value!r}"
+    )
