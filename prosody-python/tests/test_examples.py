@@ -50,13 +50,13 @@ CANNOT_RUN: dict[int, Expected] = {
         "it reads `CURRENT_ORDER`, defined by the fragment at line 716",
     ),
     1025: Expected(
-        NameError, "has no attribute 'timedelta'",
+        AttributeError, "has no attribute 'timedelta'",
         "it calls `datetime.timedelta` without importing `datetime`; the README binds that name "
         "to the module at lines 82 and 511 but to the class at line 653, and the names given "
         "here follow line 653, so it fails before any call to the Kafka at localhost:9092 it names",
     ),
     1109: Expected(
-        NameError, "'Generic'",
+        NameError, "'TypeVar'",
         "it is the declaration of `EventHandler` itself, with its imports left out",
     ),
 }
