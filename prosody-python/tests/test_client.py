@@ -4,6 +4,7 @@ cancellation, timers, keyed and published state, life cycle."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -17,12 +18,16 @@ from prosody import (
     Failure,
     HandlerError,
     Message,
+    MessageValueDefinition,
     PermanentError,
+    PermanentStateError,
     ProsodyClient,
     Success,
     Timeout,
     Timer,
     ValueDefinition,
+    map,
+    message_value,
     permanent,
     value,
 )
@@ -263,6 +268,101 @@ async def test_published_state_reads_what_the_owner_wrote() -> None:
     await within(check())
     assert found[-1] == {"sku": "book"}
     await owner.shutdown()
+
+
+async def test_binding_an_unregistered_or_mismatched_definition_is_a_permanent_state_error() -> None:
+    name = unique("x")
+    registered: ValueDefinition[int] = value(name)
+    refused: list[tuple[str, Exception]] = []
+    read: list[int | None] = []
+
+    class Binding(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            for label, definition in (("unregistered", value(unique("absent"))), ("other kind", map(name))):
+                try:
+                    context.state(definition)  # raises here, before any operation
+                except PermanentStateError as error:
+                    refused.append((label, error))
+            count = context.state(registered)
+            await count.set(1)
+            read.append(await count.get())
+            await super().on_message(context, message)
+
+    client, topic = await mock_client(state_collections=[registered])
+    handler = Binding()
+    client.subscribe(handler)
+    await client.send(topic, "k", {})
+    await until(lambda: len(handler.messages) == 1)
+    assert [label for label, _ in refused] == ["unregistered", "other kind"]
+    assert "is not registered in state_collections" in str(refused[0][1])
+    assert f"{name} is registered as a value of json items, not a map of json items" in str(refused[1][1])
+    assert read == [1]
+    await client.shutdown()
+
+
+async def test_a_copied_message_cannot_be_stored_but_the_received_one_can() -> None:
+    last: MessageValueDefinition[Any] = message_value(unique("last"))
+    refused: list[Exception] = []
+    read: list[Message[Any] | None] = []
+
+    class Storing(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            stored = context.state(last)
+            try:
+                await stored.set(dataclasses.replace(message, payload={"n": 2}))
+            except TypeError as error:
+                refused.append(error)
+            await stored.set(message)
+            read.append(await stored.get())
+            await super().on_message(context, message)
+
+    client, topic = await mock_client(state_collections=[last])
+    handler = Storing()
+    client.subscribe(handler)
+    await client.send(topic, "k", {"n": 1})
+    await until(lambda: len(handler.messages) == 1)
+    assert len(refused) == 1 and "received from Prosody" in str(refused[0])
+    received, found = handler.messages[0], read[0]
+    assert found is not None
+    assert (found.key, found.offset, found.payload) == ("k", received.offset, {"n": 1})
+    await client.shutdown()
+
+
+@pytest.mark.parametrize("read_cache", [5, timedelta(seconds=5), False], ids=["seconds", "timedelta", "false"])
+async def test_state_read_cache_takes_seconds_a_timedelta_or_false(read_cache: Any) -> None:
+    client = await ProsodyClient.create(
+        mock=True, group_id=unique("group"), probe_port=None, state_read_cache=read_cache
+    )
+    await client.shutdown()
+
+
+async def test_no_state_collections_is_accepted_and_registers_none() -> None:
+    refused: list[Exception] = []
+
+    class Binding(Recorder):
+        async def on_message(self, context: Context, message: Message) -> None:
+            try:
+                context.state(COUNTER)
+            except PermanentStateError as error:
+                refused.append(error)
+            await super().on_message(context, message)
+
+    client, topic = await mock_client(state_collections=None)
+    handler = Binding()
+    client.subscribe(handler)
+    await client.send(topic, "k", {})
+    await until(lambda: len(handler.messages) == 1)
+    assert len(refused) == 1 and "not registered" in str(refused[0])
+    await client.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("option", "given"), [("group_id", ["a", "b"]), ("state_read_cache", True)], ids=["group_id", "state_read_cache"]
+)
+async def test_a_list_or_flag_where_neither_fits_is_a_value_error_naming_the_option(option: str, given: Any) -> None:
+    config: dict[str, Any] = {"mock": True, "group_id": "g", "probe_port": None, option: given}
+    with pytest.raises(ValueError, match=option):
+        await ProsodyClient.create(**config)
 
 
 async def test_an_unknown_option_is_a_type_error_naming_it() -> None:
