@@ -13,7 +13,11 @@ from __future__ import annotations
 import asyncio
 import datetime as datetime_module
 import json
+import os
 import pathlib
+import re
+import subprocess
+import sys
 from typing import Any, NamedTuple
 
 import pytest
@@ -109,3 +113,18 @@ async def test_the_example_runs_unchanged(entry: dict[str, Any], monkeypatch: py
     assert expected.fragment in str(raised.value), (
         f"expected {expected.fragment!r} in the message ({expected.reason}), got {raised.value!r}"
     )
+
+
+def test_the_binding_readme_example_runs(tmp_path: pathlib.Path) -> None:
+    """The example of `prosody-python/README.md` runs as a script and
+    prints what its handler received."""
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    [example] = re.findall(r"```python\n(.*?)```", readme, re.S)
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    ran = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PROSODY_LOG": "warn"},
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "world {'text': 'hello'}" in ran.stdout
