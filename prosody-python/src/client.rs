@@ -1,7 +1,7 @@
 //! The client, seen from Python.
 
-use crate::context::{Collections, Returned, items};
-use crate::convert::{to_json, to_py};
+use crate::context::{Collections, Returned};
+use crate::convert::{items, to_json, to_py};
 use crate::errors;
 use crate::handler::{Inbox, PyHandler};
 use crate::scan::NativeScan;

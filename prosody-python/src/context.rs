@@ -1,15 +1,14 @@
 //! The handler's context, seen from Python.
 
-use crate::convert::{to_json, to_py};
+use crate::convert::{item, items};
 use crate::errors;
-use crate::handler::NativeMessage;
 use crate::scan::NativeScan;
 use prosody::state::{Kind, Payload};
 use prosody::{Context, Timestamp};
 use prosody_bind::{Collection, Item, Op, Reply};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -167,40 +166,8 @@ impl NativeContext {
     }
 }
 
-/// The arguments of an operation: messages by their native handle, the
-/// rest as JSON.
-pub(crate) fn items(args: &Bound<'_, PyTuple>) -> PyResult<Vec<Item>> {
-    args.iter()
-        .map(|arg| match arg.cast::<NativeMessage>() {
-            Ok(message) => Ok(Item::Message(Box::new(message.get().0.clone()))),
-            Err(_) => to_json(&arg).map(Item::Json),
-        })
-        .collect()
-}
-
 /// An operation's reply, converted once the GIL is held.
 pub(crate) struct Returned(pub(crate) Reply);
-
-pub(crate) fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
-    match item {
-        Item::Json(value) => to_py(py, &value),
-        Item::Message(message) => {
-            let fields = PyDict::new(py);
-            fields.set_item("topic", message.topic.to_string())?;
-            fields.set_item("partition", message.partition)?;
-            fields.set_item("offset", message.offset)?;
-            #[allow(
-                clippy::cast_precision_loss,
-                reason = "milliseconds since 1970 fit a double exactly"
-            )]
-            fields.set_item("timestamp", message.timestamp.as_millis() as f64 / 1000.0)?;
-            fields.set_item("key", message.key.to_string())?;
-            fields.set_item("payload", to_py(py, &message.payload)?)?;
-            fields.set_item("native", NativeMessage(*message))?;
-            Ok(fields.into_any())
-        }
-    }
-}
 
 fn optional(py: Python<'_>, found: Option<Item>) -> PyResult<Bound<'_, PyAny>> {
     match found {

@@ -1,5 +1,7 @@
 //! JSON values to Python objects and back.
 
+use prosody::Message;
+use prosody_bind::Item;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -103,3 +105,41 @@ pub(crate) fn to_json(object: &Bound<'_, PyAny>) -> PyResult<Value> {
         object.get_type().name()?
     )))
 }
+
+/// The arguments of an operation: messages by their native handle, the
+/// rest as JSON.
+pub(crate) fn items(args: &Bound<'_, PyTuple>) -> PyResult<Vec<Item>> {
+    args.iter()
+        .map(|arg| match arg.cast::<NativeMessage>() {
+            Ok(message) => Ok(Item::Message(Box::new(message.get().0.clone()))),
+            Err(_) => to_json(&arg).map(Item::Json),
+        })
+        .collect()
+}
+
+/// An item as Python sees it: JSON as Python values, a message as the
+/// fields of a `Message` with its native handle.
+pub(crate) fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
+    match item {
+        Item::Json(value) => to_py(py, &value),
+        Item::Message(message) => {
+            let fields = PyDict::new(py);
+            fields.set_item("topic", message.topic.to_string())?;
+            fields.set_item("partition", message.partition)?;
+            fields.set_item("offset", message.offset)?;
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "milliseconds since 1970 fit a double exactly"
+            )]
+            fields.set_item("timestamp", message.timestamp.as_millis() as f64 / 1000.0)?;
+            fields.set_item("key", message.key.to_string())?;
+            fields.set_item("payload", to_py(py, &message.payload)?)?;
+            fields.set_item("native", NativeMessage(*message))?;
+            Ok(fields.into_any())
+        }
+    }
+}
+
+/// A message a handler received, kept for the message collections.
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct NativeMessage(pub(crate) Message<Value>);

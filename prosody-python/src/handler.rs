@@ -10,7 +10,7 @@
 //! calls (the probes see a stall); it never blocks the engine.
 
 use crate::context::{Collections, NativeContext};
-use crate::convert::{to_json, to_py};
+use crate::convert::{NativeMessage, to_json, to_py};
 use prosody::{Context, Excise, Message, Timer};
 use prosody_bind::{HandlerReply, JsonHandler, failure};
 use pyo3::intern;
@@ -450,7 +450,3 @@ impl Drop for Completion {
         )));
     }
 }
-
-/// A message a handler received, kept for the message collections.
-#[pyclass(module = "prosody._prosody", frozen)]
-pub(crate) struct NativeMessage(pub(crate) Message<Value>);

@@ -46,7 +46,7 @@ fn _prosody(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<handler::Completion>()?;
     module.add_class::<handler::Inbox>()?;
     module.add_class::<scan::NativeScan>()?;
-    module.add_class::<handler::NativeMessage>()?;
+    module.add_class::<convert::NativeMessage>()?;
     module.add_class::<admin::NativeAdmin>()?;
     module.add_function(wrap_pyfunction!(telemetry::flush_telemetry, module)?)?;
     module.add_function(wrap_pyfunction!(telemetry::shutdown_telemetry, module)?)?;

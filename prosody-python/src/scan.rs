@@ -1,6 +1,6 @@
 //! A scan of a collection, read in chunks as Python iterates.
 
-use crate::context::item;
+use crate::convert::item;
 use crate::errors;
 use prosody_bind::{OpError, Scanned, Sink};
 use pyo3::prelude::*;
