@@ -51,3 +51,49 @@ def test_telemetry_can_be_flushed_and_shut_down_without_an_endpoint() -> None:
 
     assert flush_telemetry() is None
     assert shutdown_telemetry() is None
+
+
+def test_spans_are_exported_when_an_endpoint_is_set() -> None:
+    """With `OTEL_EXPORTER_OTLP_ENDPOINT` set, the engine's spans reach an
+    OTLP receiver (HTTP, protobuf) with no telemetry set-up by the
+    application."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from pathlib import Path
+
+    received: list[tuple[str, int]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the server's name for it
+            length = int(self.headers.get("Content-Length", "0"))
+            received.append((self.path, len(self.rfile.read(length))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        env = dict(
+            os.environ,
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_port}",
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_METRICS_EXPORTER="none",
+            # The filter of the engine's logs applies to its spans too.
+            PROSODY_LOG="info",
+        )
+        child = Path(__file__).parent / "exporter_child.py"
+        ran = subprocess.run([sys.executable, str(child)], env=env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+    finally:
+        server.shutdown()
+    traces = [size for path, size in received if path == "/v1/traces"]
+    assert traces and sum(traces) > 0, received
