@@ -196,11 +196,7 @@ impl NativeClient {
     fn subscribe(&self, py: Python<'_>) -> PyResult<Inbox> {
         let inbox = Inbox::new(self.collections.clone())
             .map_err(|error| errors::runtime(format!("the handler's inbox: {error}")))?;
-        let handler = Handler::new(PyHandler::new(&inbox));
-        let client = Arc::clone(&self.client);
-        let runtime = crate::engine()?;
-        py.detach(|| runtime.block_on(client.subscribe(handler)))
-            .map_err(errors::client)?;
+        self.consume(py, Handler::new(PyHandler::new(&inbox)))?;
         Ok(inbox)
     }
 
@@ -208,11 +204,7 @@ impl NativeClient {
     /// but count its calls, through the same stack as `subscribe`.
     fn subscribe_noop(&self, py: Python<'_>) -> PyResult<Calls> {
         let calls = Calls::default();
-        let handler = Handler::new(calls.clone());
-        let client = Arc::clone(&self.client);
-        let runtime = crate::engine()?;
-        py.detach(|| runtime.block_on(client.subscribe(handler)))
-            .map_err(errors::client)?;
+        self.consume(py, Handler::new(calls.clone()))?;
         Ok(calls)
     }
 
@@ -259,6 +251,16 @@ impl NativeClient {
                 .map_err(errors::op)?;
             Ok(NativeReader(Arc::new(reader)))
         })
+    }
+}
+
+impl NativeClient {
+    /// Starts consuming with `handler` on the engine's runtime, without
+    /// the GIL; returns once the consumer runs.
+    fn consume(&self, py: Python<'_>, handler: Handler) -> PyResult<()> {
+        let runtime = crate::engine()?;
+        py.detach(|| runtime.block_on(self.client.subscribe(handler)))
+            .map_err(errors::client)
     }
 }
 

@@ -1,12 +1,12 @@
 //! The handler's context, seen from Python.
 
-use crate::convert::{item, items};
+use crate::convert::{item, items, seconds, timestamp};
 use crate::errors;
 use crate::scan::NativeScan;
+use prosody::Context;
 use prosody::state::{Kind, Payload};
-use prosody::{Context, Timestamp};
 use prosody_bind::{Collection, Item, Op, Reply};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::collections::HashMap;
@@ -41,19 +41,6 @@ impl NativeContext {
     }
 }
 
-/// Seconds since the epoch as a timestamp (timers keep whole seconds).
-fn timestamp(at: f64) -> PyResult<Timestamp> {
-    if !at.is_finite() {
-        return Err(PyValueError::new_err(format!("{at} is not a time")));
-    }
-    #[allow(
-        clippy::cast_possible_truncation,
-        reason = "checked finite; the store keeps seconds"
-    )]
-    let millis = (at * 1000.0).round() as i64;
-    Ok(Timestamp::from_millis(millis))
-}
-
 fn timers(error: impl std::fmt::Display) -> PyErr {
     PyRuntimeError::new_err(format!("timers: {error}"))
 }
@@ -82,15 +69,7 @@ impl NativeContext {
         let context = self.context.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             let times = context.scheduled().await.map_err(timers)?;
-            #[allow(
-                clippy::cast_precision_loss,
-                reason = "milliseconds since 1970 fit a double exactly"
-            )]
-            let seconds: Vec<f64> = times
-                .into_iter()
-                .map(|t| t.as_millis() as f64 / 1000.0)
-                .collect();
-            Ok(seconds)
+            Ok(times.into_iter().map(seconds).collect::<Vec<f64>>())
         })
     }
 

@@ -1,8 +1,8 @@
 //! JSON values to Python objects and back.
 
-use prosody::Message;
+use prosody::{Message, Timestamp};
 use prosody_bind::Item;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
@@ -127,11 +127,7 @@ pub(crate) fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
             fields.set_item("topic", message.topic.to_string())?;
             fields.set_item("partition", message.partition)?;
             fields.set_item("offset", message.offset)?;
-            #[allow(
-                clippy::cast_precision_loss,
-                reason = "milliseconds since 1970 fit a double exactly"
-            )]
-            fields.set_item("timestamp", message.timestamp.as_millis() as f64 / 1000.0)?;
+            fields.set_item("timestamp", seconds(message.timestamp))?;
             fields.set_item("key", message.key.to_string())?;
             fields.set_item("payload", to_py(py, &message.payload)?)?;
             fields.set_item("native", NativeMessage(*message))?;
@@ -143,3 +139,27 @@ pub(crate) fn item(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
 /// A message a handler received, kept for the message collections.
 #[pyclass(module = "prosody._prosody", frozen)]
 pub(crate) struct NativeMessage(pub(crate) Message<Value>);
+
+/// A timestamp as seconds since the epoch (exact: milliseconds since 1970
+/// fit a double).
+pub(crate) fn seconds(time: Timestamp) -> f64 {
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "milliseconds since 1970 fit a double exactly"
+    )]
+    let seconds = time.as_millis() as f64 / 1000.0;
+    seconds
+}
+
+/// Seconds since the epoch as a timestamp (timers keep whole seconds).
+pub(crate) fn timestamp(at: f64) -> PyResult<Timestamp> {
+    if !at.is_finite() {
+        return Err(PyValueError::new_err(format!("{at} is not a time")));
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "checked finite; the store keeps seconds"
+    )]
+    let millis = (at * 1000.0).round() as i64;
+    Ok(Timestamp::from_millis(millis))
+}

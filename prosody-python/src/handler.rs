@@ -10,7 +10,7 @@
 //! calls (the probes see a stall); it never blocks the engine.
 
 use crate::context::{Collections, NativeContext};
-use crate::convert::{NativeMessage, to_json, to_py};
+use crate::convert::{NativeMessage, seconds, to_json, to_py};
 use prosody::{Context, Excise, Message, Timer};
 use prosody_bind::{HandlerReply, JsonHandler, failure};
 use pyo3::intern;
@@ -155,15 +155,6 @@ fn ended() -> prosody::HandlerError {
     )
 }
 
-fn epoch_seconds(millis: i64) -> f64 {
-    #[allow(
-        clippy::cast_precision_loss,
-        reason = "milliseconds since 1970 fit a double exactly"
-    )]
-    let seconds = millis as f64 / 1000.0;
-    seconds
-}
-
 #[pymethods]
 impl Inbox {
     /// Stops the inbox: the calls queued fail (transiently: another
@@ -271,7 +262,7 @@ fn call<'py>(
                 message.topic.to_string(),
                 message.partition,
                 message.offset,
-                epoch_seconds(message.timestamp.as_millis()),
+                seconds(message.timestamp),
                 message.key.to_string(),
                 payload,
                 NativeMessage(message),
@@ -286,7 +277,7 @@ fn call<'py>(
             excise.topic.to_string(),
             excise.partition,
             excise.offset,
-            epoch_seconds(excise.timestamp.as_millis()),
+            seconds(excise.timestamp),
             excise.key.to_string(),
             trace,
             done,
@@ -296,7 +287,7 @@ fn call<'py>(
             intern!(py, "timer"),
             context,
             timer.key.to_string(),
-            epoch_seconds(timer.time.as_millis()),
+            seconds(timer.time),
             trace,
             done,
         )

@@ -9,6 +9,7 @@
 //! or `false` turns the probe server off.
 
 use super::table::Options;
+use super::unknown::nearest_of;
 use super::{ConfigError, Mode, ProbePort, ReadTtl, SecurityProtocol, SpanLink};
 use super::{GroupProtocol, SaslMechanism, Secret};
 use crate::builder::ClientBuilder;
@@ -197,26 +198,14 @@ impl<C: prosody_core::Codec> ClientBuilder<C> {
 }
 
 impl Options {
-    /// The error for a name no row has.
+    /// The error for a name no option has, naming the nearest option.
     pub(crate) fn unknown(name: &str) -> ConfigError {
-        let nearest = strsim_nearest(name);
+        let options = super::table::VARIABLES.iter().map(|(option, _)| *option);
         ConfigError::Unknown {
             option: name.to_owned(),
-            nearest,
+            nearest: nearest_of(name, options.chain(["mode", "state_collections"])),
         }
     }
-}
-
-/// The option name nearest to `name`, if one is close.
-fn strsim_nearest(name: &str) -> Option<&'static str> {
-    super::table::VARIABLES
-        .iter()
-        .map(|(option, _)| *option)
-        .chain(["mode", "state_collections"])
-        .map(|option| (strsim::jaro_winkler(name, option), option))
-        .filter(|(score, _)| *score > 0.85)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, option)| option)
 }
 
 fn given(option: &str, value: &Value, reason: impl Into<String>) -> ConfigError {

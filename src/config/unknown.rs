@@ -70,12 +70,19 @@ pub(crate) fn classify(variable: &str) -> Option<Unknown> {
 /// counting one; ties to the closer by Jaro-Winkler), if within a fifth of
 /// the name's length, and at least one edit.
 pub(crate) fn nearest(name: &str) -> Option<&'static str> {
+    nearest_of(name, VARIABLES.iter().map(|(option, _)| *option))
+}
+
+/// The one of `options` nearest `name`, by the rule of [`nearest`].
+pub(crate) fn nearest_of(
+    name: &str,
+    options: impl Iterator<Item = &'static str>,
+) -> Option<&'static str> {
     let bound = (name.chars().count() / 5).max(1);
-    VARIABLES
-        .iter()
-        .map(|(option, _)| {
+    options
+        .map(|option| {
             let edits = strsim::damerau_levenshtein(name, option);
-            (edits, -strsim::jaro_winkler(name, option), *option)
+            (edits, -strsim::jaro_winkler(name, option), option)
         })
         .filter(|(edits, _, _)| *edits <= bound)
         .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))

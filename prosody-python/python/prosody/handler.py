@@ -88,8 +88,11 @@ async def _run(
     context: Context,
     event: object,
     done: Completion,
+    answers: bool,
 ) -> None:
-    """Run one handler call and report its result or failure to `done`."""
+    """Run one handler call and report its result (its answer, or `None`
+    for a call that answers nothing, such as a timer's) or its failure to
+    `done`."""
     try:
         result = await method(context, event)
     except asyncio.CancelledError:
@@ -101,28 +104,7 @@ async def _run(
     except BaseException as error:
         done.fail(*_classify(error))
         raise
-    done.ok(result)
-
-
-async def _run_timer(
-    method: Callable[[Context, Any], Awaitable[Any]],
-    context: Context,
-    timer: object,
-    done: Completion,
-) -> None:
-    """Run one timer call; it succeeds with no value."""
-    try:
-        await method(context, timer)
-    except asyncio.CancelledError:
-        done.fail("CancelledError", "the handler was cancelled", False)
-        raise
-    except Exception as error:
-        done.fail(*_classify(error))
-        return
-    except BaseException as error:
-        done.fail(*_classify(error))
-        raise
-    done.ok(None)
+    done.ok(result if answers else None)
 
 
 class _Dispatch:
@@ -190,40 +172,37 @@ class _Dispatch:
                         Message(topic, partition, offset, _from_epoch(timestamp), key, payload),
                         native,
                     )
-                    self._launch(_run, self._on_message, Context(ctx), message, trace, done)
+                    self._launch(self._on_message, Context(ctx), message, trace, done, True)
                 elif kind == "excise":
                     _, ctx, topic, partition, offset, timestamp, key, trace, _ = call
                     excise = ExciseMessage(topic, partition, offset, _from_epoch(timestamp), key)
-                    self._launch(_run, self._on_excise, Context(ctx), excise, trace, done)
+                    self._launch(self._on_excise, Context(ctx), excise, trace, done, True)
                 else:
                     _, ctx, key, time, trace, _ = call
                     timer = Timer(key, _from_epoch(time))
-                    self._launch(_run_timer, self._on_timer, Context(ctx), timer, trace, done)
+                    self._launch(self._on_timer, Context(ctx), timer, trace, done, False)
             except Exception as error:
                 done.fail(*_classify(error))
 
     def _launch(
         self,
-        runner: Callable[
-            [Callable[[Context, Any], Awaitable[Any]], Context, object, Completion],
-            Awaitable[None],
-        ],
         method: Callable[[Context, Any], Awaitable[Any]],
         context: Context,
         event: object,
         trace: dict[str, str] | None,
         done: Completion,
+        answers: bool,
     ) -> None:
         tracing = _tracing() if trace else None
         if tracing is None:
-            task = self._create_task(runner(method, context, event, done))
+            task = self._create_task(_run(method, context, event, done, answers))
         else:
             attach, detach, extract = tracing
             # The task copies the current context, so it keeps the engine's
             # span as its parent after the detach.
             token = attach(extract(trace))
             try:
-                task = self._create_task(runner(method, context, event, done))
+                task = self._create_task(_run(method, context, event, done, answers))
             finally:
                 detach(token)
         try:

@@ -33,6 +33,7 @@ __all__ = [
 T = TypeVar("T", default=JSONValue)
 V = TypeVar("V", default=JSONValue)
 D = TypeVar("D")
+I = TypeVar("I")
 
 
 class Direction(str, Enum):
@@ -85,22 +86,39 @@ def _direction(direction: Direction) -> str:
 # reads; decoding maps absence (`None`) to `None`.
 
 
-class ValueState(Generic[T]):
-    """The current key's value in one collection, for the current attempt."""
+class _Handle(Generic[I]):
+    """What every handle holds: the collection's name, the context's state
+    operations and scans, and the item codec; and the collection's
+    transaction controls."""
 
-    __slots__ = ("_call", "_name", "_encode", "_decode")
+    __slots__ = ("_call", "_scan", "_name", "_encode", "_decode")
 
     def __init__(
         self,
         context: NativeContext,
         name: str,
-        encode: Callable[[T], object],
-        decode: Callable[[Any], T],
+        encode: Callable[[I], object],
+        decode: Callable[[Any], I],
     ) -> None:
         self._call = context.state
+        self._scan = context.scan
         self._name = name
         self._encode = encode
         self._decode = decode
+
+    async def commit(self) -> None:
+        """Commit this collection's pending changes now."""
+        await self._call(self._name, "commit", ())
+
+    async def rollback(self) -> None:
+        """Discard this collection's changes since the last commit."""
+        await self._call(self._name, "rollback", ())
+
+
+class ValueState(_Handle[T]):
+    """The current key's value in one collection, for the current attempt."""
+
+    __slots__ = ()
 
     async def get(self) -> T | None:
         """The value, or `None` when there is none."""
@@ -114,32 +132,11 @@ class ValueState(Generic[T]):
         """Remove the value."""
         await self._call(self._name, "clear", ())
 
-    async def commit(self) -> None:
-        """Commit this collection's pending changes now."""
-        await self._call(self._name, "commit", ())
 
-    async def rollback(self) -> None:
-        """Discard this collection's changes since the last commit."""
-        await self._call(self._name, "rollback", ())
-
-
-class MapState(Generic[V]):
+class MapState(_Handle[V]):
     """The current key's ordered `str`-keyed map in one collection."""
 
-    __slots__ = ("_call", "_scan", "_name", "_encode", "_decode")
-
-    def __init__(
-        self,
-        context: NativeContext,
-        name: str,
-        encode: Callable[[V], object],
-        decode: Callable[[Any], V],
-    ) -> None:
-        self._call = context.state
-        self._scan = context.scan
-        self._name = name
-        self._encode = encode
-        self._decode = decode
+    __slots__ = ()
 
     @overload
     async def get(self, key: str) -> V | None: ...
@@ -195,32 +192,11 @@ class MapState(Generic[V]):
         """Iterate over the keys in forward order."""
         return self.keys()
 
-    async def commit(self) -> None:
-        """Commit this collection's pending changes now."""
-        await self._call(self._name, "commit", ())
 
-    async def rollback(self) -> None:
-        """Discard this collection's changes since the last commit."""
-        await self._call(self._name, "rollback", ())
-
-
-class DequeState(Generic[T]):
+class DequeState(_Handle[T]):
     """The current key's double-ended queue in one collection."""
 
-    __slots__ = ("_call", "_scan", "_name", "_encode", "_decode")
-
-    def __init__(
-        self,
-        context: NativeContext,
-        name: str,
-        encode: Callable[[T], object],
-        decode: Callable[[Any], T],
-    ) -> None:
-        self._call = context.state
-        self._scan = context.scan
-        self._name = name
-        self._encode = encode
-        self._decode = decode
+    __slots__ = ()
 
     async def append(self, item: T) -> None:
         """Add an item at the back; a full deque drops its front item."""
@@ -272,25 +248,24 @@ class DequeState(Generic[T]):
         """Iterate over the items front to back."""
         return self.values()
 
-    async def commit(self) -> None:
-        """Commit this collection's pending changes now."""
-        await self._call(self._name, "commit", ())
-
-    async def rollback(self) -> None:
-        """Discard this collection's changes since the last commit."""
-        await self._call(self._name, "rollback", ())
-
 
 # --- published readers -------------------------------------------------------
 
 
-class PublishedValue(Generic[T]):
-    """Read-only access to a published value collection of another subsystem."""
+class _Reader:
+    """What every published reader holds: the reader's reads and scans."""
 
-    __slots__ = ("_call",)
+    __slots__ = ("_call", "_scan")
 
     def __init__(self, reader: NativeReader) -> None:
         self._call = reader.call
+        self._scan = reader.scan
+
+
+class PublishedValue(_Reader, Generic[T]):
+    """Read-only access to a published value collection of another subsystem."""
+
+    __slots__ = ()
 
     async def get(self, key: str) -> T | None:
         """The committed value for `key`, `None` when there is none."""
@@ -298,14 +273,10 @@ class PublishedValue(Generic[T]):
         return found
 
 
-class PublishedMap(Generic[V]):
+class PublishedMap(_Reader, Generic[V]):
     """Read-only access to a published map collection of another subsystem."""
 
-    __slots__ = ("_call", "_scan")
-
-    def __init__(self, reader: NativeReader) -> None:
-        self._call = reader.call
-        self._scan = reader.scan
+    __slots__ = ()
 
     @overload
     async def get(self, key: str, map_key: str) -> V | None: ...
@@ -345,14 +316,10 @@ class PublishedMap(Generic[V]):
             yield stored
 
 
-class PublishedDeque(Generic[T]):
+class PublishedDeque(_Reader, Generic[T]):
     """Read-only access to a published deque collection of another subsystem."""
 
-    __slots__ = ("_call", "_scan")
-
-    def __init__(self, reader: NativeReader) -> None:
-        self._call = reader.call
-        self._scan = reader.scan
+    __slots__ = ()
 
     async def get(self, key: str, index: int) -> T | None:
         """The item at `index` of `key`'s deque, `None` past the end."""
