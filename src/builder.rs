@@ -9,10 +9,8 @@ use crate::published::Readers;
 use crate::request::Requests;
 use crate::slot::Subscription;
 use crate::stack::Layers;
-use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
-use prosody_core::metrics::Metered;
 use prosody_core::report::{FailureReport, ReportSink, Reporter};
 use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
@@ -29,7 +27,7 @@ pub struct ClientBuilder<C = JsonCodec> {
     codec: C,
     /// A broker given to the builder, in memory or the caller's.
     broker: Option<Backend>,
-    stores: Option<ClientStores>,
+    stores: Option<connect::Given>,
     /// librdkafka properties for the Kafka backend's clients.
     kafka: Vec<(String, String)>,
     /// The hook of failed handler calls.
@@ -90,7 +88,9 @@ impl<C: Codec> ClientBuilder<C> {
     /// implementation of [`Stores`]), or [`MemoryStores`](crate::MemoryStores) shared by several
     /// clients of a test, as members sharing a persistent store do.
     pub fn stores(mut self, stores: impl Stores) -> Self {
-        self.stores = Some(ClientStores::new(stores));
+        self.stores = Some(Box::new(move |metrics, settings| {
+            connect::compose(stores, metrics, settings)
+        }));
         self
     }
 
@@ -140,7 +140,7 @@ impl<C: Codec> ClientBuilder<C> {
         // Chosen before Kafka is reached: a missing store is a mistake in
         // the options, reported as one however the cluster is doing.
         // (Collections are checked once the broker, their loader, is made.)
-        let (mut stores, directory, rebind) = Box::pin(connect::stores(
+        let (backing, directory, rebind) = Box::pin(connect::stores(
             self.stores,
             self.broker.as_ref(),
             &settings,
@@ -160,11 +160,8 @@ impl<C: Codec> ClientBuilder<C> {
         )
         .await?;
         settings.runtime.metrics = metrics.clone();
-        // Measured below the keyed-state cache: a read it answers is not a
-        // store operation.
-        stores = ClientStores::new(Metered::new(stores, &metrics));
+        let connect::Composed { stores, lookups } = backing.compose(&metrics, &settings)?;
         let loader = BrokerLoader::new(broker.clone(), &settings.qos.loader);
-        let mut lookups = None;
         if !settings.runtime.state.is_empty() {
             settings.runtime.state =
                 connect::state(&settings.runtime.state, &stores, loader.clone()).await?;
@@ -175,7 +172,6 @@ impl<C: Codec> ClientBuilder<C> {
                 directory.as_ref(),
             )
             .await?;
-            (stores, lookups) = connect::cached(&settings, stores)?;
         }
         let readers = Readers::new(&settings, rebind);
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {

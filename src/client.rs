@@ -12,10 +12,10 @@ use crate::published::Readers;
 use crate::request::Requests;
 use crate::slot::Subscription;
 use crate::stack::Layers;
-use crate::stores::ClientStores;
 use prosody_core::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer};
 use prosody_core::peer::Asked;
 use prosody_core::runtime::Answerer;
+use prosody_core::store::AnyStores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{
     Codec, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
@@ -36,7 +36,7 @@ pub(crate) struct Inner<C> {
     pub(crate) codec: C,
     pub(crate) broker: Backend,
     pub(crate) producer: BackendProducer,
-    pub(crate) stores: ClientStores,
+    pub(crate) stores: AnyStores,
     pub(crate) subscription: Subscription,
     pub(crate) closed: AtomicBool,
     pub(crate) shutdown: OnceCell<()>,

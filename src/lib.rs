@@ -23,7 +23,6 @@ mod scrape;
 pub mod sentry;
 mod slot;
 mod stack;
-mod stores;
 #[cfg(test)]
 mod testing;
 
@@ -55,4 +54,3 @@ pub use prosody_request::{Outcome, Outcomes, ResponseError};
 pub use prosody_state as state;
 pub use published::ClientReads;
 pub use stack::{ClientDeferLayer, ClientTelemetry, Layers};
-pub use stores::ClientStores;

@@ -4,11 +4,11 @@
 use crate::client::{ClientError, ProsodyClient};
 use crate::config::{ConfigError, ReadTtl, Settings};
 use crate::directory::ClientDirectory;
-use crate::stores::ClientStores;
 use prosody_core::Codec;
 use prosody_core::broker::Broker;
 use prosody_core::peer::{Publication, check_subsystem};
 use prosody_core::state::{Payload, ReadCache, Registry, Spec, StateError};
+use prosody_core::store::AnyStores;
 use prosody_core::store::{PeerDirectory, StateStore};
 use prosody_state::{CacheLookups, CachedReads, Gate, Publishable, SharedReads, Source};
 use std::collections::HashMap;
@@ -18,14 +18,14 @@ use tokio::time::Instant;
 
 /// The stores a published reader reads: the owning group's, through the
 /// readers' cache.
-pub type ClientReads = CachedReads<ClientStores>;
+pub type ClientReads = CachedReads<AnyStores>;
 
 /// Publications of this process, with the owners' stores: mock mode's
 /// directory, and a shortcut for readers in the owner's process.
 static LOCAL: LazyLock<Mutex<Local>> = LazyLock::new(Mutex::default);
 
 /// The publications of this process, by (subsystem, collection).
-type Local = HashMap<(String, String), (Publication, ClientStores)>;
+type Local = HashMap<(String, String), (Publication, AnyStores)>;
 
 fn local() -> MutexGuard<'static, Local> {
     LOCAL.lock().unwrap_or_else(PoisonError::into_inner)
@@ -33,7 +33,7 @@ fn local() -> MutexGuard<'static, Local> {
 
 /// Rebinds the client's durable stores to another group, for reading its
 /// published cells (the Cassandra stores'; `None` for the others).
-pub(crate) type Rebind = Arc<dyn Fn(&str) -> ClientStores + Send + Sync>;
+pub(crate) type Rebind = Arc<dyn Fn(&str) -> AnyStores + Send + Sync>;
 
 /// A client's side of published state: its readers' shared cache, and how
 /// it reaches other groups' cells.
@@ -76,7 +76,7 @@ impl Readers {
 pub(crate) async fn advertise(
     settings: &Settings,
     registry: &Registry,
-    stores: &ClientStores,
+    stores: &AnyStores,
     directory: Option<&ClientDirectory>,
 ) -> Result<(), ConfigError> {
     let (Some(subsystem), Some(topic)) = (
@@ -129,7 +129,7 @@ async fn find(
     subsystem: &str,
     collection: &str,
     directory: Option<&ClientDirectory>,
-) -> Result<Option<(Publication, Option<ClientStores>, Found)>, StateError> {
+) -> Result<Option<(Publication, Option<AnyStores>, Found)>, StateError> {
     let key = (subsystem.to_owned(), collection.to_owned());
     if let Some((publication, stores)) = local().get(&key).cloned() {
         return Ok(Some((publication, Some(stores), Found::Local)));

@@ -9,12 +9,10 @@
 )]
 
 use prosody::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
-use prosody::store::{
-    Batch, DeferCounts, DeferStore, Deferred, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
-};
+use prosody::store::{Batch, StoreError, Stores, TimerEntry, TimerStore, Wrapped};
 use prosody::{
-    ConfigError, Context, EventHandler, Excise, HandlerError, Key, MemoryBroker, MemoryStores,
-    Message, ProsodyClient, Timer, Timestamp,
+    ConfigError, Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryStores, Message,
+    ProsodyClient, Timer, Timestamp,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -68,9 +66,11 @@ struct Picky {
     failing_opens: Arc<AtomicUsize>,
 }
 
-impl Stores for Picky {
-    fn durable(&self) -> bool {
-        false
+impl Wrapped for Picky {
+    type Inner = MemoryStores;
+
+    fn inner(&self) -> &MemoryStores {
+        &self.inner
     }
 
     async fn open(&self, _: &TopicPartition) -> Result<(), StoreError> {
@@ -99,16 +99,14 @@ impl Stores for Picky {
         }
         self.inner.commit(partition, batch).await
     }
-}
 
-impl TimerStore for Picky {
-    async fn scheduled(
+    /// Every batch goes to `commit`, where the faults are.
+    fn commit_now(
         &self,
-        p: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        self.inner.scheduled(p, key, kind).await
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 
     async fn load(
@@ -123,27 +121,6 @@ impl TimerStore for Picky {
         self.inner.load(p, from, until).await
     }
 }
-
-impl DeferStore for Picky {
-    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
-        DeferStore::counts(&self.inner, partition).await
-    }
-
-    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.inner.counts_now(partition)
-    }
-
-    async fn deferred(
-        &self,
-        p: &TopicPartition,
-        key: &Key,
-    ) -> Result<Option<Deferred>, StoreError> {
-        DeferStore::deferred(&self.inner, p, key).await
-    }
-}
-
-prosody_conformance::forward_state!([] Picky);
-prosody_conformance::forward_dedup!([] Picky);
 
 /// On Kafka, no store that outlives the process means no client: the
 /// build fails naming what to set, before it reaches for the cluster (the

@@ -1,12 +1,12 @@
 //! A store wrapper that counts the round trips the client asks of its
-//! stores: every call but `peek`, `open` and `close`, and only the commits
-//! that write something.
+//! stores: the reads that may wait (but `identify` and `counts`), and the
+//! commits that write something.
 
 use bytes::Bytes;
 use prosody::broker::TopicPartition;
 use prosody::store::{
-    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
-    StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    Batch, DedupKey, Deferred, Direction, ItemRange, StoreError, Stores, TimerEntry, TimerKind,
+    Wrapped,
 };
 use prosody::{Key, Timestamp};
 use std::sync::Arc;
@@ -31,17 +31,11 @@ impl<S> Counting<S> {
     }
 }
 
-impl<S: Stores> Stores for Counting<S> {
-    fn durable(&self) -> bool {
-        self.inner.durable()
-    }
+impl<S: Stores> Wrapped for Counting<S> {
+    type Inner = S;
 
-    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        self.inner.open(partition).await
-    }
-
-    fn close(&self, partition: &TopicPartition) {
-        self.inner.close(partition);
+    fn inner(&self) -> &S {
+        &self.inner
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
@@ -63,9 +57,7 @@ impl<S: Stores> Stores for Counting<S> {
         }
         now
     }
-}
 
-impl<S: Stores> TimerStore for Counting<S> {
     async fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -85,20 +77,6 @@ impl<S: Stores> TimerStore for Counting<S> {
         self.count();
         self.inner.load(partition, from, until).await
     }
-}
-
-impl<S: Stores> DeferStore for Counting<S> {
-    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
-        self.inner.counts(partition).await
-    }
-
-    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.inner.counts_now(partition)
-    }
-
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.inner.peek(partition, key)
-    }
 
     async fn deferred(
         &self,
@@ -106,13 +84,7 @@ impl<S: Stores> DeferStore for Counting<S> {
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
         self.count();
-        DeferStore::deferred(&self.inner, partition, key).await
-    }
-}
-
-impl<S: Stores> StateStore for Counting<S> {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.inner.identify(name, identity).await
+        self.inner.deferred(partition, key).await
     }
 
     async fn cell(
@@ -142,16 +114,9 @@ impl<S: Stores> StateStore for Counting<S> {
             .cells(partition, collection, key, range, direction, limit)
             .await
     }
-}
 
-impl<S: Stores> DedupStore for Counting<S> {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
         self.count();
         self.inner.contains(key).await
-    }
-
-    /// Not counted: it answers only without reaching the backend.
-    fn contains_now(&self, key: DedupKey) -> Option<bool> {
-        self.inner.contains_now(key)
     }
 }

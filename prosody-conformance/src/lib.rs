@@ -7,12 +7,5 @@
 //! passes them may replace any other.
 
 pub mod broker;
-mod forward;
 pub mod services;
 pub mod store;
-
-// The paths the forwarding macros name, whatever the caller depends on.
-#[doc(hidden)]
-pub use bytes;
-#[doc(hidden)]
-pub use prosody_contracts as contracts;

@@ -1,10 +1,11 @@
 //! The Cassandra stores (feature `cassandra`).
 
+use super::Backing;
 use crate::config::{ConfigError, Settings};
 use crate::directory::ClientDirectory;
 use crate::published::Rebind;
-use crate::stores::ClientStores;
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
+use prosody_core::store::AnyStores;
 use prosody_core::store::timer::SlabSize;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 /// migration up to two minutes).
 pub(super) async fn stores(
     settings: &Settings,
-) -> Result<(ClientStores, Option<ClientDirectory>, Option<Rebind>), ConfigError> {
+) -> Result<(Backing, Option<ClientDirectory>, Option<Rebind>), ConfigError> {
     let options = &settings.cassandra;
     let mut config = CassandraConfig::new(options.nodes.iter().cloned())
         .keyspace(options.keyspace.clone())
@@ -49,7 +50,7 @@ pub(super) async fn stores(
             let directory = ClientDirectory::new(stores.clone());
             let owners = stores.clone();
             let rebind: Rebind =
-                Arc::new(move |group: &str| ClientStores::new(owners.for_group(group)));
-            (ClientStores::new(stores), Some(directory), Some(rebind))
+                Arc::new(move |group: &str| AnyStores::new(owners.for_group(group)));
+            (Backing::Cassandra(stores), Some(directory), Some(rebind))
         })
 }

@@ -5,11 +5,11 @@ use crate::backend::Backend;
 use crate::config::{Cluster, ConfigError, Settings};
 use crate::directory::ClientDirectory;
 use crate::published::Rebind;
-use crate::stores::ClientStores;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
+use prosody_core::metrics::{Metered, Metrics};
 use prosody_core::state::Registry;
-use prosody_core::store::Stores;
+use prosody_core::store::{AnyStores, Stores};
 use prosody_memory::{MemoryBroker, MemoryStores};
 use prosody_state::{CacheLookups, CachedStores, StateCache};
 use std::sync::{Arc, OnceLock};
@@ -52,6 +52,82 @@ pub(crate) fn shared_mock_broker() -> MemoryBroker {
     BROKER.get_or_init(MemoryBroker::new).clone()
 }
 
+/// A backend's stores as chosen, with their type: [`Backing::compose`]
+/// wraps them once.
+pub(crate) enum Backing {
+    Memory(MemoryStores),
+    #[cfg(feature = "cassandra")]
+    Cassandra(prosody_cassandra::CassandraStores),
+    Given(Given),
+}
+
+/// Stores given to the builder, kept with their type until composed.
+pub(crate) type Given =
+    Box<dyn FnOnce(&Metrics, &Settings) -> Result<Composed, ConfigError> + Send + Sync>;
+
+/// The client's stores as its runtime and readers use them.
+pub(crate) struct Composed {
+    /// The backend's, metered, under the keyed-state cache when the client
+    /// has collections, erased once.
+    pub(crate) stores: AnyStores,
+    /// How the cache answered, when there is one.
+    pub(crate) lookups: Option<CacheLookups>,
+}
+
+impl Backing {
+    /// The chosen stores, wrapped ([`compose`]).
+    pub(crate) fn compose(
+        self,
+        metrics: &Metrics,
+        settings: &Settings,
+    ) -> Result<Composed, ConfigError> {
+        match self {
+            Self::Memory(stores) => compose(stores, metrics, settings),
+            #[cfg(feature = "cassandra")]
+            Self::Cassandra(stores) => compose(stores, metrics, settings),
+            Self::Given(given) => given(metrics, settings),
+        }
+    }
+}
+
+/// `stores`, metered, under the partition owners' cache of state cells
+/// ([`CachedStores`]) for clients with collections (others read no cell),
+/// and erased: one pointer, and one boxed future for each read that waits.
+/// Measured below the cache, so a read it answers is no store operation.
+/// The cache's disk tier is for clients whose stores are durable (memory
+/// stores are local already), or that name a `state_cache_dir`.
+pub(crate) fn compose<S: Stores>(
+    stores: S,
+    metrics: &Metrics,
+    settings: &Settings,
+) -> Result<Composed, ConfigError> {
+    let stores = Metered::new(stores, metrics);
+    if settings.runtime.state.is_empty() {
+        return Ok(Composed {
+            stores: stores.erase(),
+            lookups: None,
+        });
+    }
+    let cache = &settings.state_cache;
+    let disk = if Stores::durable(&stores) || cache.dir.is_some() {
+        let disk = StateCache::open(cache.dir.as_deref(), cache.memory).map_err(|error| {
+            ConfigError::Invalid {
+                option: "state_cache_dir",
+                reason: error.to_string(),
+            }
+        })?;
+        Some(Arc::new(disk))
+    } else {
+        None
+    };
+    let cached = CachedStores::new(stores, disk);
+    let lookups = Some(cached.lookups());
+    Ok(Composed {
+        stores: cached.erase(),
+        lookups,
+    })
+}
+
 /// The client's stores: the ones given; in memory where records die with
 /// the process; else Cassandra with `cassandra_nodes`, else memory only when
 /// `memory_stores` says so; with the peer directory of the Cassandra
@@ -65,24 +141,24 @@ pub(crate) fn shared_mock_broker() -> MemoryBroker {
 /// group's timers were stored with another slab size.
 #[cfg_attr(not(feature = "cassandra"), allow(clippy::unused_async))]
 pub(crate) async fn stores(
-    given: Option<ClientStores>,
+    given: Option<Given>,
     broker: Option<&Backend>,
     settings: &Settings,
-) -> Result<(ClientStores, Option<ClientDirectory>, Option<Rebind>), ConfigError> {
+) -> Result<(Backing, Option<ClientDirectory>, Option<Rebind>), ConfigError> {
     // Without the `kafka` feature a client on Kafka cannot be built: say
     // so before any store is reached.
     #[cfg(not(feature = "kafka"))]
     if broker.is_none() && settings.cluster != Cluster::Mock {
         return Err(no_kafka());
     }
-    if let Some(stores) = given {
-        return Ok((stores, None, None));
+    if let Some(given) = given {
+        return Ok((Backing::Given(given), None, None));
     }
     let durable = broker.map_or(settings.cluster != Cluster::Mock, Broker::durable);
     if !durable {
         // Mock mode keeps every store in memory, whatever cassandra_nodes
         // says; answers stay within the process.
-        return Ok((ClientStores::new(MemoryStores::new()), None, None));
+        return Ok((Backing::Memory(MemoryStores::new()), None, None));
     }
     if !settings.cassandra.nodes.is_empty() {
         #[cfg(feature = "cassandra")]
@@ -100,7 +176,7 @@ pub(crate) async fn stores(
             "memory_stores is set: timers, deferred records and dedup records are lost when \
              this process stops or its partitions move"
         );
-        return Ok((ClientStores::new(MemoryStores::new()), None, None));
+        return Ok((Backing::Memory(MemoryStores::new()), None, None));
     }
     Err(ConfigError::NoDurableStore)
 }
@@ -110,7 +186,7 @@ pub(crate) async fn stores(
 /// message collections reading back through the client's loader.
 pub(crate) async fn state(
     registry: &Registry,
-    stores: &ClientStores,
+    stores: &AnyStores,
     loader: BrokerLoader<Backend>,
 ) -> Result<Arc<Registry>, ConfigError> {
     let mut registry = registry.clone();
@@ -123,32 +199,4 @@ pub(crate) async fn state(
         })?;
     registry.read_messages_with(loader);
     Ok(Arc::new(registry))
-}
-
-/// The client's stores with the partition owners' cache of state cells
-/// ([`CachedStores`]), for clients with collections (others read no
-/// cell). Its disk tier is for clients whose stores are durable (memory
-/// stores are local already), or that name a `state_cache_dir`.
-pub(crate) fn cached(
-    settings: &Settings,
-    stores: ClientStores,
-) -> Result<(ClientStores, Option<CacheLookups>), ConfigError> {
-    if settings.runtime.state.is_empty() {
-        return Ok((stores, None));
-    }
-    let cache = &settings.state_cache;
-    let disk = if Stores::durable(&stores) || cache.dir.is_some() {
-        let disk = StateCache::open(cache.dir.as_deref(), cache.memory).map_err(|error| {
-            ConfigError::Invalid {
-                option: "state_cache_dir",
-                reason: error.to_string(),
-            }
-        })?;
-        Some(Arc::new(disk))
-    } else {
-        None
-    };
-    let cached = CachedStores::new(stores, disk);
-    let lookups = cached.lookups();
-    Ok((ClientStores::new(cached), Some(lookups)))
 }

@@ -18,7 +18,7 @@ use prosody_core::store::dedup::{DedupKey, DedupStore};
 use prosody_core::store::defer::{DeferCounts, DeferStore, Deferred};
 use prosody_core::store::timer::{TimerEntry, TimerKind, TimerStore};
 use prosody_core::store::{
-    Batch, Direction, ItemRange, StateStore, StoreError, Stores, TimerChange,
+    Batch, Direction, ItemRange, StateStore, StoreError, Stores, TimerChange, Wrapped,
 };
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -295,9 +295,25 @@ fn prefix(batch: &Batch, count: usize) -> Batch {
     }
 }
 
-impl Stores for FaultyStores {
-    fn durable(&self) -> bool {
-        false
+impl Wrapped for FaultyStores {
+    type Inner = MemoryStores;
+
+    fn inner(&self) -> &MemoryStores {
+        &self.inner
+    }
+
+    /// Every batch goes to `commit`, where the faults are.
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
+    }
+
+    /// Every lookup goes to `contains`, where the faults are.
+    fn contains_now(&self, _: DedupKey) -> Option<bool> {
+        None
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
@@ -327,9 +343,6 @@ impl Stores for FaultyStores {
         self.written(&landed);
         Ok(())
     }
-}
-
-impl TimerStore for FaultyStores {
     async fn scheduled(
         &self,
         partition: &TopicPartition,
@@ -352,23 +365,9 @@ impl TimerStore for FaultyStores {
         self.call("loading timers", self.inner.load(partition, from, until))
             .await
     }
-}
-
-impl DeferStore for FaultyStores {
     async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
-        self.call(
-            "reading deferred counts",
-            DeferStore::counts(&self.inner, partition),
-        )
-        .await
-    }
-
-    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.inner.counts_now(partition)
-    }
-
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.inner.peek(partition, key)
+        self.call("reading deferred counts", self.inner.counts(partition))
+            .await
     }
 
     async fn deferred(
@@ -382,13 +381,6 @@ impl DeferStore for FaultyStores {
         )
         .await
     }
-}
-
-impl StateStore for FaultyStores {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.inner.identify(name, identity).await
-    }
-
     async fn cell(
         &self,
         partition: &TopicPartition,
@@ -419,9 +411,6 @@ impl StateStore for FaultyStores {
         )
         .await
     }
-}
-
-impl DedupStore for FaultyStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
         self.call("a dedup lookup", self.inner.contains(key)).await
     }

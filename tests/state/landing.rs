@@ -4,7 +4,7 @@
 use super::{Shared, lock};
 use prosody::Key;
 use prosody::broker::TopicPartition;
-use prosody::store::{Batch, StoreError, Stores};
+use prosody::store::{Batch, StoreError, Stores, Wrapped};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -70,9 +70,20 @@ impl<S: Stores> Landing<S> {
     }
 }
 
-impl<S: Stores> Stores for Landing<S> {
-    fn durable(&self) -> bool {
-        self.inner.durable()
+impl<S: Stores> Wrapped for Landing<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Every batch goes to `commit`, which tells the model what landed.
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
@@ -107,18 +118,4 @@ impl<S: Stores> Stores for Landing<S> {
         }
         Ok(())
     }
-
-    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        self.inner.open(partition).await
-    }
-
-    fn close(&self, partition: &TopicPartition) {
-        self.inner.close(partition);
-    }
 }
-
-prosody_conformance::forward_state!([S: Stores] Landing<S>);
-
-prosody_conformance::forward_timer!([S: Stores] Landing<S>);
-prosody_conformance::forward_defer!([S: Stores] Landing<S>);
-prosody_conformance::forward_dedup!([S: Stores] Landing<S>);

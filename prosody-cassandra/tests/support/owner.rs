@@ -6,7 +6,9 @@
 use prosody_cassandra::CassandraStores;
 use prosody_contracts::broker::TopicPartition;
 use prosody_contracts::key::Key;
-use prosody_contracts::store::{Batch, DeferCounts, DeferStore, Deferred, StoreError, Stores};
+use prosody_contracts::store::{
+    Batch, DeferCounts, DeferStore, Deferred, StoreError, Stores, Wrapped,
+};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -29,14 +31,25 @@ impl Owner {
     }
 }
 
-impl Stores for Owner {
-    fn durable(&self) -> bool {
-        self.inner.durable()
+impl Wrapped for Owner {
+    type Inner = CassandraStores;
+
+    fn inner(&self) -> &CassandraStores {
+        &self.inner
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
         self.own(partition).await?;
         self.inner.commit(partition, batch).await
+    }
+
+    /// Every batch goes to `commit`, which owns the partition first.
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 
     /// Opens the partition now unless this owner holds it.
@@ -50,20 +63,10 @@ impl Stores for Owner {
         self.opened.lock().unwrap().remove(partition);
         self.inner.close(partition);
     }
-}
 
-impl DeferStore for Owner {
     async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
         self.own(partition).await?;
         self.inner.counts(partition).await
-    }
-
-    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.inner.counts_now(partition)
-    }
-
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.inner.peek(partition, key)
     }
 
     async fn deferred(
@@ -75,8 +78,3 @@ impl DeferStore for Owner {
         self.inner.deferred(partition, key).await
     }
 }
-
-// The reads the defer suite does not make, as the stores answer them.
-prosody_conformance::forward_timer!([] Owner);
-prosody_conformance::forward_dedup!([] Owner);
-prosody_conformance::forward_state!([] Owner);

@@ -6,11 +6,11 @@
 //! one [`Batch`] and written with one [`Stores::commit`] once the attempt
 //! succeeded, before its event settles. A failed attempt writes nothing.
 
-use super::StoreError;
 use super::dedup::{DedupKey, DedupStore};
 use super::defer::{DeferStore, Deferral};
 use super::state::{StateStore, StateWrite};
 use super::timer::{TimerKind, TimerStore};
+use super::{AnyStores, StoreError};
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
@@ -232,5 +232,12 @@ pub trait Stores: TimerStore + DeferStore + DedupStore + StateStore + Clone {
     ) -> Result<Result<(), StoreError>, Batch> {
         let _ = partition;
         Err(batch)
+    }
+
+    /// These stores behind one pointer. Stores that are erased already
+    /// ([`AnyStores`]) are themselves: erasing never stacks pointers.
+    #[must_use]
+    fn erase(self) -> AnyStores {
+        AnyStores::boxed(self)
     }
 }

@@ -39,15 +39,19 @@ mod batch;
 pub mod dedup;
 pub mod defer;
 pub mod directory;
+mod erase;
 pub mod state;
 pub mod timer;
+mod wrap;
 
 pub use batch::{Batch, DedupWrite, DeferWrite, Stores, TimerChange, TimerWrite};
 pub use dedup::{DedupKey, DedupStore};
 pub use defer::{DeferCounts, DeferStore, Deferral, Deferred};
 pub use directory::PeerDirectory;
+pub use erase::AnyStores;
 pub use state::{Direction, ItemRange, StateChange, StateStore, StateWrite};
 pub use timer::{TimerEntry, TimerKind, TimerStore};
+pub use wrap::Wrapped;
 
 use crate::error::{BoxError, Category};
 

@@ -7,10 +7,7 @@ use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::state::{Direction, ItemRange};
 use crate::store::timer::{TimerEntry, TimerKind};
-use crate::store::{
-    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, StateStore, StoreError, Stores,
-    TimerStore,
-};
+use crate::store::{Batch, DedupKey, Deferred, StoreError, Stores, Wrapped};
 use bytes::Bytes;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{BoundCounter, BoundHistogram};
@@ -18,18 +15,49 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::time::Instant;
 
-/// The operations measured, in the order of their series.
-const OPERATIONS: [&str; 9] = [
-    "commit",
-    "scheduled",
-    "load",
-    "contains",
-    "deferred",
-    "identify",
-    "cell",
-    "cells",
-    "open",
-];
+/// A store operation that may wait, measured under its own name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Commit,
+    Scheduled,
+    Load,
+    Contains,
+    Deferred,
+    Identify,
+    Cell,
+    Cells,
+    Open,
+}
+
+impl Operation {
+    /// Every operation, in the order of its series.
+    const ALL: [Self; 9] = [
+        Self::Commit,
+        Self::Scheduled,
+        Self::Load,
+        Self::Contains,
+        Self::Deferred,
+        Self::Identify,
+        Self::Cell,
+        Self::Cells,
+        Self::Open,
+    ];
+
+    /// The value of `prosody.store.operation`.
+    const fn name(self) -> &'static str {
+        match self {
+            Self::Commit => "commit",
+            Self::Scheduled => "scheduled",
+            Self::Load => "load",
+            Self::Contains => "contains",
+            Self::Deferred => "deferred",
+            Self::Identify => "identify",
+            Self::Cell => "cell",
+            Self::Cells => "cells",
+            Self::Open => "open",
+        }
+    }
+}
 
 /// One operation's series: its durations and its errors.
 type Series = (BoundHistogram<f64>, BoundCounter<u64>);
@@ -50,10 +78,10 @@ impl<S> Metered<S> {
     /// `inner`, measured into `metrics` (not at all when they are off).
     pub fn new(inner: S, metrics: &Metrics) -> Self {
         let series = metrics.0.as_ref().map(|instruments| {
-            OPERATIONS
+            Operation::ALL
                 .iter()
                 .map(|operation| {
-                    let attributes = [KeyValue::new("prosody.store.operation", *operation)];
+                    let attributes = [KeyValue::new("prosody.store.operation", operation.name())];
                     (
                         instruments.store_duration.bind(&attributes),
                         instruments.store_errors.bind(&attributes),
@@ -64,10 +92,10 @@ impl<S> Metered<S> {
         Self { inner, series }
     }
 
-    /// Runs `operation` (an index of [`OPERATIONS`]), measuring it.
+    /// Runs `operation`, measuring it.
     fn measure<T>(
         &self,
-        operation: usize,
+        operation: Operation,
         call: impl Future<Output = Result<T, StoreError>> + Send,
     ) -> impl Future<Output = Result<T, StoreError>> + Send {
         let series = self.series.clone();
@@ -77,7 +105,7 @@ impl<S> Metered<S> {
             };
             let started = Instant::now();
             let result = call.await;
-            if let Some((duration, errors)) = series.get(operation) {
+            if let Some((duration, errors)) = series.get(operation as usize) {
                 duration.record(started.elapsed().as_secs_f64());
                 if result.is_err() {
                     errors.add(1);
@@ -88,20 +116,18 @@ impl<S> Metered<S> {
     }
 }
 
-impl<S: Stores> Stores for Metered<S> {
-    fn durable(&self) -> bool {
-        self.inner.durable()
+impl<S: Stores> Wrapped for Metered<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
     }
 
     fn open(
         &self,
         partition: &TopicPartition,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.measure(8, self.inner.open(partition))
-    }
-
-    fn close(&self, partition: &TopicPartition) {
-        self.inner.close(partition);
+        self.measure(Operation::Open, self.inner.open(partition))
     }
 
     fn commit(
@@ -109,26 +135,19 @@ impl<S: Stores> Stores for Metered<S> {
         partition: &TopicPartition,
         batch: Batch,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.measure(0, self.inner.commit(partition, batch))
+        self.measure(Operation::Commit, self.inner.commit(partition, batch))
     }
 
-    fn commit_now(
-        &self,
-        partition: &TopicPartition,
-        batch: Batch,
-    ) -> Result<Result<(), StoreError>, Batch> {
-        self.inner.commit_now(partition, batch)
-    }
-}
-
-impl<S: TimerStore> TimerStore for Metered<S> {
     fn scheduled(
         &self,
         partition: &TopicPartition,
         key: &Key,
         kind: TimerKind,
     ) -> impl Future<Output = Result<Vec<Timestamp>, StoreError>> + Send {
-        self.measure(1, self.inner.scheduled(partition, key, kind))
+        self.measure(
+            Operation::Scheduled,
+            self.inner.scheduled(partition, key, kind),
+        )
     }
 
     fn load(
@@ -137,34 +156,11 @@ impl<S: TimerStore> TimerStore for Metered<S> {
         from: Timestamp,
         until: Timestamp,
     ) -> impl Future<Output = Result<Vec<TimerEntry>, StoreError>> + Send {
-        self.measure(2, self.inner.load(partition, from, until))
+        self.measure(Operation::Load, self.inner.load(partition, from, until))
     }
-}
 
-impl<S: DedupStore> DedupStore for Metered<S> {
     fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.measure(3, self.inner.contains(key))
-    }
-
-    fn contains_now(&self, key: DedupKey) -> Option<bool> {
-        self.inner.contains_now(key)
-    }
-}
-
-impl<S: DeferStore> DeferStore for Metered<S> {
-    fn counts(
-        &self,
-        partition: &TopicPartition,
-    ) -> impl Future<Output = Result<DeferCounts, StoreError>> + Send {
-        self.inner.counts(partition)
-    }
-
-    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.inner.counts_now(partition)
-    }
-
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.inner.peek(partition, key)
+        self.measure(Operation::Contains, self.inner.contains(key))
     }
 
     fn deferred(
@@ -172,17 +168,15 @@ impl<S: DeferStore> DeferStore for Metered<S> {
         partition: &TopicPartition,
         key: &Key,
     ) -> impl Future<Output = Result<Option<Deferred>, StoreError>> + Send {
-        self.measure(4, self.inner.deferred(partition, key))
+        self.measure(Operation::Deferred, self.inner.deferred(partition, key))
     }
-}
 
-impl<S: StateStore> StateStore for Metered<S> {
     fn identify(
         &self,
         name: &str,
         identity: &str,
     ) -> impl Future<Output = Result<String, StoreError>> + Send {
-        self.measure(5, self.inner.identify(name, identity))
+        self.measure(Operation::Identify, self.inner.identify(name, identity))
     }
 
     fn cell(
@@ -192,7 +186,10 @@ impl<S: StateStore> StateStore for Metered<S> {
         key: &Key,
         item: &[u8],
     ) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send {
-        self.measure(6, self.inner.cell(partition, collection, key, item))
+        self.measure(
+            Operation::Cell,
+            self.inner.cell(partition, collection, key, item),
+        )
     }
 
     fn cells(
@@ -205,7 +202,7 @@ impl<S: StateStore> StateStore for Metered<S> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(Bytes, Bytes)>, StoreError>> + Send {
         self.measure(
-            7,
+            Operation::Cells,
             self.inner
                 .cells(partition, collection, key, range, direction, limit),
         )

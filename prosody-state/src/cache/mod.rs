@@ -10,18 +10,14 @@ pub use disk::{CacheError, StateCache};
 use bytes::Bytes;
 use owner::{OwnerCache, Seen};
 use prosody_core::broker::TopicPartition;
-use prosody_core::clock::Timestamp;
 use prosody_core::key::Key;
-use prosody_core::store::{
-    Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
-    StateStore, StateWrite, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
-};
+use prosody_core::store::{Batch, StateWrite, StoreError, Stores, Wrapped};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
-/// Stores whose point reads of state cells ([`StateStore::cell`]) a
+/// Stores whose point reads of state cells ([`StateStore::cell`](prosody_core::store::StateStore::cell)) a
 /// partition's owner answers from its cache; every other call goes to the
 /// inner stores unchanged.
 ///
@@ -139,61 +135,11 @@ impl Drop for Unsure<'_> {
     }
 }
 
-impl<S: Stores> TimerStore for CachedStores<S> {
-    async fn scheduled(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-        kind: TimerKind,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        self.inner.scheduled(partition, key, kind).await
-    }
+impl<S: Stores> Wrapped for CachedStores<S> {
+    type Inner = S;
 
-    async fn load(
-        &self,
-        partition: &TopicPartition,
-        from: Timestamp,
-        until: Timestamp,
-    ) -> Result<Vec<TimerEntry>, StoreError> {
-        self.inner.load(partition, from, until).await
-    }
-}
-
-impl<S: Stores> DeferStore for CachedStores<S> {
-    async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
-        self.inner.counts(partition).await
-    }
-
-    fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.inner.counts_now(partition)
-    }
-
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.inner.peek(partition, key)
-    }
-
-    async fn deferred(
-        &self,
-        partition: &TopicPartition,
-        key: &Key,
-    ) -> Result<Option<Deferred>, StoreError> {
-        self.inner.deferred(partition, key).await
-    }
-}
-
-impl<S: Stores> DedupStore for CachedStores<S> {
-    async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.inner.contains(key).await
-    }
-
-    fn contains_now(&self, key: DedupKey) -> Option<bool> {
-        self.inner.contains_now(key)
-    }
-}
-
-impl<S: Stores> StateStore for CachedStores<S> {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.inner.identify(name, identity).await
+    fn inner(&self) -> &S {
+        &self.inner
     }
 
     /// From the partition's cache when it knows the cell; else from the
@@ -219,26 +165,6 @@ impl<S: Stores> StateStore for CachedStores<S> {
             cache.absent(collection, key, item, generation);
         }
         Ok(stored)
-    }
-
-    async fn cells(
-        &self,
-        partition: &TopicPartition,
-        collection: &str,
-        key: &Key,
-        range: &ItemRange,
-        direction: Direction,
-        limit: usize,
-    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        self.inner
-            .cells(partition, collection, key, range, direction, limit)
-            .await
-    }
-}
-
-impl<S: Stores> Stores for CachedStores<S> {
-    fn durable(&self) -> bool {
-        self.inner.durable()
     }
 
     /// Opens the inner stores' partition, then starts its empty cache.

@@ -1,14 +1,14 @@
-//! The client's stores, whichever backend holds them: one opaque type, so
-//! no signature of the facade names a backend and adding one changes none.
+//! Any stores behind one pointer: [`AnyStores`], the one erased type of
+//! the store contract, so no signature above the backends names one.
 
-use bytes::Bytes;
-use prosody_core::broker::TopicPartition;
-use prosody_core::clock::Timestamp;
-use prosody_core::key::Key;
-use prosody_core::store::{
+use super::{
     Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
     StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
 };
+use crate::broker::TopicPartition;
+use crate::clock::Timestamp;
+use crate::key::Key;
+use bytes::Bytes;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,16 +16,9 @@ use std::sync::Arc;
 
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
-/// [`Stores`] with boxed futures, so any backend fits behind one pointer:
-/// one method for each of the contracts' reads and of `Stores`' own.
-///
-/// Written by hand rather than generated with `dynosaur`: its macro erases
-/// only the trait it annotates and copies that trait's supertraits into the
-/// erased one, so on `Stores` (whose supertraits are the four read traits,
-/// with their `impl Future` methods, and `Clone`) the erased trait is not
-/// dyn-compatible, and the generated type implements none of the
-/// supertraits. Erasing a flat trait instead would repeat these signatures
-/// and still leave [`ClientStores`]' impls to write.
+/// [`Stores`], dyn-compatible: every call, each one required, so the
+/// answers given at once (`peek`, `counts_now`, `contains_now`,
+/// `commit_now`) pass the pointer as the waiting ones do.
 trait DynStores: Send + Sync {
     fn scheduled<'a>(
         &'a self,
@@ -57,7 +50,7 @@ trait DynStores: Send + Sync {
         key: &'a Key,
         item: &'a [u8],
     ) -> Call<'a, Option<Bytes>>;
-    #[allow(clippy::too_many_arguments, reason = "the trait method's arguments")]
+    #[allow(clippy::too_many_arguments, reason = "the contract's arguments")]
     fn cells<'a>(
         &'a self,
         partition: &'a TopicPartition,
@@ -67,22 +60,18 @@ trait DynStores: Send + Sync {
         direction: Direction,
         limit: usize,
     ) -> Call<'a, Vec<(Bytes, Bytes)>>;
+    fn durable(&self) -> bool;
+    fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()>;
+    fn close(&self, partition: &TopicPartition);
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()>;
     fn commit_now(
         &self,
         partition: &TopicPartition,
         batch: Batch,
     ) -> Result<Result<(), StoreError>, Batch>;
-    fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()>;
-    fn close(&self, partition: &TopicPartition);
-    fn durable(&self) -> bool;
 }
 
 impl<S: Stores> DynStores for S {
-    fn durable(&self) -> bool {
-        Stores::durable(self)
-    }
-
     fn scheduled<'a>(
         &'a self,
         partition: &'a TopicPartition,
@@ -157,6 +146,18 @@ impl<S: Stores> DynStores for S {
         ))
     }
 
+    fn durable(&self) -> bool {
+        Stores::durable(self)
+    }
+
+    fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()> {
+        Box::pin(Stores::open(self, partition))
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        Stores::close(self, partition);
+    }
+
     fn commit<'a>(&'a self, partition: &'a TopicPartition, batch: Batch) -> Call<'a, ()> {
         Box::pin(Stores::commit(self, partition, batch))
     }
@@ -168,52 +169,44 @@ impl<S: Stores> DynStores for S {
     ) -> Result<Result<(), StoreError>, Batch> {
         Stores::commit_now(self, partition, batch)
     }
-
-    fn open<'a>(&'a self, partition: &'a TopicPartition) -> Call<'a, ()> {
-        Box::pin(Stores::open(self, partition))
-    }
-
-    fn close(&self, partition: &TopicPartition) {
-        Stores::close(self, partition);
-    }
 }
 
-/// The stores a client uses: in memory, on Cassandra, or the ones given to
-/// [`ClientBuilder::stores`](crate::ClientBuilder::stores); clones share
-/// them.
+/// Stores of any backend, with any wrappers, behind one pointer; clones
+/// share them.
 ///
-/// Each call goes through one pointer, and each async one through one
-/// boxed future; the synchronous ones (`peek`, `contains_now`,
-/// `commit_now`) box nothing. On the per-record path a backend that can
-/// answer at once (the in-memory one) is asked only those.
+/// Invariant: stores are erased once. [`Stores::erase`] of an `AnyStores`
+/// is itself, so erasing again adds no pointer: each call passes one
+/// pointer, and each call that waits one boxed future; the answers given
+/// at once box nothing.
 #[derive(Clone)]
-pub struct ClientStores {
-    stores: Arc<dyn DynStores>,
-}
+pub struct AnyStores(Arc<dyn DynStores>);
 
-impl ClientStores {
-    /// Wraps a backend's stores.
-    pub(crate) fn new(stores: impl Stores) -> Self {
-        Self {
-            stores: Arc::new(stores),
-        }
+impl AnyStores {
+    /// `stores`, erased (once: see [`Stores::erase`]).
+    #[must_use]
+    pub fn new(stores: impl Stores) -> Self {
+        stores.erase()
+    }
+
+    pub(super) fn boxed(stores: impl Stores) -> Self {
+        Self(Arc::new(stores))
     }
 }
 
-impl fmt::Debug for ClientStores {
+impl fmt::Debug for AnyStores {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientStores").finish_non_exhaustive()
+        f.debug_struct("AnyStores").finish_non_exhaustive()
     }
 }
 
-impl TimerStore for ClientStores {
+impl TimerStore for AnyStores {
     async fn scheduled(
         &self,
         partition: &TopicPartition,
         key: &Key,
         kind: TimerKind,
     ) -> Result<Vec<Timestamp>, StoreError> {
-        self.stores.scheduled(partition, key, kind).await
+        self.0.scheduled(partition, key, kind).await
     }
 
     async fn load(
@@ -222,21 +215,21 @@ impl TimerStore for ClientStores {
         from: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<TimerEntry>, StoreError> {
-        self.stores.load(partition, from, until).await
+        self.0.load(partition, from, until).await
     }
 }
 
-impl DeferStore for ClientStores {
+impl DeferStore for AnyStores {
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        self.0.peek(partition, key)
+    }
+
     async fn counts(&self, partition: &TopicPartition) -> Result<DeferCounts, StoreError> {
-        self.stores.counts(partition).await
+        self.0.counts(partition).await
     }
 
     fn counts_now(&self, partition: &TopicPartition) -> Option<DeferCounts> {
-        self.stores.counts_now(partition)
-    }
-
-    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
-        self.stores.peek(partition, key)
+        self.0.counts_now(partition)
     }
 
     async fn deferred(
@@ -244,23 +237,23 @@ impl DeferStore for ClientStores {
         partition: &TopicPartition,
         key: &Key,
     ) -> Result<Option<Deferred>, StoreError> {
-        self.stores.deferred(partition, key).await
+        self.0.deferred(partition, key).await
     }
 }
 
-impl DedupStore for ClientStores {
+impl DedupStore for AnyStores {
     async fn contains(&self, key: DedupKey) -> Result<bool, StoreError> {
-        self.stores.contains(key).await
+        self.0.contains(key).await
     }
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
-        self.stores.contains_now(key)
+        self.0.contains_now(key)
     }
 }
 
-impl StateStore for ClientStores {
+impl StateStore for AnyStores {
     async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.stores.identify(name, identity).await
+        self.0.identify(name, identity).await
     }
 
     async fn cell(
@@ -270,7 +263,7 @@ impl StateStore for ClientStores {
         key: &Key,
         item: &[u8],
     ) -> Result<Option<Bytes>, StoreError> {
-        self.stores.cell(partition, collection, key, item).await
+        self.0.cell(partition, collection, key, item).await
     }
 
     async fn cells(
@@ -282,19 +275,27 @@ impl StateStore for ClientStores {
         direction: Direction,
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        self.stores
+        self.0
             .cells(partition, collection, key, range, direction, limit)
             .await
     }
 }
 
-impl Stores for ClientStores {
+impl Stores for AnyStores {
     fn durable(&self) -> bool {
-        self.stores.durable()
+        self.0.durable()
+    }
+
+    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
+        self.0.open(partition).await
+    }
+
+    fn close(&self, partition: &TopicPartition) {
+        self.0.close(partition);
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
-        self.stores.commit(partition, batch).await
+        self.0.commit(partition, batch).await
     }
 
     fn commit_now(
@@ -302,14 +303,120 @@ impl Stores for ClientStores {
         partition: &TopicPartition,
         batch: Batch,
     ) -> Result<Result<(), StoreError>, Batch> {
-        self.stores.commit_now(partition, batch)
+        self.0.commit_now(partition, batch)
     }
 
-    async fn open(&self, partition: &TopicPartition) -> Result<(), StoreError> {
-        self.stores.open(partition).await
+    fn erase(self) -> AnyStores {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AnyStores;
+    use crate::broker::TopicPartition;
+    use crate::clock::Timestamp;
+    use crate::key::Key;
+    use crate::store::{
+        Batch, DedupKey, DedupStore, DeferCounts, DeferStore, Deferred, Direction, ItemRange,
+        StateStore, StoreError, Stores, TimerEntry, TimerKind, TimerStore,
+    };
+    use bytes::Bytes;
+    use std::sync::Arc;
+
+    /// Erasing erased stores adds no pointer: the same allocation.
+    #[test]
+    fn erased_stores_erase_to_themselves() {
+        let once = AnyStores::new(Nothing);
+        let twice = once.clone().erase();
+        assert!(Arc::ptr_eq(&once.0, &twice.0));
+        let again = AnyStores::new(twice);
+        assert!(Arc::ptr_eq(&once.0, &again.0));
     }
 
-    fn close(&self, partition: &TopicPartition) {
-        self.stores.close(partition);
+    /// Stores that hold nothing and refuse every write.
+    #[derive(Clone)]
+    struct Nothing;
+
+    fn refused<T>() -> Result<T, StoreError> {
+        Err(StoreError::rejected("nothing here"))
+    }
+
+    impl TimerStore for Nothing {
+        async fn scheduled(
+            &self,
+            _: &TopicPartition,
+            _: &Key,
+            _: TimerKind,
+        ) -> Result<Vec<Timestamp>, StoreError> {
+            Ok(Vec::new())
+        }
+
+        async fn load(
+            &self,
+            _: &TopicPartition,
+            _: Timestamp,
+            _: Timestamp,
+        ) -> Result<Vec<TimerEntry>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    impl DeferStore for Nothing {
+        async fn counts(&self, _: &TopicPartition) -> Result<DeferCounts, StoreError> {
+            Ok(DeferCounts::default())
+        }
+
+        async fn deferred(
+            &self,
+            _: &TopicPartition,
+            _: &Key,
+        ) -> Result<Option<Deferred>, StoreError> {
+            Ok(None)
+        }
+    }
+
+    impl DedupStore for Nothing {
+        async fn contains(&self, _: DedupKey) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+    }
+
+    impl StateStore for Nothing {
+        async fn identify(&self, _: &str, identity: &str) -> Result<String, StoreError> {
+            Ok(identity.to_owned())
+        }
+
+        async fn cell(
+            &self,
+            _: &TopicPartition,
+            _: &str,
+            _: &Key,
+            _: &[u8],
+        ) -> Result<Option<Bytes>, StoreError> {
+            Ok(None)
+        }
+
+        async fn cells(
+            &self,
+            _: &TopicPartition,
+            _: &str,
+            _: &Key,
+            _: &ItemRange,
+            _: Direction,
+            _: usize,
+        ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    impl Stores for Nothing {
+        fn durable(&self) -> bool {
+            false
+        }
+
+        async fn commit(&self, _: &TopicPartition, _: Batch) -> Result<(), StoreError> {
+            refused()
+        }
     }
 }
