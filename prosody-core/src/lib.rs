@@ -18,6 +18,7 @@
 //! assert_eq!(unknown.category(), Category::Transient);
 //! ```
 
+mod access;
 pub mod context;
 pub use prosody_contracts::{
     Codec, CodecError, DecodeError, Encoded, Event, Excise, Headers, JsonCodec, Key, Message,

@@ -1,13 +1,18 @@
 //! Helpers for the unit tests of layers.
 
+use crate::access::PartitionStores;
+use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::context::Context;
 use crate::event::Headers;
 use crate::event::{Event, Message};
 use crate::handler::EventRequest;
 use crate::key::Key;
+use crate::store::Stores;
 use bytes::Bytes;
+use prosody_memory::MemoryStores;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A message request for `key` with payload `payload` and optional `id`,
@@ -41,37 +46,21 @@ pub(crate) fn message<P>(
     (EventRequest::new(event, context), shutdown, cancel)
 }
 
-/// A store access that keeps nothing: every call fails as rejected.
-pub(crate) struct NoStore;
-
-impl crate::timers::StoreAccess for NoStore {
-    fn scheduled<'a>(
-        &'a self,
-        _: &'a Key,
-        _: crate::store::timer::TimerKind,
-    ) -> crate::timers::StoreFuture<'a, Vec<Timestamp>> {
-        Box::pin(std::future::ready(Err(nothing())))
-    }
-
-    fn commit(&self, _: crate::store::Batch) -> crate::timers::StoreFuture<'_, ()> {
-        Box::pin(std::future::ready(Err(nothing())))
-    }
-
-    fn load(
-        &self,
-        _: Timestamp,
-        _: Timestamp,
-    ) -> crate::timers::StoreFuture<'_, Vec<crate::timers::Due>> {
-        Box::pin(std::future::ready(Err(nothing())))
-    }
-}
-
-fn nothing() -> crate::store::StoreError {
-    crate::store::StoreError::rejected("the test store keeps nothing")
+/// `stores` as the runtime hands a partition's to its stages and contexts:
+/// bound to partition 0 of `topic` (the partition of [`message`]), with no
+/// task to tell of timer changes.
+pub(crate) fn access(stores: impl Stores) -> Arc<PartitionStores> {
+    let (notices, _) = mpsc::unbounded_channel();
+    Arc::new(PartitionStores::new(
+        stores.erase(),
+        TopicPartition::new("topic", 0),
+        notices,
+        Arc::default(),
+    ))
 }
 
 /// `context` as the runtime makes it: with its event's unit of work (over
-/// a store that keeps nothing), so its permit waits go to the event's meter.
+/// stores in memory), so its permit waits go to the event's meter.
 pub(crate) fn as_in_runtime(context: Context) -> Context {
-    context.with_work(crate::work::UnitOfWork::new(Arc::new(NoStore)))
+    context.with_work(crate::work::UnitOfWork::new(access(MemoryStores::new())))
 }

@@ -1,13 +1,13 @@
 //! The response future of the dedup service: lookup, call, record.
 
 use super::Shared;
+use crate::access::PartitionStores;
 use crate::error::HandlerError;
 use crate::handler::{EventRequest, Settlement};
 use crate::metrics::Action;
 use crate::store::DedupWrite;
 use crate::store::StoreError;
 use crate::store::dedup::DedupKey;
-use crate::timers::StoreAccess;
 use crate::work::Rider;
 use futures_util::future::BoxFuture;
 use pin_project::pin_project;
@@ -19,7 +19,7 @@ use std::task::{Context as TaskContext, Poll, ready};
 use tower::Service;
 use tracing::{debug, warn};
 
-/// A store call, boxed: it owns the partition's store access.
+/// A store call, boxed: it owns the partition's stores.
 type StoreFuture<T> = BoxFuture<'static, Result<T, StoreError>>;
 
 #[pin_project(project = StateProjection)]
@@ -109,7 +109,7 @@ where
     /// then maybe call `service` (which is ready) with `request`.
     pub(super) fn lookup(
         shared: Arc<Shared>,
-        stores: Arc<dyn StoreAccess>,
+        stores: Arc<PartitionStores>,
         key: DedupKey,
         service: S,
         request: EventRequest<P>,

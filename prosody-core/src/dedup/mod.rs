@@ -32,8 +32,8 @@
 //! Allocation: the cache check (or a store's `contains_now`) is synchronous,
 //! and a cache hit, a store that tells at once, or a message without `id`
 //! allocates nothing. Only when the store must be consulted is its future
-//! boxed (the partition's store access answers with a boxed future; the box
-//! holds an `async move` block owning that access around the one call),
+//! boxed (the client's stores answer with a boxed future; this box
+//! holds an `async move` block owning the partition's stores around it),
 //! once for the lookup.
 //!
 //! What counts as the same message is its [`DedupKey`]: the idempotence

@@ -1,10 +1,11 @@
 //! The timers of one assigned partition: loaded from the store up to a
 //! horizon, kept in a due queue, and rung when their second comes.
 
+use crate::access::{Notice, PartitionStores};
 use crate::clock::{self, Timestamp};
 use crate::key::Key;
 use crate::store::timer::TimerKind;
-use crate::timers::{Due, DueQueue, Notice, StoreAccess};
+use crate::timers::{Due, DueQueue};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -102,7 +103,7 @@ impl Delayed {
 /// of the next due or put-off timer, that move, and a retry after a failed
 /// load.
 pub(crate) struct Alarm {
-    pub(crate) access: Arc<dyn StoreAccess>,
+    pub(crate) access: Arc<PartitionStores>,
     pub(crate) notices: mpsc::UnboundedReceiver<Notice>,
     due: DueQueue,
     /// Timers taken from `due` and not yet settled.
@@ -137,7 +138,7 @@ fn instant_of(second: i64) -> Instant {
 
 impl Alarm {
     pub(crate) fn new(
-        access: Arc<dyn StoreAccess>,
+        access: Arc<PartitionStores>,
         notices: mpsc::UnboundedReceiver<Notice>,
         slab: Duration,
     ) -> Self {
@@ -312,31 +313,42 @@ impl Alarm {
 #[cfg(test)]
 mod tests {
     use super::{Alarm, Fire, now_second};
+    use crate::access::Notice;
+    use crate::broker::TopicPartition;
     use crate::clock::Timestamp;
     use crate::key::Key;
-    use crate::store::Batch;
     use crate::store::timer::TimerKind;
-    use crate::timers::{Due, Notice, StoreAccess, StoreFuture};
+    use crate::store::{StoreError, TimerEntry, Wrapped};
+    use crate::testkit;
+    use crate::timers::Due;
+    use prosody_memory::MemoryStores;
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
     use tokio::sync::mpsc;
 
-    /// A store holding `first` until its first load, then nothing new.
-    struct Once(Mutex<Vec<Due>>);
+    /// A store holding its timers until its first load, then nothing new.
+    #[derive(Clone)]
+    struct Once {
+        inner: MemoryStores,
+        first: Arc<Mutex<Vec<TimerEntry>>>,
+    }
 
-    impl StoreAccess for Once {
-        fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-            Box::pin(async { Ok(Vec::new()) })
+    impl Wrapped for Once {
+        type Inner = MemoryStores;
+
+        fn inner(&self) -> &MemoryStores {
+            &self.inner
         }
 
-        fn commit(&self, _: Batch) -> StoreFuture<'_, ()> {
-            Box::pin(async { Ok(()) })
-        }
-
-        fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-            let loaded =
-                std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
-            Box::pin(async move { Ok(loaded) })
+        async fn load(
+            &self,
+            _: &TopicPartition,
+            _: Timestamp,
+            _: Timestamp,
+        ) -> Result<Vec<TimerEntry>, StoreError> {
+            Ok(std::mem::take(
+                &mut *self.first.lock().unwrap_or_else(PoisonError::into_inner),
+            ))
         }
     }
 
@@ -348,7 +360,12 @@ mod tests {
         let s = Due::new(now_second() - 1, Key::from("k"), TimerKind::Application);
         let (notify, notices) = mpsc::unbounded_channel::<Notice>();
         drop(notify);
-        let access = Arc::new(Once(Mutex::new(vec![s.clone()])));
+        let entry = TimerEntry::new(s.key.clone(), Timestamp::from_millis(s.second * 1000))
+            .with_kind(s.kind);
+        let access = testkit::access(Once {
+            inner: MemoryStores::new(),
+            first: Arc::new(Mutex::new(vec![entry])),
+        });
         let mut alarm = Alarm::new(access, notices, Duration::from_secs(3600));
         alarm.start().await;
         let fire = |deferrals| Fire {

@@ -5,6 +5,7 @@ use super::alarm::Fire;
 use super::answer::{self, Answerer, Settled};
 use super::first::{self, First};
 use super::lease::Lease;
+use crate::access::PartitionStores;
 use crate::broker::Record;
 use crate::codec;
 use crate::context::{Context, Demand, Scope};
@@ -15,7 +16,6 @@ use crate::key::Key;
 use crate::state::{AttemptState, Registry};
 use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::store::{Batch, TimerChange};
-use crate::timers::StoreAccess;
 use crate::work::UnitOfWork;
 use futures_util::FutureExt;
 use prosody_contracts::peer::Asked;
@@ -72,8 +72,8 @@ pub(crate) struct Shared<S> {
     /// The partition's topic and number, and its shutdown signals.
     pub(crate) scope: Arc<Scope>,
     pub(crate) backoff: Backoff,
-    /// The partition's timers, for handlers' contexts.
-    pub(crate) timers: Arc<dyn StoreAccess>,
+    /// The partition's stores, for handlers' contexts and the stages.
+    pub(crate) stores: Arc<PartitionStores>,
     /// The client's state collections: `None` when it registered none.
     pub(crate) state: Option<Arc<Registry>>,
     /// Answers the requests the member's subsystem is asked, if any.
@@ -118,7 +118,7 @@ pub(crate) struct Attempts {
 impl Attempts {
     /// The attempts at `job` of `key`.
     pub(crate) fn new<S>(shared: &Shared<S>, key: Key, job: &Job) -> Self {
-        let access = Arc::clone(&shared.timers);
+        let access = Arc::clone(&shared.stores);
         let mut asked = None;
         let (work, span) = match job {
             Job::Record(record) => (
@@ -206,7 +206,7 @@ impl Attempts {
             .with_attempt(attempt.saturating_add(1));
         let work = match &shared.state {
             Some(registry) => self.work.clone().with_state(AttemptState::new(
-                Arc::clone(&shared.timers),
+                Arc::clone(&shared.stores),
                 Arc::clone(registry),
                 key.clone(),
             )),
@@ -277,7 +277,7 @@ where
     if !work.committed()
         && kind == TimerKind::Application
         && let Err(error) = shared
-            .timers
+            .stores
             .commit(Batch::default().timer(key, kind, TimerChange::Unschedule { time }))
             .await
     {

@@ -134,7 +134,7 @@ mod tests {
     use crate::handler::EventRequest;
     use crate::key::Key;
     use crate::runtime::attempt::{Attempts, Backoff, Job, Shared};
-    use crate::testkit::NoStore;
+    use crate::testkit;
     use bytes::Bytes;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
@@ -195,7 +195,7 @@ mod tests {
                 base: Duration::from_millis(1),
                 max: Duration::from_millis(1),
             },
-            timers: Arc::new(NoStore),
+            stores: testkit::access(prosody_memory::MemoryStores::new()),
             state: None,
             answerer: None,
             lease: Arc::default(),

@@ -167,7 +167,7 @@ impl Runtime {
         let poll = poll::PollLoop::new(
             consumer,
             service,
-            stores,
+            stores.erase(),
             config,
             stop.clone(),
             Arc::clone(&status),

@@ -8,12 +8,12 @@ use super::first::{self, First, Slot};
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
 use super::status::PartitionState;
+use crate::access::PartitionStores;
 use crate::broker::{Record, TopicPartition};
 use crate::codec;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::key::Key;
-use crate::timers::StoreAccess;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -33,7 +33,7 @@ const OPEN_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Tells the stores the partition is this member's; `false` (logged) if
 /// they failed or did not answer in time.
-async fn open(timers: &dyn StoreAccess, tp: &TopicPartition) -> bool {
+async fn open(timers: &PartitionStores, tp: &TopicPartition) -> bool {
     match tokio::time::timeout(OPEN_TIMEOUT, timers.open()).await {
         Ok(Ok(())) => true,
         Ok(Err(error)) => {
@@ -120,14 +120,14 @@ where
                     }
                     Some(Command::Drain { cancel_at, deadline, reply }) => {
                         self.drain(cancel_at, deadline).await;
-                        self.shared.timers.close();
+                        self.shared.stores.close();
                         let _ = reply.send(self.tracker.committable());
                         return;
                     }
                     None => {
                         self.shared.scope.cancel.cancel();
                         self.running.abort_all();
-                        self.shared.timers.close();
+                        self.shared.stores.close();
                         return;
                     }
                 },
@@ -158,9 +158,9 @@ where
         let mut waiting = Vec::new();
         let mut delay = Duration::from_secs(1);
         loop {
-            let (timers, tp) = (Arc::clone(&self.shared.timers), self.tp.clone());
+            let (stores, tp) = (Arc::clone(&self.shared.stores), self.tp.clone());
             let attempt = async move {
-                let opened = open(&*timers, &tp).await;
+                let opened = open(&stores, &tp).await;
                 if !opened {
                     tokio::time::sleep(delay).await;
                 }
@@ -183,12 +183,12 @@ where
                         }
                         Some(Command::Drain { reply, .. }) => {
                             // Nothing ran: nothing of it is settled.
-                            self.shared.timers.close();
+                            self.shared.stores.close();
                             let _ = reply.send(self.tracker.committable());
                             return None;
                         }
                         None => {
-                            self.shared.timers.close();
+                            self.shared.stores.close();
                             return None;
                         }
                     },

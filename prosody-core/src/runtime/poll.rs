@@ -9,13 +9,13 @@ use super::partition::{Command, PartitionTask};
 use super::queues::KeyQueues;
 use super::status::{NO_OFFSET, PartitionState};
 use super::{RuntimeConfig, Status};
+use crate::access::PartitionStores;
 use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use crate::context::Scope;
 use crate::event::Encoded;
 use crate::handler::EventService;
 use crate::hash::FastMap;
-use crate::store::Stores;
-use crate::timers::{PartitionStores, StoreAccess};
+use crate::store::AnyStores;
 use futures_util::FutureExt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
@@ -52,12 +52,12 @@ struct Assigned {
 /// task's tracker, so a commit never passes an unsettled record. Dropped
 /// without draining (a crash), it parks the consumer in its [`Lease`], so
 /// the member stays in its group until its last handler call is gone.
-pub(crate) struct PollLoop<C: Consumer, S, T> {
+pub(crate) struct PollLoop<C: Consumer, S> {
     /// `None` only once closed or parked.
     consumer: Option<C>,
     lease: Arc<Lease>,
     service: S,
-    stores: T,
+    stores: AnyStores,
     config: RuntimeConfig,
     stop: CancellationToken,
     status: Arc<Status>,
@@ -74,16 +74,15 @@ pub(crate) struct PollLoop<C: Consumer, S, T> {
     deadline: Arc<OnceLock<Instant>>,
 }
 
-impl<C, S, T> PollLoop<C, S, T>
+impl<C, S> PollLoop<C, S>
 where
     C: Consumer,
     S: EventService<Encoded>,
-    T: Stores,
 {
     pub(crate) fn new(
         consumer: C,
         service: S,
-        stores: T,
+        stores: AnyStores,
         config: RuntimeConfig,
         stop: CancellationToken,
         status: Arc<Status>,
@@ -203,12 +202,12 @@ where
             let state = Arc::new(PartitionState::default());
             let max = self.config.max_uncommitted.get();
             let (notices, notices_rx) = mpsc::unbounded_channel();
-            let timers: Arc<dyn StoreAccess> = Arc::new(PartitionStores {
-                stores: self.stores.clone(),
-                partition: tp.clone(),
+            let stores: Arc<PartitionStores> = Arc::new(PartitionStores::new(
+                self.stores.clone(),
+                tp.clone(),
                 notices,
-                deferred: Arc::clone(&state.deferred),
-            });
+                Arc::clone(&state.deferred),
+            ));
             let task = PartitionTask {
                 tp: tp.clone(),
                 commands: rx,
@@ -230,13 +229,13 @@ where
                         base: self.config.retry_base,
                         max: self.config.max_retry_delay,
                     },
-                    timers: Arc::clone(&timers),
+                    stores: Arc::clone(&stores),
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     answerer: self.config.answerer.clone(),
                     lease: Arc::clone(&self.lease),
                     stack: std::sync::Mutex::new(self.service.clone()),
                 }),
-                alarm: Alarm::new(timers, notices_rx, self.config.slab_size),
+                alarm: Alarm::new(stores, notices_rx, self.config.slab_size),
                 tracker: OffsetTracker::default(),
                 queues: KeyQueues::default(),
                 running: JoinSet::new(),
@@ -430,7 +429,7 @@ async fn next<C: Consumer>(consumer: &mut Option<C>) -> Result<ConsumerEvent, Br
     }
 }
 
-impl<C: Consumer, S, T> Drop for PollLoop<C, S, T> {
+impl<C: Consumer, S> Drop for PollLoop<C, S> {
     /// A crash (the loop dropped before it closed its consumer): the
     /// consumer waits in the lease for the last task that may still run a
     /// handler call.

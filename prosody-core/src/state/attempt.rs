@@ -3,10 +3,10 @@
 
 use super::overlay::{Pending, Seen, merge};
 use super::{APPLIED, Registry, Spec, StateError};
+use crate::access::PartitionStores;
 use crate::event::{Encoded, Message};
 use crate::key::Key;
 use crate::store::{Batch, Direction, ItemRange, StateChange, StateWrite};
-use crate::timers::StoreAccess;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// neither read nor write. Each attempt has its own (`fresh`), so a retry
 /// never sees a failed attempt's changes.
 pub(crate) struct AttemptState {
-    access: Arc<dyn StoreAccess>,
+    access: Arc<PartitionStores>,
     registry: Arc<Registry>,
     key: Key,
     inner: Mutex<Inner>,
@@ -70,7 +70,7 @@ pub(crate) struct Sealed {
 
 impl AttemptState {
     pub(crate) fn new(
-        access: Arc<dyn StoreAccess>,
+        access: Arc<PartitionStores>,
         registry: Arc<Registry>,
         key: Key,
     ) -> Arc<Self> {

@@ -3,13 +3,10 @@
 
 use super::attempt::{AttemptState, Slot};
 use super::{Registry, Spec, StateError};
+use crate::access::PartitionStores;
 use crate::broker::TopicPartition;
-use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::timer::TimerKind;
-use crate::store::{Batch, Direction, ItemRange, StateStore, StoreError};
-use crate::timers::{Due, StoreAccess, StoreFuture};
-use bytes::Bytes;
+use crate::store::Stores;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +35,7 @@ impl Reading {
     ///
     /// [`StateError::Spec`] when `spec` breaks a rule of its own (see
     /// [`Registry::new`]).
-    pub fn new<S: StateStore + 'static>(
+    pub fn new<S: Stores>(
         stores: S,
         partition: TopicPartition,
         key: Key,
@@ -47,7 +44,7 @@ impl Reading {
         // The recovery delay concerns writers; a reader checks only the
         // spec's own rules.
         let registry = Registry::new([spec], Duration::ZERO)?;
-        let access = Arc::new(ReadOnly { stores, partition });
+        let access = Arc::new(PartitionStores::reader(stores.erase(), partition));
         Ok(Self {
             attempt: AttemptState::new(access, Arc::new(registry), key),
             spec,
@@ -61,52 +58,5 @@ impl Reading {
     /// Never for the view's own spec; kept for the slot's signature.
     pub fn slot(&self) -> Result<Slot<'_>, StateError> {
         self.attempt.slot(&self.spec)
-    }
-}
-
-/// A partition's stores as a reader reaches them: cells only.
-struct ReadOnly<S> {
-    stores: S,
-    partition: TopicPartition,
-}
-
-fn read_only() -> StoreError {
-    StoreError::rejected("a published collection is read-only")
-}
-
-impl<S: StateStore + 'static> StoreAccess for ReadOnly<S> {
-    fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-        Box::pin(std::future::ready(Err(read_only())))
-    }
-
-    fn commit(&self, _: Batch) -> StoreFuture<'_, ()> {
-        Box::pin(std::future::ready(Err(read_only())))
-    }
-
-    fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-        Box::pin(std::future::ready(Err(read_only())))
-    }
-
-    fn cell<'a>(
-        &'a self,
-        collection: &'a str,
-        key: &'a Key,
-        item: &'a [u8],
-    ) -> StoreFuture<'a, Option<Bytes>> {
-        Box::pin(self.stores.cell(&self.partition, collection, key, item))
-    }
-
-    fn cells<'a>(
-        &'a self,
-        collection: &'a str,
-        key: &'a Key,
-        range: &'a ItemRange,
-        direction: Direction,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<(Bytes, Bytes)>> {
-        Box::pin(
-            self.stores
-                .cells(&self.partition, collection, key, range, direction, limit),
-        )
     }
 }

@@ -1,19 +1,15 @@
 //! Persistent per-key timers: the changes a handler stages through its
-//! context (written with the attempt's unit of work), the
-//! timers a partition holds and fires, and the partition's store access.
+//! context (written with the attempt's unit of work), and the timers a
+//! partition holds and fires.
 
-mod access;
 mod due;
 
-pub(crate) use access::{Notice, PartitionStores};
 pub(crate) use due::DueQueue;
 
 use crate::clock::Timestamp;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{Batch, DedupKey, Deferred, Direction, ItemRange, StoreError, TimerChange};
-use bytes::Bytes;
-use futures_util::future::BoxFuture;
+use crate::store::{Batch, StoreError, TimerChange};
 use std::sync::Arc;
 
 /// A timer operation that failed.
@@ -107,101 +103,6 @@ impl std::hash::Hash for Due {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.identity().hash(state);
     }
-}
-
-/// A boxed future of the store access (store calls that write, or read
-/// timers, are off the hot path: a handler's usual commit is written at
-/// once, unboxed, by [`StoreAccess::commit_now`] where the stores can).
-pub(crate) type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
-
-/// What the runtime gives a context to reach its partition's stores.
-pub(crate) trait StoreAccess: Send + Sync {
-    /// The key's stored times of `kind`, ascending.
-    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> StoreFuture<'a, Vec<Timestamp>>;
-
-    /// Writes a batch to the partition's stores, and tells the partition of
-    /// its timer changes.
-    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()>;
-
-    /// What [`commit`](Self::commit) would return, written now when the
-    /// stores can without I/O; `Err` gives the batch back unwritten. An
-    /// implementation may give back any batch (the partition's gives back
-    /// those with timer changes or state writes); the default gives back
-    /// all.
-    fn commit_now(&self, batch: Batch) -> Result<Result<(), StoreError>, Batch> {
-        Err(batch)
-    }
-
-    /// The partition's timers with `from <= time < until`, of every kind.
-    fn load(&self, from: Timestamp, until: Timestamp) -> StoreFuture<'_, Vec<Due>>;
-
-    /// The value of a state cell of `key`.
-    fn cell<'a>(
-        &'a self,
-        collection: &'a str,
-        key: &'a Key,
-        item: &'a [u8],
-    ) -> StoreFuture<'a, Option<Bytes>> {
-        let _ = (collection, key, item);
-        Box::pin(std::future::ready(Err(StoreError::rejected(
-            "this store access keeps no state",
-        ))))
-    }
-
-    /// A page of state cells of `key`.
-    fn cells<'a>(
-        &'a self,
-        collection: &'a str,
-        key: &'a Key,
-        range: &'a ItemRange,
-        direction: Direction,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<(Bytes, Bytes)>> {
-        let _ = (collection, key, range, direction, limit);
-        Box::pin(std::future::ready(Err(StoreError::rejected(
-            "this store access keeps no state",
-        ))))
-    }
-
-    /// Whether the dedup store holds `key`
-    /// ([`DedupStore::contains`](crate::store::DedupStore::contains)).
-    fn contains(&self, key: DedupKey) -> StoreFuture<'_, bool> {
-        let _ = key;
-        Box::pin(std::future::ready(Err(StoreError::rejected(
-            "this store access keeps no dedup records",
-        ))))
-    }
-
-    /// Whether the dedup store holds `key`, if it can tell without I/O
-    /// ([`DedupStore::contains_now`](crate::store::DedupStore::contains_now)).
-    fn contains_now(&self, key: DedupKey) -> Option<bool> {
-        let _ = key;
-        None
-    }
-
-    /// Whether `key` has deferred offsets in the partition, if the store
-    /// can tell without I/O ([`DeferStore::peek`](crate::store::DeferStore::peek)).
-    fn peek(&self, key: &Key) -> Option<bool> {
-        let _ = key;
-        None
-    }
-
-    /// The deferred offsets of `key` in the partition
-    /// ([`DeferStore::deferred`](crate::store::DeferStore::deferred)).
-    fn deferred<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Option<Deferred>> {
-        let _ = key;
-        Box::pin(std::future::ready(Err(StoreError::rejected(
-            "this store access keeps no deferrals",
-        ))))
-    }
-
-    /// The member took the partition ([`Stores::open`](crate::store::Stores::open)).
-    fn open(&self) -> StoreFuture<'_, ()> {
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    /// The member let the partition go ([`Stores::close`](crate::store::Stores::close)).
-    fn close(&self) {}
 }
 
 /// Rounds a requested time to the second, as timers are stored.

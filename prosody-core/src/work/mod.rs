@@ -11,6 +11,7 @@ pub use commit::ReturnedLate;
 pub(crate) use commit::{late_success, settle};
 pub use meter::WaitMeter;
 
+use crate::access::PartitionStores;
 use crate::clock::Timestamp;
 use crate::event::{Encoded, Event};
 use crate::key::Key;
@@ -18,7 +19,7 @@ use crate::runtime::{Answerer, Settled, asked_by};
 use crate::state::{AttemptState, Marker};
 use crate::store::timer::TimerKind;
 use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
-use crate::timers::{StoreAccess, TimerError, TimerOp};
+use crate::timers::{TimerError, TimerOp};
 use event::EventWork;
 use prosody_contracts::peer::Asked;
 use std::any::Any;
@@ -54,7 +55,7 @@ pub(crate) enum Rider {
 /// [`UnitOfWork::write`].
 #[derive(Clone)]
 pub(crate) struct UnitOfWork {
-    access: Arc<dyn StoreAccess>,
+    access: Arc<PartitionStores>,
     /// Shared by every attempt of the event.
     event: Arc<EventWork>,
     /// The number of the attempt this unit stages for.
@@ -80,7 +81,7 @@ impl std::fmt::Debug for UnitOfWork {
 
 impl UnitOfWork {
     /// The unit of an event's attempts over a partition's stores.
-    pub(crate) fn new(access: Arc<dyn StoreAccess>) -> Self {
+    pub(crate) fn new(access: Arc<PartitionStores>) -> Self {
         Self {
             access,
             event: Arc::default(),
@@ -264,7 +265,7 @@ impl UnitOfWork {
 
     /// The partition's stores, for the stages' reads: the same stores its
     /// commit writes to, so a stage reads what the attempts wrote.
-    pub(crate) fn stores(&self) -> &Arc<dyn StoreAccess> {
+    pub(crate) fn stores(&self) -> &Arc<PartitionStores> {
         &self.access
     }
 

@@ -1,29 +1,49 @@
 //! Tests of the unit of work: what an attempt commits, and when.
 
 use super::UnitOfWork;
+use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
-use crate::store::timer::TimerKind;
-use crate::store::{Batch, StoreError};
-use crate::timers::{Due, StoreAccess, StoreFuture, TimerOp};
+use crate::store::{Batch, StoreError, Wrapped};
+use crate::testkit;
+use crate::timers::TimerOp;
+use prosody_memory::MemoryStores;
 use std::sync::{Arc, Mutex};
 
 /// Keeps every batch committed.
-#[derive(Default)]
-struct Recorded(Mutex<Vec<Batch>>);
+#[derive(Clone, Default)]
+struct Recorded {
+    inner: MemoryStores,
+    batches: Arc<Mutex<Vec<Batch>>>,
+}
 
-impl StoreAccess for Recorded {
-    fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-        Box::pin(std::future::ready(Ok(Vec::new())))
+impl Recorded {
+    fn batches(&self) -> Vec<Batch> {
+        self.batches.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+}
+
+impl Wrapped for Recorded {
+    type Inner = MemoryStores;
+
+    fn inner(&self) -> &MemoryStores {
+        &self.inner
     }
 
-    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
-        self.0.lock().map(|mut batches| batches.push(batch)).ok();
-        Box::pin(std::future::ready(Ok::<(), StoreError>(())))
+    async fn commit(&self, _: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        self.batches
+            .lock()
+            .map(|mut batches| batches.push(batch))
+            .ok();
+        Ok(())
     }
 
-    fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-        Box::pin(std::future::ready(Ok(Vec::new())))
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 }
 
@@ -32,8 +52,8 @@ impl StoreAccess for Recorded {
 /// attempt that succeeds writes exactly its own changes.
 #[tokio::test]
 async fn only_the_committing_attempt_writes_its_changes() {
-    let store = Arc::new(Recorded::default());
-    let event = UnitOfWork::new(Arc::clone(&store) as Arc<dyn StoreAccess>);
+    let store = Recorded::default();
+    let event = UnitOfWork::new(testkit::access(store.clone()));
     let key = Key::from("k");
     let at = |s: i64| Timestamp::from_millis(s * 1000);
     let failed = event.fresh();
@@ -43,25 +63,25 @@ async fn only_the_committing_attempt_writes_its_changes() {
     next.stage(TimerOp::Schedule(at(3), None));
     assert_eq!(next.scheduled(&key).await.ok(), Some(vec![at(3)]));
     next.commit(&key, &[]).await.ok();
-    let batches = store.0.lock().map(|b| b.clone()).unwrap_or_default();
+    let batches = store.batches();
     assert_eq!(batches.len(), 1);
     assert_eq!(batches[0].timers.len(), 1, "{:?}", batches[0].timers);
     assert!(next.committed());
     // A later attempt starts with nothing staged.
     let last = event.fresh();
     last.commit(&key, &[]).await.ok();
-    assert_eq!(store.0.lock().map(|b| b.len()).unwrap_or_default(), 1);
+    assert_eq!(store.batches().len(), 1);
 }
 
 /// A response is kept only for an event a requester waits for, and is
 /// shared by the event's attempts; any other is dropped.
 #[test]
 fn only_an_awaited_response_is_kept() {
-    let store = Arc::new(Recorded::default());
-    let unawaited = UnitOfWork::new(Arc::clone(&store) as Arc<dyn StoreAccess>);
+    let store = testkit::access(Recorded::default());
+    let unawaited = UnitOfWork::new(Arc::clone(&store));
     unawaited.respond(Some(1_u8));
     assert_eq!(unawaited.take_response::<Option<u8>>(), None);
-    let awaited = UnitOfWork::new(store as Arc<dyn StoreAccess>);
+    let awaited = UnitOfWork::new(store);
     awaited.await_response();
     awaited.fresh().respond(Some(2_u8));
     assert_eq!(awaited.take_response::<Option<u8>>(), Some(Some(2)));
@@ -69,34 +89,40 @@ fn only_an_awaited_response_is_kept() {
 
 /// A store whose commits take `delay`, then fail (retriable or not) or
 /// land, recording when.
+#[derive(Clone)]
 struct Slow {
+    inner: MemoryStores,
     delay: std::time::Duration,
-    fail: Option<StoreError>,
-    landed: Mutex<Vec<(tokio::time::Instant, Batch)>>,
+    fail: Option<bool>,
+    landed: Arc<Mutex<Vec<(tokio::time::Instant, Batch)>>>,
 }
 
-impl StoreAccess for Slow {
-    fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-        Box::pin(std::future::ready(Ok(Vec::new())))
+impl Wrapped for Slow {
+    type Inner = MemoryStores;
+
+    fn inner(&self) -> &MemoryStores {
+        &self.inner
     }
 
-    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            match &self.fail {
-                Some(StoreError::Unavailable(_)) => Err(StoreError::unavailable("down")),
-                Some(_) => Err(StoreError::rejected("refused")),
-                None => {
-                    let now = tokio::time::Instant::now();
-                    self.landed.lock().map(|mut l| l.push((now, batch))).ok();
-                    Ok(())
-                }
+    async fn commit(&self, _: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        tokio::time::sleep(self.delay).await;
+        match self.fail {
+            Some(true) => Err(StoreError::unavailable("down")),
+            Some(false) => Err(StoreError::rejected("refused")),
+            None => {
+                let now = tokio::time::Instant::now();
+                self.landed.lock().map(|mut l| l.push((now, batch))).ok();
+                Ok(())
             }
-        })
+        }
     }
 
-    fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-        Box::pin(std::future::ready(Ok(Vec::new())))
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 }
 
@@ -145,12 +171,12 @@ mod commit {
     use crate::error::Category;
     use crate::event::{Encoded, Event};
     use crate::handler::{EventRequest, HandlerService};
-    use crate::store::StoreError;
     use crate::testkit;
     use crate::timeout::{TimeoutConfig, TimeoutLayer};
     use bytes::Bytes;
     use proptest::prelude::*;
-    use std::sync::{Arc, Mutex};
+    use prosody_memory::MemoryStores;
+    use std::sync::Arc;
     use std::time::Duration;
     use tokio::time::Instant;
     use tower::{Layer, ServiceExt};
@@ -182,22 +208,19 @@ mod commit {
                 .enable_time()
                 .start_paused(true)
                 .build()?;
-            let store = Arc::new(Slow {
+            let store = Slow {
+                inner: MemoryStores::new(),
                 delay: Duration::from_millis(commit),
-                fail: store_fails.map(|retriable| if retriable {
-                    StoreError::unavailable("down")
-                } else {
-                    StoreError::rejected("refused")
-                }),
-                landed: Mutex::default(),
-            });
+                fail: store_fails,
+                landed: Arc::default(),
+            };
             let (result, returned, started) = runtime.block_on(async {
                 let (request, _shutdown, _cancel) = testkit::message("k", Encoded, None);
                 let EventRequest { mut event, context, .. } = request;
                 if let Event::Message(message) = &mut event {
                     message.raw = Bytes::from_static(b"{}");
                 }
-                let work = UnitOfWork::new(Arc::clone(&store) as _);
+                let work = UnitOfWork::new(testkit::access(store.clone()));
                 let request = EventRequest::new(event, context.with_work(work));
                 let handler = Sleeper { run: Duration::from_millis(run), fail: handler_fails };
                 let config = TimeoutConfig { timeout: TIMEOUT };

@@ -5,7 +5,7 @@ use crate::cache::CacheLookups;
 use bytes::Bytes;
 use prosody_core::broker::TopicPartition;
 use prosody_core::key::Key;
-use prosody_core::store::{Direction, ItemRange, StateStore, StoreError};
+use prosody_core::store::{Direction, ItemRange, StoreError, Stores, Wrapped};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ impl Weighter<Asked, Answer> for Bytewise {
     }
 }
 
-/// A [`StateStore`] whose reads are served from a cache for `ttl` after
+/// Stores whose cell reads are served from a cache for `ttl` after
 /// the store answered them; identities pass through.
 ///
 /// Invariant: an answer is served at most `ttl` after the store gave it
@@ -151,9 +151,11 @@ impl<S> CachedReads<S> {
     }
 }
 
-impl<S: StateStore> StateStore for CachedReads<S> {
-    async fn identify(&self, name: &str, identity: &str) -> Result<String, StoreError> {
-        self.inner.identify(name, identity).await
+impl<S: Stores> Wrapped for CachedReads<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
     }
 
     async fn cell(

@@ -23,7 +23,7 @@ use futures_util::stream::{self, StreamExt};
 use prosody_core::broker::{TopicPartition, partition_for_key};
 use prosody_core::key::Key;
 use prosody_core::state::{Reading, Spec, StateError};
-use prosody_core::store::{Direction, ItemRange, StateStore};
+use prosody_core::store::{Direction, ItemRange, Stores};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -90,7 +90,7 @@ macro_rules! publishable {
 
 publishable!(ValueDef => PublishedValue, MapDef => PublishedMap, DequeDef => PublishedDeque);
 
-impl<S: StateStore + Clone + 'static> Source<S> {
+impl<S: Stores> Source<S> {
     /// The cells of the group `stores` reads, in `topic`'s `partitions`
     /// partitions (at least 1).
     #[must_use]
@@ -243,7 +243,7 @@ reader!(PublishedDeque, T);
 impl<T, S> PublishedValue<T, S>
 where
     T: Serialize + DeserializeOwned + Send + Sync + 'static,
-    S: StateStore + Clone + 'static,
+    S: Stores,
 {
     /// `key`'s value.
     ///
@@ -260,7 +260,7 @@ where
 impl<V, S> PublishedMap<V, S>
 where
     V: Serialize + DeserializeOwned + Send + Sync + 'static,
-    S: StateStore + Clone + 'static,
+    S: Stores,
 {
     /// The value under `entry` of `key`'s map.
     ///
@@ -346,7 +346,7 @@ where
 impl<T, S> PublishedDeque<T, S>
 where
     T: Serialize + DeserializeOwned + Send + Sync + 'static,
-    S: StateStore + Clone + 'static,
+    S: Stores,
 {
     /// The item `index` places from the front of `key`'s deque.
     ///

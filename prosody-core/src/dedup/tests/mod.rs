@@ -1,20 +1,19 @@
 use super::{DedupConfig, DedupLayer};
+use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
 use crate::handler::Settlement;
-use crate::key::Key;
-use crate::store::Batch;
-use crate::store::StoreError;
 use crate::store::dedup::DedupKey;
-use crate::store::timer::TimerKind;
-use crate::timers::{Due, StoreAccess, StoreFuture};
+use crate::store::{Batch, StoreError, Wrapped};
+use crate::testkit;
 use crate::work::{Rider, UnitOfWork};
 use proptest::prelude::*;
+use prosody_memory::MemoryStores;
 use std::collections::HashSet;
-use std::future::ready;
+use std::future::{Future, ready};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +28,7 @@ mod cache;
 /// with `peeks`, it answers lookups at once too (as a store in memory).
 #[derive(Clone, Default)]
 struct TestStore {
+    inner: MemoryStores,
     keys: Arc<Mutex<HashSet<DedupKey>>>,
     fail_lookups: Arc<AtomicBool>,
     fail_inserts: Arc<AtomicBool>,
@@ -45,32 +45,37 @@ impl TestStore {
     }
 }
 
-/// The partition's stores as the runtime hands them to a stage: only the
-/// dedup reads answer.
-impl StoreAccess for TestStore {
-    fn contains(&self, key: DedupKey) -> StoreFuture<'_, bool> {
+/// Only the dedup reads answer from this store's keys; it takes no commit.
+impl Wrapped for TestStore {
+    type Inner = MemoryStores;
+
+    fn inner(&self) -> &MemoryStores {
+        &self.inner
+    }
+
+    fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
         self.lookups.fetch_add(1, Ordering::Relaxed);
-        Box::pin(ready(if self.fail_lookups.load(Ordering::Relaxed) {
+        ready(if self.fail_lookups.load(Ordering::Relaxed) {
             Err(StoreError::unavailable("lookup down"))
         } else {
             Ok(self.keys.lock().unwrap().contains(&key))
-        }))
+        })
     }
 
     fn contains_now(&self, key: DedupKey) -> Option<bool> {
         self.peeks.then(|| self.keys.lock().unwrap().contains(&key))
     }
 
-    fn scheduled<'a>(&'a self, _: &'a Key, _: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-        Box::pin(ready(Err(StoreError::rejected("no timers here"))))
+    async fn commit(&self, _: &TopicPartition, _: Batch) -> Result<(), StoreError> {
+        Err(StoreError::rejected("no commits here"))
     }
 
-    fn commit(&self, _: Batch) -> StoreFuture<'_, ()> {
-        Box::pin(ready(Err(StoreError::rejected("no commits here"))))
-    }
-
-    fn load(&self, _: Timestamp, _: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-        Box::pin(ready(Err(StoreError::rejected("no timers here"))))
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 }
 
@@ -87,7 +92,7 @@ where
     S: Service<EventRequest<bool>, Error = HandlerError, Future: Send> + Clone + Send,
     S::Response: Settlement,
 {
-    let stores: Arc<dyn StoreAccess> = Arc::new(store.clone());
+    let stores = testkit::access(store.clone());
     MapRequest::new(layer.layer(inner), move |request: EventRequest<bool>| {
         let work = UnitOfWork::new(Arc::clone(&stores));
         EventRequest {

@@ -13,11 +13,14 @@ use crate::key::Key;
 use crate::loader::{LoadError, Loader};
 use crate::store::StoreError;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{Batch, DeferStore, DeferWrite, Deferred, TimerChange, TimerWrite};
+use crate::store::{
+    Batch, DeferStore, DeferWrite, Deferred, TimerChange, TimerEntry, TimerWrite, Wrapped,
+};
 use crate::testkit;
-use crate::timers::{Due, StoreAccess, StoreFuture, TimerOp};
+use crate::timers::TimerOp;
 use crate::work::{Rider, UnitOfWork};
 use bytes::Bytes;
+use prosody_memory::MemoryStores;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::future::{Future, Ready, ready};
@@ -124,32 +127,66 @@ impl FakeTimers {
     }
 }
 
-impl StoreAccess for FakeTimers {
-    fn scheduled<'a>(&'a self, key: &'a Key, kind: TimerKind) -> StoreFuture<'a, Vec<Timestamp>> {
-        Box::pin(ready(Ok(self.times(key, kind))))
+/// [`FakeTimers`] as the partition's stores: the rest of the contract in
+/// memory.
+#[derive(Clone)]
+struct TimerStores {
+    inner: MemoryStores,
+    timers: Arc<FakeTimers>,
+}
+
+impl Wrapped for TimerStores {
+    type Inner = MemoryStores;
+
+    fn inner(&self) -> &MemoryStores {
+        &self.inner
     }
 
-    fn commit(&self, batch: Batch) -> StoreFuture<'_, ()> {
-        Box::pin(self.write(batch))
+    async fn scheduled(
+        &self,
+        _: &TopicPartition,
+        key: &Key,
+        kind: TimerKind,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        Ok(self.timers.times(key, kind))
     }
 
-    fn load(&self, _from: Timestamp, _until: Timestamp) -> StoreFuture<'_, Vec<Due>> {
-        Box::pin(ready(Ok(Vec::new())))
+    async fn commit(&self, _: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        self.timers.write(batch).await
     }
 
-    fn peek(&self, key: &Key) -> Option<bool> {
-        let store = self.deferred.lock().unwrap().clone()?;
-        store.peek(&partition(), key)
+    fn commit_now(
+        &self,
+        _: &TopicPartition,
+        batch: Batch,
+    ) -> Result<Result<(), StoreError>, Batch> {
+        Err(batch)
     }
 
-    fn deferred<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Option<Deferred>> {
-        let store = self.deferred.lock().unwrap().clone();
-        Box::pin(async move {
-            match store {
-                Some(store) => store.deferred(&partition(), key).await,
-                None => Ok(None),
-            }
-        })
+    async fn load(
+        &self,
+        _: &TopicPartition,
+        _: Timestamp,
+        _: Timestamp,
+    ) -> Result<Vec<TimerEntry>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    fn peek(&self, partition: &TopicPartition, key: &Key) -> Option<bool> {
+        let store = self.timers.deferred.lock().unwrap().clone()?;
+        store.peek(partition, key)
+    }
+
+    async fn deferred(
+        &self,
+        partition: &TopicPartition,
+        key: &Key,
+    ) -> Result<Option<Deferred>, StoreError> {
+        let store = self.timers.deferred.lock().unwrap().clone();
+        match store {
+            Some(store) => store.deferred(partition, key).await,
+            None => Ok(None),
+        }
     }
 }
 
@@ -342,7 +379,10 @@ impl Harness {
 
     /// A unit of work over this harness's timer access.
     pub(super) fn access(&self) -> UnitOfWork {
-        UnitOfWork::new(Arc::clone(&self.timers) as Arc<dyn StoreAccess>)
+        UnitOfWork::new(testkit::access(TimerStores {
+            inner: MemoryStores::new(),
+            timers: Arc::clone(&self.timers),
+        }))
     }
 
     /// A message of `key` at `offset` with timers, and its shutdown token.

@@ -12,7 +12,7 @@ use tracing::debug;
 /// committed offsets of the partitions assigned (for the lag gauge only).
 const SEED_TIMEOUT: Duration = Duration::from_secs(2);
 
-impl<C, S, T> PollLoop<C, S, T>
+impl<C, S> PollLoop<C, S>
 where
     C: Consumer,
 {
