@@ -19,6 +19,7 @@
 //! ```
 
 mod access;
+mod backoff;
 pub mod context;
 pub use prosody_contracts::{
     Codec, CodecError, DecodeError, Encoded, Event, Excise, Headers, JsonCodec, Key, Message,
@@ -35,6 +36,7 @@ pub mod metrics;
 pub mod monopolization;
 pub mod report;
 
+pub use backoff::Backoff;
 pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
 pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};

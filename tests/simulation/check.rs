@@ -189,7 +189,7 @@ fn attempts(scenario: &Scenario, observed: &Observed) -> Result<(), String> {
             if let (true, Some(before)) = (timed, previous) {
                 let waited =
                     Duration::from_millis(u64::try_from(call.started - before.ended).unwrap_or(0));
-                let allowed = delays.delay(failed) + held;
+                let allowed = delays.backoff().delay(failed) + held;
                 if waited > allowed {
                     return Err(format!(
                         "record {n}: tried again {waited:?} after failure {failed}, allowed {allowed:?}; calls {}",

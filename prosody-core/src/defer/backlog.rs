@@ -73,7 +73,7 @@ where
             debug!(%key, offset, "{NoTimers}");
             return Err(error);
         };
-        let delay = shared.config.delay(1);
+        let delay = shared.config.backoff().delay(1);
         let at = after(delay, None);
         // The timer before the offset: a stored offset always has a timer.
         let batch = Batch::default()
@@ -269,7 +269,7 @@ where
                             return Err(error);
                         }
                         failures = failures.saturating_add(1);
-                        let delay = shared.config.delay(failures);
+                        let delay = shared.config.backoff().delay(failures);
                         let at = after(delay, Some(timer.time));
                         // The next timer before the firing one goes: the
                         // backlog is never without one.

@@ -1,5 +1,6 @@
 //! Defer configuration.
 
+use crate::Backoff;
 use std::time::Duration;
 
 /// How the defer stage sets failing events aside.
@@ -75,13 +76,10 @@ impl DeferConfig {
         Ok(())
     }
 
-    /// The delay after failure number `failures` (from 1) of an event:
-    /// `base * 2^(failures-1)`, capped at `max_delay`.
+    /// The delays after an event's failures: from `base`, doubling,
+    /// capped at `max_delay` (`backoff().delay(n)` after failure `n`).
     #[must_use]
-    pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(failures.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.max_delay)
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.base, self.max_delay)
     }
 }

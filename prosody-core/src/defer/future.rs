@@ -145,7 +145,10 @@ pub(super) fn failed<R: Settlement, L>(
             Failed::Returned(Err(error))
         }
         (Origin::Timer { .. }, Some(timers)) => {
-            let delay = shared.config.delay(timers.deferrals().saturating_add(1));
+            let delay = shared
+                .config
+                .backoff()
+                .delay(timers.deferrals().saturating_add(1));
             let at = backlog::after(delay, None);
             timers.put_off(at);
             context.meter().count(Action::Deferred);

@@ -44,9 +44,10 @@
 //! use std::time::Duration;
 //!
 //! let config = DeferConfig::default();
-//! assert_eq!(config.delay(1), Duration::from_secs(1));
-//! assert_eq!(config.delay(4), Duration::from_secs(8));
-//! assert_eq!(config.delay(30), Duration::from_secs(24 * 3600));
+//! let backoff = config.backoff();
+//! assert_eq!(backoff.delay(1), Duration::from_secs(1));
+//! assert_eq!(backoff.delay(4), Duration::from_secs(8));
+//! assert_eq!(backoff.delay(30), Duration::from_secs(24 * 3600));
 //! assert!(DeferConfig { failure_threshold: 1.5, ..config }.validate().is_err());
 //! ```
 

@@ -1,5 +1,6 @@
 //! Retry configuration.
 
+use crate::Backoff;
 use std::time::Duration;
 
 /// How a failed attempt is tried again.
@@ -58,26 +59,11 @@ impl RetryConfig {
         Ok(())
     }
 
-    /// The delay before retry number `retry` (from 1): `base * 2^(retry-1)`
-    /// stretched by up to a quarter by `jitter` (in `0..1`), never above
-    /// `max_delay`. Below the cap, delays never decrease as `retry` grows,
-    /// whatever the jitter: doubling outgrows the largest stretch. At the
-    /// cap the delay is `max_delay` shortened by up to a quarter, so keys
-    /// failing together in a long outage do not retry in lockstep.
+    /// The delays before each retry: from `base`, doubling, capped at
+    /// `max_delay`, each [jittered](Backoff::jittered) by the key and retry
+    /// ([`Backoff::jitter`]).
     #[must_use]
-    pub fn delay(&self, retry: u32, jitter: f64) -> Duration {
-        let factor = 1u32
-            .checked_shl(retry.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        let exponential = self.base.saturating_mul(factor);
-        if exponential >= self.max_delay {
-            return self
-                .max_delay
-                .mul_f64(1.0 - 0.25 * jitter.clamp(0.0, 1.0))
-                .max(self.base);
-        }
-        exponential
-            .mul_f64(1.0 + 0.25 * jitter.clamp(0.0, 1.0))
-            .min(self.max_delay)
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.base, self.max_delay)
     }
 }

@@ -1,13 +1,13 @@
 //! The response future of the retry service.
 
 use super::RetryConfig;
+use crate::Backoff;
 use crate::context::Demand;
 use crate::error::{Category, HandlerError};
 use crate::handler::EventRequest;
 use crate::metrics::Action;
 use pin_project::pin_project;
 use std::future::Future;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
@@ -73,16 +73,6 @@ where
     }
 }
 
-/// A jitter in `0..1` that differs across keys and retries.
-fn jitter(key: &str, retry: u32) -> f64 {
-    let mut hasher = DefaultHasher::new();
-    key.hash(&mut hasher);
-    retry.hash(&mut hasher);
-    #[allow(clippy::cast_precision_loss, reason = "a fraction needs no precision")]
-    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
-    fraction
-}
-
 impl<S, P> Future for ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>, Error = HandlerError> + Clone,
@@ -109,10 +99,9 @@ where
                     }
                     *this.retries += 1;
                     this.request.context.meter().count(Action::Retried);
-                    let delay = this.config.delay(
-                        *this.retries,
-                        jitter(this.request.context.key(), *this.retries),
-                    );
+                    let retry = *this.retries;
+                    let jitter = Backoff::jitter(this.request.context.key(), retry);
+                    let delay = this.config.backoff().jittered(retry, jitter);
                     warn!(%error, retry = *this.retries, ?delay, "transient failure; retrying");
                     *this.last_error = Some(error);
                     let shutdown = this.request.context.on_shutdown_owned();

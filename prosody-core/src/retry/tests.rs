@@ -26,7 +26,7 @@ proptest! {
         };
         let mut previous = Duration::ZERO;
         for (retry, jitter) in (1u32..).zip(jitters) {
-            let delay = config.delay(retry, jitter);
+            let delay = config.backoff().jittered(retry, jitter);
             let exponential = config.base.saturating_mul(1u32.checked_shl(retry - 1).unwrap_or(u32::MAX));
             prop_assert!(delay <= config.max_delay);
             if exponential < config.max_delay {
@@ -93,7 +93,8 @@ async fn low_latency_stops_after_exactly_max_retries() {
             let waited = pair[1].0 - pair[0].0;
             let retry = u32::try_from(n).expect("small") + 1;
             assert!(
-                waited >= config.delay(retry, 0.0) && waited <= config.delay(retry, 1.0),
+                waited >= config.backoff().jittered(retry, 0.0)
+                    && waited <= config.backoff().jittered(retry, 1.0),
                 "{waited:?}"
             );
             assert_eq!(pair[1].1, Demand::Failure);

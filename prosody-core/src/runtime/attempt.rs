@@ -5,6 +5,7 @@ use super::alarm::Fire;
 use super::answer::{self, Answerer, Settled};
 use super::first::{self, First};
 use super::lease::Lease;
+use crate::Backoff;
 use crate::access::PartitionStores;
 use crate::broker::Record;
 use crate::codec;
@@ -21,7 +22,6 @@ use futures_util::FutureExt;
 use prosody_contracts::peer::Asked;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tower::ServiceExt;
 use tracing::{Instrument, Span, debug, debug_span, error, warn};
 
@@ -48,29 +48,12 @@ pub(crate) enum Job {
     Timer(Fire),
 }
 
-/// The exponential backoff of the runtime's last-resort retry.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct Backoff {
-    pub(crate) base: Duration,
-    pub(crate) max: Duration,
-}
-
-impl Backoff {
-    /// The delay before retry number `attempt` (from 1): `base * 2^(attempt-1)`,
-    /// capped at `max`.
-    pub(crate) fn delay(self, attempt: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.max)
-    }
-}
-
 /// What one partition shares with each of its attempts, behind one `Arc`:
 /// an attempt costs one count, not a clone of each part, nor of the stack.
 pub(crate) struct Shared<S> {
     /// The partition's topic and number, and its shutdown signals.
     pub(crate) scope: Arc<Scope>,
+    /// The runtime's last-resort retries.
     pub(crate) backoff: Backoff,
     /// The partition's stores, for handlers' contexts and the stages.
     pub(crate) stores: Arc<PartitionStores>,
@@ -370,22 +353,4 @@ where
 {
     let ready = service.ready().await.map_err(Into::into)?;
     ready.call(request).await.map_err(Into::into)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Backoff;
-    use proptest::prelude::*;
-    use std::time::Duration;
-
-    proptest! {
-        #[test]
-        fn backoff_doubles_up_to_the_cap(base in 1..1000u64, max in 1..100_000u64, attempt in 1..200u32) {
-            let backoff = Backoff { base: Duration::from_millis(base), max: Duration::from_millis(max) };
-            let delay = backoff.delay(attempt);
-            prop_assert!(delay <= backoff.max);
-            prop_assert!(backoff.delay(attempt + 1) >= delay);
-            prop_assert_eq!(backoff.delay(1), backoff.base.min(backoff.max));
-        }
-    }
 }

@@ -127,13 +127,14 @@ pub(crate) fn gone() -> BoxError {
 #[cfg(test)]
 mod tests {
     use super::{First, call, succeeded_at_once};
+    use crate::Backoff;
     use crate::broker::Record;
     use crate::context::Scope;
     use crate::error::HandlerError;
     use crate::event::Encoded;
     use crate::handler::EventRequest;
     use crate::key::Key;
-    use crate::runtime::attempt::{Attempts, Backoff, Job, Shared};
+    use crate::runtime::attempt::{Attempts, Job, Shared};
     use crate::testkit;
     use bytes::Bytes;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -191,10 +192,7 @@ mod tests {
                 cancel: CancellationToken::new(),
                 meter: crate::metrics::PartitionMeter::default(),
             }),
-            backoff: Backoff {
-                base: Duration::from_millis(1),
-                max: Duration::from_millis(1),
-            },
+            backoff: Backoff::new(Duration::from_millis(1), Duration::from_millis(1)),
             stores: testkit::access(prosody_memory::MemoryStores::new()),
             state: None,
             answerer: None,

@@ -8,6 +8,7 @@ use super::first::{self, First, Slot};
 use super::offsets::OffsetTracker;
 use super::queues::KeyQueues;
 use super::status::PartitionState;
+use crate::Backoff;
 use crate::access::PartitionStores;
 use crate::broker::{Record, TopicPartition};
 use crate::codec;
@@ -28,8 +29,8 @@ use tracing::{debug, error, warn};
 /// The longest the stores may take to open a partition.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The longest wait between two tries at opening a partition's stores.
-const OPEN_RETRY_MAX: Duration = Duration::from_secs(30);
+/// The waits between tries at opening a partition's stores.
+const OPEN_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// Tells the stores the partition is this member's; `false` (logged) if
 /// they failed or did not answer in time.
@@ -156,8 +157,10 @@ where
     /// the poll loop stopped the wait.
     async fn open_stores(&mut self) -> Option<Vec<Record>> {
         let mut waiting = Vec::new();
-        let mut delay = Duration::from_secs(1);
+        let mut tries = 0;
         loop {
+            tries += 1;
+            let delay = OPEN_BACKOFF.delay(tries);
             let (stores, tp) = (Arc::clone(&self.shared.stores), self.tp.clone());
             let attempt = async move {
                 let opened = open(&stores, &tp).await;
@@ -173,7 +176,6 @@ where
                         if opened {
                             return Some(waiting);
                         }
-                        delay = (delay * 2).min(OPEN_RETRY_MAX);
                         break;
                     }
                     command = self.commands.recv() => match command {

@@ -1,7 +1,7 @@
 //! The poll loop: the one owner of the consumer.
 
 use super::alarm::Alarm;
-use super::attempt::{Backoff, Shared};
+use super::attempt::Shared;
 use super::filter::Filters;
 use super::lease::Lease;
 use super::offsets::OffsetTracker;
@@ -9,6 +9,7 @@ use super::partition::{Command, PartitionTask};
 use super::queues::KeyQueues;
 use super::status::{NO_OFFSET, PartitionState};
 use super::{RuntimeConfig, Status};
+use crate::Backoff;
 use crate::access::PartitionStores;
 use crate::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use crate::context::Scope;
@@ -225,10 +226,7 @@ where
                         cancel,
                         meter: self.config.metrics.partition(&tp.topic, tp.partition),
                     }),
-                    backoff: Backoff {
-                        base: self.config.retry_base,
-                        max: self.config.max_retry_delay,
-                    },
+                    backoff: Backoff::new(self.config.retry_base, self.config.max_retry_delay),
                     stores: Arc::clone(&stores),
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
                     answerer: self.config.answerer.clone(),
