@@ -6,7 +6,8 @@ use crate::event::{Event, Topic};
 use crate::key::Key;
 use crate::metrics::PartitionMeter;
 use crate::state::{Definition, StateError};
-use crate::timers::{self, TimerError, TimerOp};
+use crate::store::TimerChange;
+use crate::timers::{self, TimerError};
 use crate::work::UnitOfWork;
 use std::future::Future;
 use std::sync::Arc;
@@ -198,29 +199,35 @@ impl Context {
     /// It is written when the handler succeeds; a failed attempt's timer
     /// changes are discarded. Scheduling the same time twice gives one timer.
     pub fn schedule(&self, time: Timestamp) -> Result<(), TimerError> {
-        self.timers_or_err()?
-            .stage(TimerOp::Schedule(timers::rounded(time), trace()));
+        self.timers_or_err()?.stage(TimerChange::Schedule {
+            time: timers::rounded(time),
+            trace: trace(),
+        });
         Ok(())
     }
 
     /// Removes every timer of this key, then schedules one at `time`.
     pub fn clear_and_schedule(&self, time: Timestamp) -> Result<(), TimerError> {
         let timers = self.timers_or_err()?;
-        timers.stage(TimerOp::Clear);
-        timers.stage(TimerOp::Schedule(timers::rounded(time), trace()));
+        timers.stage(TimerChange::Clear);
+        timers.stage(TimerChange::Schedule {
+            time: timers::rounded(time),
+            trace: trace(),
+        });
         Ok(())
     }
 
     /// Removes this key's timer at `time`, if there is one.
     pub fn unschedule(&self, time: Timestamp) -> Result<(), TimerError> {
-        self.timers_or_err()?
-            .stage(TimerOp::Unschedule(timers::rounded(time)));
+        self.timers_or_err()?.stage(TimerChange::Unschedule {
+            time: timers::rounded(time),
+        });
         Ok(())
     }
 
     /// Removes every timer of this key.
     pub fn clear_scheduled(&self) -> Result<(), TimerError> {
-        self.timers_or_err()?.stage(TimerOp::Clear);
+        self.timers_or_err()?.stage(TimerChange::Clear);
         Ok(())
     }
 

@@ -10,8 +10,8 @@ use super::gate::MIN_EVENTS;
 use crate::clock::{self, Timestamp};
 use crate::error::{Category, HandlerError};
 use crate::key::Key;
+use crate::store::TimerChange;
 use crate::store::timer::TimerKind;
-use crate::timers::TimerOp;
 use fakes::{Harness, timer};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -52,11 +52,14 @@ async fn align() -> Timestamp {
 }
 
 /// One defer-timer write for `key` scheduling `at`.
-fn defer_write(key: &str, at: Timestamp) -> (Key, TimerKind, Vec<TimerOp>) {
+fn defer_write(key: &str, at: Timestamp) -> (Key, TimerKind, Vec<TimerChange>) {
     (
         Key::from(key),
         TimerKind::Defer,
-        vec![TimerOp::Schedule(at, None)],
+        vec![TimerChange::Schedule {
+            time: at,
+            trace: None,
+        }],
     )
 }
 
@@ -297,7 +300,7 @@ async fn a_timer_whose_commit_failed_partway_is_not_put_off() {
     h.handler.fail(None, &[Category::Transient]);
     let fired = align().await;
     let timers = h.access();
-    timers.stage(TimerOp::Unschedule(fired));
+    timers.stage(TimerChange::Unschedule { time: fired });
     h.timers.fail.store(true, Ordering::Relaxed);
     assert!(timers.commit(&Key::from("k"), &[]).await.is_err());
     h.timers.fail.store(false, Ordering::Relaxed);

@@ -8,8 +8,8 @@ pub(crate) use due::DueQueue;
 
 use crate::clock::Timestamp;
 use crate::key::Key;
+use crate::store::StoreError;
 use crate::store::timer::{TimerKind, round_to_second};
-use crate::store::{Batch, StoreError, TimerChange};
 use std::sync::Arc;
 
 /// A timer operation that failed.
@@ -22,32 +22,6 @@ pub enum TimerError {
     /// The timer store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// A change a handler made to its key's timers. A schedule carries the
-/// `traceparent` of the span that made it, if any.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum TimerOp {
-    Schedule(Timestamp, Option<Arc<str>>),
-    Unschedule(Timestamp),
-    Clear,
-}
-
-impl From<TimerOp> for TimerChange {
-    fn from(op: TimerOp) -> Self {
-        match op {
-            TimerOp::Schedule(time, trace) => Self::Schedule { time, trace },
-            TimerOp::Unschedule(time) => Self::Unschedule { time },
-            TimerOp::Clear => Self::Clear,
-        }
-    }
-}
-
-/// The batch of a key's timer changes of one kind, in order.
-pub(crate) fn timer_batch(key: &Key, kind: TimerKind, ops: Vec<TimerOp>) -> Batch {
-    ops.into_iter().fold(Batch::default(), |batch, op| {
-        batch.timer(key, kind, op.into())
-    })
 }
 
 /// A timer of a partition as the runtime holds it: ordered by second, then

@@ -8,8 +8,8 @@ use crate::event::Event;
 use crate::key::Key;
 use crate::state::{Marker, StateGuard};
 use crate::store::Batch;
+use crate::store::TimerChange;
 use crate::store::timer::TimerKind;
-use crate::timers::{TimerOp, timer_batch};
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
@@ -75,7 +75,7 @@ impl UnitOfWork {
         if let Event::Timer(timer) = event
             && timer.kind == TimerKind::Application
         {
-            work.stage(TimerOp::Unschedule(timer.time));
+            work.stage(TimerChange::Unschedule { time: timer.time });
         }
         work
     }
@@ -139,13 +139,13 @@ impl UnitOfWork {
             state = sealed.transactional;
             state.extend(markers);
         }
-        let ops: Vec<TimerOp> = self
+        let mut batch = self
             .event
             .staged()
             .extract_if(.., |(staged_by, _)| *staged_by == self.attempt)
-            .map(|(_, op)| op)
-            .collect();
-        let mut batch = timer_batch(key, TimerKind::Application, ops);
+            .fold(Batch::default(), |batch, (_, change)| {
+                batch.timer(key, TimerKind::Application, change)
+            });
         batch.state = state;
         for rider in riders {
             match rider {

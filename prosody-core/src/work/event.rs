@@ -1,7 +1,7 @@
 //! What every attempt of one event shares: one allocation for all of them.
 
 use crate::clock::Timestamp;
-use crate::timers::TimerOp;
+use crate::store::TimerChange;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -14,7 +14,7 @@ pub(super) struct EventWork {
     pub(super) waited: AtomicU64,
     /// The timer changes the event's attempts staged, each under its
     /// attempt's number; a new attempt drops those of the earlier ones.
-    staged: Mutex<Vec<(u32, TimerOp)>>,
+    staged: Mutex<Vec<(u32, TimerChange)>>,
     /// The number of the event's latest attempt.
     pub(super) attempts: AtomicU32,
     /// Set once an attempt began writing its changes: from then on the
@@ -43,7 +43,7 @@ impl std::fmt::Debug for EventWork {
 
 impl EventWork {
     /// The staged changes.
-    pub(super) fn staged(&self) -> MutexGuard<'_, Vec<(u32, TimerOp)>> {
+    pub(super) fn staged(&self) -> MutexGuard<'_, Vec<(u32, TimerChange)>> {
         lock(&self.staged)
     }
 }

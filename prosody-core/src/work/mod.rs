@@ -17,9 +17,10 @@ use crate::event::{Encoded, Event};
 use crate::key::Key;
 use crate::runtime::{Answerer, Settled, asked_by};
 use crate::state::{AttemptState, Marker};
+use crate::store::TimerChange;
 use crate::store::timer::TimerKind;
 use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
-use crate::timers::{TimerError, TimerOp};
+use crate::timers::TimerError;
 use event::EventWork;
 use prosody_contracts::peer::Asked;
 use std::any::Any;
@@ -278,12 +279,12 @@ impl UnitOfWork {
     }
 
     /// Stages a change of the key's application timers.
-    pub(crate) fn stage(&self, op: TimerOp) {
+    pub(crate) fn stage(&self, op: TimerChange) {
         self.event.staged().push((self.attempt, op));
     }
 
     /// What this attempt staged, in order.
-    fn staged(&self) -> Vec<TimerOp> {
+    fn staged(&self) -> Vec<TimerChange> {
         self.event
             .staged()
             .iter()
@@ -302,13 +303,13 @@ impl UnitOfWork {
             .collect();
         for op in self.staged() {
             match op {
-                TimerOp::Schedule(time, _) => {
+                TimerChange::Schedule { time, .. } => {
                     times.insert(time);
                 }
-                TimerOp::Unschedule(time) => {
+                TimerChange::Unschedule { time } => {
                     times.remove(&time);
                 }
-                TimerOp::Clear => times.clear(),
+                TimerChange::Clear => times.clear(),
             }
         }
         Ok(times.into_iter().collect())

@@ -4,9 +4,9 @@ use super::UnitOfWork;
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::key::Key;
+use crate::store::TimerChange;
 use crate::store::{Batch, StoreError, Wrapped};
 use crate::testkit;
-use crate::timers::TimerOp;
 use prosody_memory::MemoryStores;
 use std::sync::{Arc, Mutex};
 
@@ -57,10 +57,19 @@ async fn only_the_committing_attempt_writes_its_changes() {
     let key = Key::from("k");
     let at = |s: i64| Timestamp::from_millis(s * 1000);
     let failed = event.fresh();
-    failed.stage(TimerOp::Schedule(at(1), None));
+    failed.stage(TimerChange::Schedule {
+        time: at(1),
+        trace: None,
+    });
     let next = event.fresh();
-    failed.stage(TimerOp::Schedule(at(2), None));
-    next.stage(TimerOp::Schedule(at(3), None));
+    failed.stage(TimerChange::Schedule {
+        time: at(2),
+        trace: None,
+    });
+    next.stage(TimerChange::Schedule {
+        time: at(3),
+        trace: None,
+    });
     assert_eq!(next.scheduled(&key).await.ok(), Some(vec![at(3)]));
     next.commit(&key, &[]).await.ok();
     let batches = store.batches();

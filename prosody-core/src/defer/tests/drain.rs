@@ -7,28 +7,34 @@ use crate::context::Demand;
 use crate::defer::DeferConfig;
 use crate::error::Category;
 use crate::key::Key;
+use crate::store::TimerChange;
 use crate::store::timer::TimerKind;
-use crate::timers::TimerOp;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// A drain's write for `key`: the next timer at `at`, then the removal of
 /// the one that fired.
-fn rearmed(key: &str, at: Timestamp, fired: Timestamp) -> (Key, TimerKind, Vec<TimerOp>) {
+fn rearmed(key: &str, at: Timestamp, fired: Timestamp) -> (Key, TimerKind, Vec<TimerChange>) {
     (
         Key::from(key),
         TimerKind::Defer,
-        vec![TimerOp::Schedule(at, None), TimerOp::Unschedule(fired)],
+        vec![
+            TimerChange::Schedule {
+                time: at,
+                trace: None,
+            },
+            TimerChange::Unschedule { time: fired },
+        ],
     )
 }
 
 /// A drained backlog's write for `key`: the removal of the timer that fired.
-fn removed(key: &str, fired: Timestamp) -> (Key, TimerKind, Vec<TimerOp>) {
+fn removed(key: &str, fired: Timestamp) -> (Key, TimerKind, Vec<TimerChange>) {
     (
         Key::from(key),
         TimerKind::Defer,
-        vec![TimerOp::Unschedule(fired)],
+        vec![TimerChange::Unschedule { time: fired }],
     )
 }
 

@@ -17,7 +17,6 @@ use crate::store::{
     Batch, DeferStore, DeferWrite, Deferred, TimerChange, TimerEntry, TimerWrite, Wrapped,
 };
 use crate::testkit;
-use crate::timers::TimerOp;
 use crate::work::{Rider, UnitOfWork};
 use bytes::Bytes;
 use prosody_memory::MemoryStores;
@@ -44,7 +43,7 @@ pub(super) fn partition() -> TopicPartition {
 /// batch's deferral changes to the defer store.
 #[derive(Default)]
 pub(super) struct FakeTimers {
-    applied: Mutex<Vec<(Key, TimerKind, Vec<TimerOp>)>>,
+    applied: Mutex<Vec<(Key, TimerKind, Vec<TimerChange>)>>,
     stored: Mutex<BTreeMap<(Key, TimerKind), BTreeSet<Timestamp>>>,
     /// Where the batches' deferral changes go.
     pub(super) deferred: Mutex<Option<FakeStore>>,
@@ -62,20 +61,16 @@ impl FakeTimers {
             .unwrap_or_default()
     }
 
-    pub(super) fn applied(&self) -> Vec<(Key, TimerKind, Vec<TimerOp>)> {
+    pub(super) fn applied(&self) -> Vec<(Key, TimerKind, Vec<TimerChange>)> {
         self.applied.lock().unwrap().clone()
     }
 
     /// The timer changes of a batch, as `applied` records them.
     fn record(&self, timers: &[TimerWrite]) {
         let mut applied = self.applied.lock().unwrap();
-        let mut groups: Vec<(Key, TimerKind, Vec<TimerOp>)> = Vec::new();
+        let mut groups: Vec<(Key, TimerKind, Vec<TimerChange>)> = Vec::new();
         for write in timers {
-            let op = match &write.change {
-                TimerChange::Schedule { time, trace } => TimerOp::Schedule(*time, trace.clone()),
-                TimerChange::Unschedule { time } => TimerOp::Unschedule(*time),
-                TimerChange::Clear => TimerOp::Clear,
-            };
+            let op = write.change.clone();
             match groups.last_mut() {
                 Some((key, kind, ops)) if *key == write.key && *kind == write.kind => ops.push(op),
                 _ => groups.push((write.key.clone(), write.kind, vec![op])),
