@@ -1,32 +1,29 @@
 //! How a client with a `subsystem` answers the requests that name it.
 
 use crate::directory::ClientDirectory;
-use prosody_core::Settlement;
-use prosody_core::peer::{Asked, RequestId};
-use prosody_core::runtime::{Answerer, Settled};
-use prosody_request::{Answer, Delivery, Inbox, Peers, Reply};
-use serde::Serialize;
-use std::marker::PhantomData;
+use prosody_core::peer::{Answer, Asked, RequestId};
+use prosody_core::runtime::Answerer;
+use prosody_request::{Delivery, Inbox, Peers, Reply};
 use std::sync::Arc;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::debug;
 
-/// Answers as `subsystem` with the responses of a stack whose response type
-/// is `R` (the handler's output, as `Option`).
+/// Answers as `subsystem`: sends each answer the runtime gives it to its
+/// requester, in this process at once, else through the peer directory.
 ///
-/// Invariant: a request is answered with a value only for a response its
-/// handler succeeded with ([`Settlement::handled`]), with a failure only
-/// for a permanent failure; anything else (a duplicate skipped, a record
-/// deferred) is left unanswered, and its requester sees a timeout.
-pub(crate) struct Responder<R> {
+/// Invariant: it sends what it is given, once; what a settled record
+/// answers (its handler's output, or the failure it settled with; nothing
+/// for a duplicate skipped or a record deferred, whose requester sees a
+/// timeout) is decided where the response's type is known
+/// ([`Settlement::answer`](prosody_core::Settlement::answer)).
+pub(crate) struct Responder {
     subsystem: Arc<str>,
     route: Arc<Peers<ClientDirectory>>,
     /// The sends in flight, which the client's shutdown waits for.
     sending: TaskTracker,
-    response: PhantomData<fn(R)>,
 }
 
-impl<R> Responder<R> {
+impl Responder {
     pub(crate) fn new(
         subsystem: Arc<str>,
         route: Arc<Peers<ClientDirectory>>,
@@ -36,40 +33,16 @@ impl<R> Responder<R> {
             subsystem,
             route,
             sending,
-            response: PhantomData,
         }
     }
 }
 
-impl<R> Answerer for Responder<R>
-where
-    R: Settlement + Serialize + Send + 'static,
-{
+impl Answerer for Responder {
     fn answers(&self, asked: &Asked) -> bool {
         asked.names(&self.subsystem)
     }
 
-    fn answer(&self, asked: Asked, settled: Settled) {
-        let answer = match settled {
-            Settled::Response(response) => {
-                let Ok(response) = response.downcast::<R>() else {
-                    warn!(id = %asked.id(), "the stack's response is not its declared type; the request is not answered");
-                    return;
-                };
-                if !response.handled() {
-                    debug!(id = %asked.id(), "settled without its handler's success; the request is not answered");
-                    return;
-                }
-                match serde_json::to_vec(&*response) {
-                    Ok(json) => Answer::Value(json.into()),
-                    Err(error) => {
-                        Answer::Failed(format!("the response does not serialize as JSON: {error}"))
-                    }
-                }
-            }
-            Settled::Failed(message) => Answer::Failed(message),
-            _ => return,
-        };
+    fn answer(&self, asked: Asked, answer: Answer) {
         let reply = Reply {
             to: asked.reply_to(),
             id: asked.id(),

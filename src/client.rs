@@ -19,7 +19,7 @@ use prosody_core::store::AnyStores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{
     Codec, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
-    SOURCE_SYSTEM_HEADER, Settlement,
+    SOURCE_SYSTEM_HEADER,
 };
 use serde::Serialize;
 use std::fmt;
@@ -259,7 +259,6 @@ impl<C: Codec> ProsodyClient<C> {
     pub async fn subscribe_with<S>(&self, stack: S) -> Result<(), ClientError>
     where
         S: EventService<Encoded>,
-        S::Response: Settlement + Serialize,
     {
         self.check_open()?;
         let settings = &self.inner.settings;
@@ -289,8 +288,7 @@ impl<C: Codec> ProsodyClient<C> {
         let mut runtime = settings.runtime.clone();
         runtime.answerer = settings.peer.subsystem.clone().map(|subsystem| {
             let (route, sending) = self.inner.requests.route();
-            let responder =
-                Responder::<S::Response>::new(subsystem, Arc::clone(route), sending.clone());
+            let responder = Responder::new(subsystem, Arc::clone(route), sending.clone());
             Arc::new(responder) as Arc<dyn Answerer>
         });
         claim.install(Runtime::spawn(

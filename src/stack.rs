@@ -15,7 +15,10 @@ use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
 use prosody_core::telemetry::{Links, ProducerSink, TelemetryLayer, TelemetryService};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
-use prosody_core::{Codec, Encoded, EventHandler, EventService, HandlerService, JsonCodec};
+use prosody_core::{
+    Codec, Encoded, EventHandler, EventService, HandlerService, JsonCodec, Response,
+};
+use serde::Serialize;
 use tower::{Service, ServiceBuilder};
 
 /// The stages every preset ends with, around a handler.
@@ -264,10 +267,10 @@ impl<C: Codec> Layers<C> {
         &self,
         handler: H,
     ) -> impl EventService<Encoded>
-    + Service<EventRequest<Encoded>, Response = Option<H::Output>>
+    + Service<EventRequest<Encoded>, Response = Response<H::Output>>
     + use<H, C>
     where
-        H: EventHandler<Payload = C::Value>,
+        H: EventHandler<Payload = C::Value, Output: Serialize>,
     {
         ServiceBuilder::new()
             .layer(self.dedup())
@@ -285,11 +288,11 @@ impl<C: Codec> Layers<C> {
         handler: H,
     ) -> Option<
         impl EventService<Encoded>
-        + Service<EventRequest<Encoded>, Response = Option<H::Output>>
+        + Service<EventRequest<Encoded>, Response = Response<H::Output>>
         + use<H, C>,
     >
     where
-        H: EventHandler<Payload = C::Value>,
+        H: EventHandler<Payload = C::Value, Output: Serialize>,
     {
         let failure = self.failure()?;
         Some(
@@ -308,10 +311,10 @@ impl<C: Codec> Layers<C> {
         &self,
         handler: H,
     ) -> impl EventService<Encoded>
-    + Service<EventRequest<Encoded>, Response = Option<H::Output>>
+    + Service<EventRequest<Encoded>, Response = Response<H::Output>>
     + use<H, C>
     where
-        H: EventHandler<Payload = C::Value>,
+        H: EventHandler<Payload = C::Value, Output: Serialize>,
     {
         ServiceBuilder::new()
             .layer(self.dedup())

@@ -37,6 +37,15 @@ pub const SUBSYSTEMS_HEADER: &str = "prosody-subsystems";
 /// The longest subsystem name, in bytes.
 pub const MAX_SUBSYSTEM_LEN: usize = 128;
 
+/// What a subsystem answers a request with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The handler's output, as JSON text.
+    Value(bytes::Bytes),
+    /// The failure the request's record settled with, as it displayed.
+    Failed(String),
+}
+
 /// 128 bits from the system's random source, hex-encoded as 32 lowercase
 /// characters.
 macro_rules! random_id {

@@ -1,6 +1,7 @@
 //! What a handler knows about the event it handles, and how it learns that
 //! it should stop.
 
+use crate::answer::Answerer;
 use crate::clock::Timestamp;
 use crate::event::{Event, Topic};
 use crate::key::Key;
@@ -37,6 +38,8 @@ pub(crate) struct Scope {
     pub(crate) cancel: CancellationToken,
     /// The partition's meter.
     pub(crate) meter: PartitionMeter,
+    /// Answers the requests the member's subsystem is asked, if any.
+    pub(crate) answerer: Option<Arc<dyn Answerer>>,
 }
 
 /// The context of one handler call.
@@ -97,6 +100,7 @@ impl Context {
             shutdown,
             cancel,
             meter,
+            answerer: None,
         };
         Self::scoped(key, Arc::new(scope))
     }
@@ -113,6 +117,7 @@ impl Context {
             shutdown: scope.shutdown.clone(),
             cancel: scope.cancel.clone(),
             meter,
+            answerer: scope.answerer.clone(),
         });
         self
     }
@@ -120,6 +125,12 @@ impl Context {
     /// The partition's meter.
     pub(crate) fn meter(&self) -> &PartitionMeter {
         &self.scope.meter
+    }
+
+    /// What answers the requests the partition's records carry, if the
+    /// member answers any.
+    pub(crate) fn answerer(&self) -> Option<&Arc<dyn Answerer>> {
+        self.scope.answerer.as_ref()
     }
 
     /// A context for an event of `key` in a partition's `scope`.

@@ -5,6 +5,7 @@ use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::metrics::Action;
+use crate::response::Response;
 use crate::store::timer::TimerKind;
 use crate::work::{self, Rider, UnitOfWork, WaitMeter};
 use futures_util::FutureExt;
@@ -106,7 +107,8 @@ pub struct EventRequest<P> {
 }
 
 /// What only the stages of a stack read about a call: the meter its
-/// permit waits go to, and the riders its commit writes.
+/// permit waits go to, the riders its commit writes, and for a firing
+/// timer how many times it was put off already.
 ///
 /// Invariant: riders only accumulate down the stack; a clone of the
 /// request (a retry) carries the same ones, at the cost of a count.
@@ -115,6 +117,8 @@ pub(crate) struct Extensions {
     wait: Option<WaitMeter>,
     /// One allocation for all of them.
     riders: Option<Arc<[Rider]>>,
+    /// How many times the firing timer was put off already.
+    deferrals: u32,
 }
 
 impl Extensions {
@@ -170,37 +174,22 @@ impl<P> EventRequest<P> {
         self
     }
 
+    /// The same request for a firing timer put off `deferrals` times.
+    #[must_use]
+    pub(crate) fn with_deferrals(mut self, deferrals: u32) -> Self {
+        self.extensions.deferrals = deferrals;
+        self
+    }
+
+    /// How many times the firing timer was put off already.
+    pub(crate) fn deferrals(&self) -> u32 {
+        self.extensions.deferrals
+    }
+
     /// What the stages added to the attempt's batch.
     #[cfg(test)]
     pub(crate) fn riders(&self) -> &[Rider] {
         self.extensions.riders.as_deref().unwrap_or_default()
-    }
-}
-
-/// What a stack's response says to the stages outside it: whether the
-/// handler itself succeeded, or the event settled without that (a failure
-/// logged or routed, a duplicate skipped).
-///
-/// Invariant: a response made by [`Settlement::unhandled`] is never
-/// [`Settlement::handled`], so deduplication records only real successes.
-pub trait Settlement {
-    /// The response of an event settled without the handler succeeding.
-    fn unhandled() -> Self;
-
-    /// Whether the handler succeeded.
-    fn handled(&self) -> bool;
-}
-
-/// The handler service's response: `Some` output for a message or excise
-/// the handler succeeded on, `None` otherwise (a timer, or an event settled
-/// without success).
-impl<T> Settlement for Option<T> {
-    fn unhandled() -> Self {
-        None
-    }
-
-    fn handled(&self) -> bool {
-        self.is_some()
     }
 }
 
@@ -267,14 +256,14 @@ pub struct ForeignTimer(pub TimerKind);
 /// This is the one allocation per event of a stack: an `async fn`'s future
 /// has no nameable type on stable Rust, so the leaf boxes it once; every
 /// layer above it has a named, unboxed future.
-pub type HandlerFuture<O> = BoxFuture<'static, Result<Option<O>, HandlerError>>;
+pub type HandlerFuture<O> = BoxFuture<'static, Result<Response<O>, HandlerError>>;
 
 impl<H, C> Service<EventRequest<Encoded>> for HandlerService<H, C>
 where
     H: EventHandler,
     C: Codec<Value = H::Payload>,
 {
-    type Response = Option<H::Output>;
+    type Response = Response<H::Output>;
     type Error = HandlerError;
     type Future = HandlerFuture<H::Output>;
 
@@ -326,12 +315,21 @@ where
                 && Box::pin(work.applied()).await?
             {
                 tracing::debug!("the event's state changes landed already: not run again");
-                return Ok(None);
+                return Ok(Response::Unhandled);
             }
             let output = match event {
-                Event::Message(message) => handler.on_message(context, message).await.map(Some),
-                Event::Timer(timer) => handler.on_timer(context, timer).await.map(|()| None),
-                Event::Excise(excise) => handler.on_excise(context, excise).await.map(Some),
+                Event::Message(message) => handler
+                    .on_message(context, message)
+                    .await
+                    .map(Response::Handled),
+                Event::Timer(timer) => handler
+                    .on_timer(context, timer)
+                    .await
+                    .map(|()| Response::Unhandled),
+                Event::Excise(excise) => handler
+                    .on_excise(context, excise)
+                    .await
+                    .map(Response::Handled),
             }
             .map_err(|error| error.classified(|source| handler.classify(source)))?;
             let riders = riders.as_deref().unwrap_or_default();
@@ -348,13 +346,14 @@ where
 }
 
 /// A complete stack the runtime can drive: any cloneable `tower::Service` of
-/// [`EventRequest`]s whose future is `Send` and whose error converts to a
-/// [`BoxError`](crate::error::BoxError) (a [`HandlerError`] does, keeping its
-/// category).
+/// [`EventRequest`]s whose response says how its event settled
+/// ([`Settlement`](crate::Settlement)), whose future is `Send` and whose
+/// error converts to a [`BoxError`](crate::error::BoxError) (a
+/// [`HandlerError`] does, keeping its category).
 pub trait EventService<P>:
     Service<
         EventRequest<P>,
-        Response: Send + 'static,
+        Response: crate::Settlement,
         Error: Into<crate::error::BoxError> + Send,
         Future: Send,
     > + Clone
@@ -366,7 +365,7 @@ pub trait EventService<P>:
 impl<P, S> EventService<P> for S where
     S: Service<
             EventRequest<P>,
-            Response: Send + 'static,
+            Response: crate::Settlement,
             Error: Into<crate::error::BoxError> + Send,
             Future: Send,
         > + Clone

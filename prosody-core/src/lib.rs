@@ -19,6 +19,7 @@
 //! ```
 
 mod access;
+mod answer;
 mod backoff;
 pub mod context;
 pub use prosody_contracts::{
@@ -35,11 +36,13 @@ pub mod log;
 pub mod metrics;
 pub mod monopolization;
 pub mod report;
+mod response;
 
 pub use backoff::Backoff;
 pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
-pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, Settlement};
+pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked};
+pub use response::{Response, Settlement};
 pub mod retry;
 pub mod runtime;
 pub mod scheduler;

@@ -13,6 +13,7 @@
 //! | rest | the value's JSON text, or the failure's UTF-8 message |
 
 use bytes::{BufMut, Bytes, BytesMut};
+pub use prosody_contracts::peer::Answer;
 use prosody_contracts::peer::{PeerId, RequestId, check_subsystem};
 
 /// The largest answer a peer sends or accepts, in bytes.
@@ -36,15 +37,6 @@ pub struct Reply {
     pub subsystem: String,
     /// What it answers.
     pub answer: Answer,
-}
-
-/// What a subsystem answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
-    /// The handler's output, as JSON text.
-    Value(Bytes),
-    /// The handler's permanent failure, as it displayed.
-    Failed(String),
 }
 
 /// Bytes that are not an answer.

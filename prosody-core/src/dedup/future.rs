@@ -1,9 +1,10 @@
 //! The response future of the dedup service: lookup, call, record.
 
 use super::Shared;
+use crate::Settlement;
 use crate::access::PartitionStores;
 use crate::error::HandlerError;
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::EventRequest;
 use crate::metrics::Action;
 use crate::store::DedupWrite;
 use crate::store::StoreError;

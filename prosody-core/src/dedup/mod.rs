@@ -58,9 +58,10 @@ pub use config::{DedupConfig, DedupConfigError};
 pub use future::ResponseFuture;
 pub use layer::DedupLayer;
 
+use crate::Settlement;
 use crate::error::HandlerError;
 use crate::event::Event;
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, recent};
 use crate::metrics::Action;
 use crate::store::dedup::DedupKey;

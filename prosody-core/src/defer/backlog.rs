@@ -3,17 +3,20 @@
 
 use super::future::{Boxed, Failed, failed};
 use super::{Origin, Shared};
+use crate::Settlement;
+use crate::answer;
 use crate::broker::TopicPartition;
 use crate::clock::{self, Timestamp};
 use crate::codec;
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
 use crate::event::{Encoded, Event};
-use crate::handler::{EventRequest, Extensions, Settlement};
+use crate::handler::{EventRequest, Extensions};
 use crate::key::Key;
 use crate::loader::Loader;
 use crate::metrics::Action;
-use crate::runtime::Settled;
+use crate::peer::Answer;
+use crate::response;
 use crate::store::defer::Deferral;
 use crate::store::timer::{TimerKind, from_seconds};
 use crate::store::{Batch, DeferWrite, TimerChange};
@@ -329,8 +332,10 @@ where
 {
     match load(shared, partition, key, head).await {
         Loaded::Event(event) => {
-            let work = context.work().cloned();
-            let asked = work.as_ref().and_then(|work| work.asked(&event));
+            let answerer = context.answerer().cloned();
+            let asked = answerer
+                .as_ref()
+                .and_then(|answerer| answer::asked_in(answerer, &event));
             // A head that never ran is fresh work; one that failed before
             // is a retry.
             let demand = if failures == 0 {
@@ -351,23 +356,16 @@ where
                 extensions,
             };
             let result = inner.oneshot(request).await;
-            let (Some(work), Some(asked)) = (work, asked) else {
-                return result.map(|response| response.handled());
-            };
-            match result {
-                Ok(response) => {
-                    let handled = response.handled();
-                    work.answer(asked, Settled::Response(Box::new(response)));
-                    Ok(handled)
+            // Settled with its response, or a permanent failure; a
+            // transient one leaves it to be tried again.
+            answer::send(answerer.as_ref(), asked.as_ref(), || match &result {
+                Ok(response) => response.answer(),
+                Err(error) if error.category() == Category::Permanent => {
+                    Some(Answer::Failed(response::failure(error)))
                 }
-                Err(error) => {
-                    if error.category() == Category::Permanent {
-                        let message = error.source().to_string();
-                        work.answer(asked, Settled::Failed(message));
-                    }
-                    Err(error)
-                }
-            }
+                Err(_) => None,
+            });
+            result.map(|response| response.handled())
         }
         Loaded::Gone => Err(HandlerError::permanent(Gone)),
         Loaded::Failed(error) => Err(error),

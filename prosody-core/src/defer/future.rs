@@ -1,8 +1,8 @@
 //! The response future of the defer service.
 
 use super::{Origin, Shared, backlog};
+use crate::Settlement;
 use crate::error::{Category, HandlerError};
-use crate::handler::Settlement;
 use crate::metrics::Action;
 use crate::store::timer::TimerKind;
 use futures_util::future::BoxFuture;
@@ -141,20 +141,14 @@ pub(super) fn failed<R: Settlement, L>(
         (Origin::Record { .. }, _) => Failed::Defer(error),
         // A commit that failed partway may have removed the timer already
         // (its first change): only the retry stage can finish the job.
-        (Origin::Timer { .. }, Some(timers)) if timers.commit_started() => {
-            Failed::Returned(Err(error))
-        }
-        (Origin::Timer { .. }, Some(timers)) => {
-            let delay = shared
-                .config
-                .backoff()
-                .delay(timers.deferrals().saturating_add(1));
+        (Origin::Timer { .. }, Some(work)) if work.commit_started() => Failed::Returned(Err(error)),
+        (Origin::Timer { deferrals, .. }, Some(_)) => {
+            let delay = shared.config.backoff().delay(deferrals.saturating_add(1));
             let at = backlog::after(delay, None);
-            timers.put_off(at);
             context.meter().count(Action::Deferred);
             tracing::warn!(%error, key = %context.key(), ?delay, kind = ?TimerKind::Application,
                 "timer failed; it runs again after the delay");
-            Failed::Returned(Ok(R::unhandled()))
+            Failed::Returned(Ok(R::put_off(at)))
         }
         (Origin::Timer { .. }, None) => Failed::Returned(Err(error)),
     }

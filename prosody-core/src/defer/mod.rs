@@ -65,11 +65,12 @@ pub use future::ResponseFuture;
 pub use layer::DeferLayer;
 pub(crate) use tally::Tally;
 
+use crate::Settlement;
 use crate::broker::TopicPartition;
 use crate::context::Context;
 use crate::error::HandlerError;
 use crate::event::{Encoded, Event};
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::EventRequest;
 use crate::key::Key;
 use crate::loader::Loader;
 use crate::store::timer::TimerKind;
@@ -113,14 +114,14 @@ pub(crate) enum Origin {
         offset: i64,
         context: Context,
     },
-    /// An application timer.
-    Timer { context: Context },
+    /// An application timer, put off `deferrals` times already.
+    Timer { context: Context, deferrals: u32 },
 }
 
 impl Origin {
     fn context(&self) -> &Context {
         match self {
-            Self::Record { context, .. } | Self::Timer { context } => context,
+            Self::Record { context, .. } | Self::Timer { context, .. } => context,
         }
     }
 }
@@ -184,8 +185,10 @@ where
                 return ResponseFuture::boxed(backlog::drain(shared, drain, request));
             }
             Event::Timer(_) => {
+                let deferrals = request.deferrals();
                 let future = self.inner.call(request);
-                return ResponseFuture::calling(future, shared, Origin::Timer { context });
+                let origin = Origin::Timer { context, deferrals };
+                return ResponseFuture::calling(future, shared, origin);
             }
             Event::Message(message) => (message.key.clone(), message.offset),
             Event::Excise(excise) => (excise.key.clone(), excise.offset),

@@ -7,6 +7,7 @@ mod store;
 
 use super::DeferConfig;
 use super::gate::MIN_EVENTS;
+use crate::Response;
 use crate::clock::{self, Timestamp};
 use crate::error::{Category, HandlerError};
 use crate::key::Key;
@@ -68,7 +69,11 @@ async fn a_success_passes_through_and_stores_nothing() {
     for peeks in PEEKS {
         let mut h = Harness::new(config(), peeks);
         let (request, _shutdown) = h.message("k", 5);
-        assert_eq!(h.send(request).await.unwrap(), Some(()), "peeks: {peeks}");
+        assert_eq!(
+            h.send(request).await.unwrap(),
+            Response::Handled(()),
+            "peeks: {peeks}"
+        );
         assert_eq!(h.handler.handled(), [5]);
         assert!(h.store.is_empty());
         assert!(h.timers.applied().is_empty());
@@ -82,7 +87,11 @@ async fn a_transient_failure_is_deferred_behind_a_defer_timer() {
         h.handler.fail(Some(5), &[Category::Transient]);
         let (request, _shutdown) = h.message("k", 5);
         let now = clock::now();
-        assert_eq!(h.send(request).await.unwrap(), None, "peeks: {peeks}");
+        assert_eq!(
+            h.send(request).await.unwrap(),
+            Response::Unhandled,
+            "peeks: {peeks}"
+        );
         let at = rounded_after(now, BASE);
         assert!(at > now, "the timer lies ahead");
         assert!((0..1000).contains(&(at.as_millis() - now.as_millis() - millis(BASE))));
@@ -99,9 +108,13 @@ async fn a_later_message_of_a_deferred_key_is_stored_behind_unhandled() {
         let mut h = Harness::new(config(), peeks);
         h.handler.fail(Some(5), &[Category::Transient]);
         let (first, _shutdown) = h.message("k", 5);
-        assert_eq!(h.send(first).await.unwrap(), None);
+        assert_eq!(h.send(first).await.unwrap(), Response::Unhandled);
         let (later, _shutdown) = h.message("k", 6);
-        assert_eq!(h.send(later).await.unwrap(), None, "peeks: {peeks}");
+        assert_eq!(
+            h.send(later).await.unwrap(),
+            Response::Unhandled,
+            "peeks: {peeks}"
+        );
         assert_eq!(
             h.handler.offsets(),
             [Some(5)],
@@ -111,7 +124,7 @@ async fn a_later_message_of_a_deferred_key_is_stored_behind_unhandled() {
         assert_eq!(h.timers.applied().len(), 1, "the key's one timer covers 6");
         // Other keys keep flowing.
         let (other, _shutdown) = h.message("other", 7);
-        assert_eq!(h.send(other).await.unwrap(), Some(()));
+        assert_eq!(h.send(other).await.unwrap(), Response::Handled(()));
         assert_eq!(h.handler.handled(), [7]);
     }
 }
@@ -134,7 +147,7 @@ async fn a_failed_store_write_returns_the_original_error() {
         // The retry stage tries again, and the store is back: deferred.
         h.store.fail_defer.store(false, Ordering::Relaxed);
         let (request, _shutdown) = h.message("k", 5);
-        assert_eq!(h.send(request).await.unwrap(), None);
+        assert_eq!(h.send(request).await.unwrap(), Response::Unhandled);
         assert_eq!(h.store.queue("k"), Some((vec![5], 1)));
     }
 }
@@ -222,7 +235,7 @@ async fn a_disabled_stage_returns_failures_but_drains_deferred_keys() {
         h.store.put("old", &[3]);
         h.loader.put("old", 3);
         let fired = align().await;
-        assert_eq!(h.fire("old", fired).await.unwrap(), None);
+        assert_eq!(h.fire("old", fired).await.unwrap(), Response::Unhandled);
         assert_eq!(h.handler.handled(), [3]);
         assert!(h.store.is_empty());
     }
@@ -230,7 +243,7 @@ async fn a_disabled_stage_returns_failures_but_drains_deferred_keys() {
 
 #[tokio::test(start_paused = true)]
 async fn a_closed_gate_returns_new_failures_until_the_window_passes() {
-    async fn send_failing(h: &mut Harness, n: u64) -> Result<Option<()>, HandlerError> {
+    async fn send_failing(h: &mut Harness, n: u64) -> Result<Response<()>, HandlerError> {
         let offset = i64::try_from(n).unwrap();
         h.handler.fail(Some(offset), &[Category::Transient]);
         let (request, _shutdown) = h.message(&format!("k{n}"), offset);
@@ -239,7 +252,11 @@ async fn a_closed_gate_returns_new_failures_until_the_window_passes() {
     let mut h = Harness::new(config(), true);
     // Below MIN_EVENTS events the gate stays open, whatever the rate.
     for n in 0..MIN_EVENTS - 1 {
-        assert_eq!(send_failing(&mut h, n).await.unwrap(), None, "failure {n}");
+        assert_eq!(
+            send_failing(&mut h, n).await.unwrap(),
+            Response::Unhandled,
+            "failure {n}"
+        );
     }
     // From MIN_EVENTS on, every event failed: above the 0.9 threshold.
     for n in MIN_EVENTS - 1..MIN_EVENTS + 2 {
@@ -251,7 +268,10 @@ async fn a_closed_gate_returns_new_failures_until_the_window_passes() {
     assert_eq!(h.timers.applied().len(), deferred);
     // A window later the failures are forgotten: deferral resumes.
     tokio::time::advance(config().failure_window).await;
-    assert_eq!(send_failing(&mut h, 100).await.unwrap(), None);
+    assert_eq!(
+        send_failing(&mut h, 100).await.unwrap(),
+        Response::Unhandled
+    );
     assert_eq!(h.store.len(), deferred + 1);
 }
 
@@ -275,20 +295,19 @@ async fn a_failing_application_timer_is_put_off() {
     h.handler.fail(None, &[Category::Transient]);
     let fired = align().await;
     // Put off twice already: the third delay, 4 * BASE.
-    let timers = h.access().with_deferrals(2);
-    let (request, _shutdown) = timer("k", TimerKind::Application, fired, timers.clone());
-    assert_eq!(h.send(request).await.unwrap(), None);
+    let (request, _shutdown) = timer("k", TimerKind::Application, fired, h.access());
     let at = rounded_after(clock::now(), 4 * BASE);
-    assert_eq!(timers.put_off_until(), Some(at));
+    assert_eq!(
+        h.send(request.with_deferrals(2)).await.unwrap(),
+        Response::PutOff(at)
+    );
     assert_eq!(at.as_millis(), fired.as_millis() + 4 * millis(BASE));
     assert_eq!(h.handler.seen()[0].timer, Some(TimerKind::Application));
     assert!(h.store.is_empty(), "no store write");
     assert!(h.timers.applied().is_empty(), "the timer stays as it is");
     // A timer that succeeds is not put off.
-    let timers = h.access();
-    let (request, _shutdown) = timer("k", TimerKind::Application, fired, timers.clone());
-    assert_eq!(h.send(request).await.unwrap(), Some(()));
-    assert_eq!(timers.put_off_until(), None);
+    let (request, _shutdown) = timer("k", TimerKind::Application, fired, h.access());
+    assert_eq!(h.send(request).await.unwrap(), Response::Handled(()));
 }
 
 /// A handler's commit that failed partway may already have removed the
@@ -306,10 +325,9 @@ async fn a_timer_whose_commit_failed_partway_is_not_put_off() {
     h.timers.fail.store(false, Ordering::Relaxed);
     let (request, _shutdown) = timer("k", TimerKind::Application, fired, timers.clone());
     let error = h.send(request).await.unwrap_err();
-    assert_eq!(error.category(), Category::Transient);
     assert_eq!(
-        timers.put_off_until(),
-        None,
+        error.category(),
+        Category::Transient,
         "put off after a partial commit"
     );
 }
@@ -325,5 +343,4 @@ async fn a_failing_application_timer_during_shutdown_is_returned() {
         h.send(request).await.unwrap_err().category(),
         Category::Transient
     );
-    assert_eq!(timers.put_off_until(), None);
 }

@@ -1,10 +1,10 @@
 //! The response future of the failure-topic service.
 
 use super::{FailureConfig, Routing};
+use crate::Settlement;
 use crate::broker::{BrokerError, Delivery, Producer};
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
-use crate::handler::Settlement;
 use crate::metrics::Action;
 use futures_util::future::BoxFuture;
 use pin_project::pin_project;
@@ -19,8 +19,9 @@ type Send = BoxFuture<'static, Result<Delivery, BrokerError>>;
 #[pin_project(project = StateProjection)]
 enum State<F> {
     Calling(#[pin] F),
-    /// Routing the failed record; boxed, as only failures get here.
-    Producing(Send),
+    /// Routing the failed record (boxed, as only failures get here); once
+    /// delivered, the event settles with its failure.
+    Producing(Send, HandlerError),
 }
 
 /// An attempt whose lasting failure is routed to the failure topic.
@@ -84,33 +85,27 @@ where
                     };
                     let Some(routing) = this.routing.take() else {
                         error!(%error, "a timer failed for good; dropped (no record to route)");
-                        return Poll::Ready(Ok(R::unhandled()));
+                        return Poll::Ready(Ok(R::failed(&error)));
                     };
                     warn!(%error, topic = %this.config.topic, "routing the failed record to the failure topic");
                     let record = routing.into_record(&this.config.topic, &error);
                     let producer = this.producer.clone();
                     let timeout = this.config.send_timeout;
-                    // Once routed, the record settles with this failure:
-                    // a requester waiting for it is told so.
-                    let settles = this.context.work().and_then(|work| {
-                        work.failure(&error).map(|message| (work.clone(), message))
-                    });
                     let meter = this.context.meter().clone();
                     let send: Send = Box::pin(async move {
                         let delivered = producer.send(record, timeout).await;
                         if delivered.is_ok() {
                             meter.count(Action::FailureSent);
                         }
-                        if let (Ok(_), Some((work, message))) = (&delivered, settles) {
-                            work.settle_failed(message);
-                        }
                         delivered
                     });
-                    this.state.set(State::Producing(send));
+                    // Once routed, the record settles with this failure:
+                    // a requester waiting for it is told so.
+                    this.state.set(State::Producing(send, error));
                 }
-                StateProjection::Producing(send) => {
+                StateProjection::Producing(send, error) => {
                     return Poll::Ready(match ready!(send.as_mut().poll(cx)) {
-                        Ok(_) => Ok(R::unhandled()),
+                        Ok(_) => Ok(R::failed(error)),
                         Err(failure) => Err(HandlerError::transient(failure)),
                     });
                 }

@@ -16,7 +16,7 @@
 //! ```
 //! use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
 //! use prosody_core::failure::{CATEGORY_HEADER, FailureConfig, FailureLayer};
-//! use prosody_core::{Encoded, Event, EventRequest, HandlerError};
+//! use prosody_core::{Encoded, Event, EventRequest, HandlerError, Response};
 //! use std::sync::{Arc, Mutex};
 //! use std::time::Duration;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
@@ -48,12 +48,13 @@
 //! let kept = Kept::default();
 //! let config = FailureConfig { topic: "orders.failed".into(), send_timeout: Duration::from_secs(1) };
 //! let failing = service_fn(|_: EventRequest<Encoded>| async {
-//!     Err::<Option<()>, _>(HandlerError::permanent("unknown currency"))
+//!     Err::<Response<()>, _>(HandlerError::permanent("unknown currency"))
 //! });
 //! let stack = ServiceBuilder::new().layer(FailureLayer::new(kept.clone(), config)).service(failing);
 //! let settled = stack.oneshot(message("order-7")).await.map_err(|error| error.to_string())?;
 //!
-//! assert_eq!(settled, None); // settled, not handled
+//! // Settled with its failure, not handled.
+//! assert_eq!(settled, Response::Failed("unknown currency".into()));
 //! let routed = kept.0.lock().map_err(|_| "poisoned")?;
 //! assert_eq!(&*routed[0].topic, "orders.failed");
 //! assert_eq!(routed[0].headers.get_str(CATEGORY_HEADER), Some("permanent"));
@@ -69,10 +70,11 @@ mod tests;
 pub use future::ResponseFuture;
 pub use layer::FailureLayer;
 
+use crate::Settlement;
 use crate::broker::{OutgoingRecord, Producer};
 use crate::error::HandlerError;
 use crate::event::{Event, Headers, Topic};
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::EventRequest;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};

@@ -2,6 +2,7 @@ use super::{
     CATEGORY_HEADER, ERROR_HEADER, FailureConfig, FailureLayer, SOURCE_OFFSET_HEADER,
     SOURCE_PARTITION_HEADER, SOURCE_TOPIC_HEADER,
 };
+use crate::Response;
 use crate::broker::{BrokerError, Delivery, OutgoingRecord, Producer};
 use crate::error::{Category, HandlerError};
 use crate::handler::EventRequest;
@@ -54,9 +55,9 @@ fn failing(
     category: Category,
 ) -> impl tower::Service<
     EventRequest<u8>,
-    Response = Option<u8>,
+    Response = Response<u8>,
     Error = HandlerError,
-    Future = std::future::Ready<Result<Option<u8>, HandlerError>>,
+    Future = std::future::Ready<Result<Response<u8>, HandlerError>>,
 > + Clone {
     service_fn(move |_: EventRequest<u8>| {
         std::future::ready(Err(HandlerError::new(category, "handler says no")))
@@ -75,8 +76,8 @@ async fn a_permanent_failure_is_routed_once_with_its_record_and_error_headers() 
     }
     assert_eq!(
         service.oneshot(request).await.ok(),
-        Some(None),
-        "the event settles"
+        Some(Response::Failed("handler says no".into())),
+        "the event settles with its failure"
     );
     let sent = producer.sent.lock().expect("sent");
     assert_eq!(sent.len(), 1);

@@ -1,8 +1,8 @@
 //! The response future of the log service.
 
+use crate::Settlement;
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
-use crate::handler::Settlement;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -52,10 +52,7 @@ where
                     key = %this.context.key(), kind = *this.kind, category = %error.category(),
                     %error, "handler failed; the event is dropped (best-effort)"
                 );
-                if let Some(work) = this.context.work() {
-                    work.fail(&error);
-                }
-                Poll::Ready(Ok(R::unhandled()))
+                Poll::Ready(Ok(R::failed(&error)))
             }
         }
     }

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use prosody_core::log::LogLayer;
-//! use prosody_core::{Encoded, EventRequest, HandlerError};
+//! use prosody_core::{Encoded, EventRequest, HandlerError, Response};
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //! # use prosody_core::{Context, Event, Key, Timer, Timestamp};
 //! # fn request(key: &str) -> EventRequest<Encoded> {
@@ -21,11 +21,12 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), HandlerError> {
 //! let failing = service_fn(|_: EventRequest<Encoded>| async {
-//!     Err::<Option<()>, _>(HandlerError::permanent("no such customer"))
+//!     Err::<Response<()>, _>(HandlerError::permanent("no such customer"))
 //! });
 //! let stack = ServiceBuilder::new().layer(LogLayer::new()).service(failing);
-//! // Logged once, then settled without success.
-//! assert_eq!(stack.oneshot(request("order-7")).await?, None);
+//! // Logged once, then settled with its failure.
+//! let settled = stack.oneshot(request("order-7")).await?;
+//! assert_eq!(settled, Response::Failed("no such customer".into()));
 //! # Ok(())
 //! # }
 //! ```
@@ -38,8 +39,9 @@ mod tests;
 pub use future::ResponseFuture;
 pub use layer::LogLayer;
 
+use crate::Settlement;
 use crate::error::HandlerError;
-use crate::handler::{EventRequest, Settlement};
+use crate::handler::EventRequest;
 use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 

@@ -1,4 +1,5 @@
 use super::{MonopolizationConfig, MonopolizationLayer, Monopolized};
+use crate::Response;
 use crate::clock::Timestamp;
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
@@ -30,8 +31,12 @@ fn config(threshold: f64, cache_size: usize) -> MonopolizationConfig {
 /// counts its calls.
 fn handler(
     calls: &Arc<AtomicUsize>,
-) -> impl Service<EventRequest<Duration>, Response = (), Error = HandlerError, Future: Future + Send>
-+ Clone
+) -> impl Service<
+    EventRequest<Duration>,
+    Response = Response<()>,
+    Error = HandlerError,
+    Future: Future + Send,
+> + Clone
 + Send
 + use<> {
     let calls = Arc::clone(calls);
@@ -43,7 +48,7 @@ fn handler(
         };
         async move {
             tokio::time::sleep(work).await;
-            Ok::<(), HandlerError>(())
+            Ok::<_, HandlerError>(Response::Handled(()))
         }
     })
 }
@@ -73,9 +78,9 @@ fn request(topic: &str, key: &str, work: Duration) -> EventRequest<Duration> {
     }
 }
 
-async fn run<S>(service: &mut S, key: &str, work: Duration) -> Result<(), HandlerError>
+async fn run<S>(service: &mut S, key: &str, work: Duration) -> Result<Response<()>, HandlerError>
 where
-    S: Service<EventRequest<Duration>, Response = (), Error = HandlerError>,
+    S: Service<EventRequest<Duration>, Response = Response<()>, Error = HandlerError>,
 {
     service
         .ready()
@@ -95,9 +100,13 @@ fn is_monopolized(error: &HandlerError) -> bool {
 
 /// A call of `key` on topic "topic" that works for `work`, on a task of its
 /// own, so calls overlap.
-fn spawn_call<S>(service: &S, key: &str, work: Duration) -> JoinHandle<Result<(), HandlerError>>
+fn spawn_call<S>(
+    service: &S,
+    key: &str,
+    work: Duration,
+) -> JoinHandle<Result<Response<()>, HandlerError>>
 where
-    S: Service<EventRequest<Duration>, Response = (), Error = HandlerError>
+    S: Service<EventRequest<Duration>, Response = Response<()>, Error = HandlerError>
         + Clone
         + Send
         + 'static,
@@ -107,7 +116,7 @@ where
 }
 
 /// Waits for a spawned call and checks that it succeeded.
-async fn succeeds(call: JoinHandle<Result<(), HandlerError>>) {
+async fn succeeds(call: JoinHandle<Result<Response<()>, HandlerError>>) {
     let ended = call.await;
     assert!(ended.as_ref().is_ok_and(Result::is_ok), "{ended:?}");
 }
@@ -115,7 +124,7 @@ async fn succeeds(call: JoinHandle<Result<(), HandlerError>>) {
 /// The next call of `key` (1 s of work) is rejected as monopolizing.
 async fn is_rejected<S>(service: S, key: &str, case: &str)
 where
-    S: Service<EventRequest<Duration>, Response = (), Error = HandlerError>,
+    S: Service<EventRequest<Duration>, Response = Response<()>, Error = HandlerError>,
 {
     let error = service
         .oneshot(request("topic", key, secs(1.0)))
@@ -365,7 +374,7 @@ proptest! {
                     .sum();
                 let work = Duration::from_millis(work);
                 match run(&mut service, &format!("key-{key}"), work).await {
-                    Ok(()) => history[key].push((now, Instant::now().duration_since(now))),
+                    Ok(_) => history[key].push((now, Instant::now().duration_since(now))),
                     Err(error) => {
                         prop_assert!(is_monopolized(&error), "{}", error);
                         prop_assert!(

@@ -2,24 +2,27 @@
 //! failure until it settles or the partition stops.
 
 use super::alarm::Fire;
-use super::answer::{self, Answerer, Settled};
 use super::first::{self, First};
 use super::lease::Lease;
 use crate::Backoff;
 use crate::access::PartitionStores;
+use crate::answer;
 use crate::broker::Record;
+use crate::clock::Timestamp;
 use crate::codec;
 use crate::context::{Context, Demand, Scope};
 use crate::error::{BoxError, Category, HandlerError};
 use crate::event::{Encoded, Event, Timer};
 use crate::handler::{EventRequest, EventService};
 use crate::key::Key;
+use crate::peer::Answer;
+use crate::peer::Asked;
+use crate::response::{self, Settlement};
 use crate::state::{AttemptState, Registry};
 use crate::store::timer::{TimerKind, from_seconds, to_seconds};
 use crate::store::{Batch, TimerChange};
 use crate::work::UnitOfWork;
 use futures_util::FutureExt;
-use prosody_contracts::peer::Asked;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 use tower::ServiceExt;
@@ -38,6 +41,43 @@ pub(crate) enum Outcome {
     /// A timer the defer stage put off: it stays stored and runs again at
     /// this second.
     Delayed(i64),
+}
+
+/// How the attempts at one event ended, as a value.
+#[derive(Debug)]
+pub(crate) enum Attempt<R> {
+    /// The stack returned this response: the event settled, with its
+    /// changes committed (or a stage settled it, routed or dropped).
+    Response(R),
+    /// A permanent failure reached the runtime: the event settled without
+    /// success.
+    Failed(HandlerError),
+    /// A firing timer the defer stage put off until this time: it stays
+    /// stored.
+    PutOff(Timestamp),
+    /// Stopped before it settled (revocation or shutdown).
+    Unsettled,
+    /// A terminal failure, described: the partition stops.
+    Terminal(Arc<str>),
+}
+
+impl<R: Settlement> Attempt<R> {
+    /// The attempt that ended with the stack's `response`.
+    pub(crate) fn of(response: R) -> Self {
+        match response.put_off_until() {
+            Some(at) => Self::PutOff(at),
+            None => Self::Response(response),
+        }
+    }
+
+    /// What a requester of the event's record is told, if anything.
+    fn answer(&self) -> Option<Answer> {
+        match self {
+            Self::Response(response) => response.answer(),
+            Self::Failed(error) => Some(Answer::Failed(response::failure(error))),
+            Self::PutOff(_) | Self::Unsettled | Self::Terminal(_) => None,
+        }
+    }
 }
 
 /// What a key queue holds: a record of the partition, or a timer of the key
@@ -59,8 +99,6 @@ pub(crate) struct Shared<S> {
     pub(crate) stores: Arc<PartitionStores>,
     /// The client's state collections: `None` when it registered none.
     pub(crate) state: Option<Arc<Registry>>,
-    /// Answers the requests the member's subsystem is asked, if any.
-    pub(crate) answerer: Option<Arc<dyn Answerer>>,
     /// Held by every attempt, so a crashed member's consumer outlives them.
     #[expect(dead_code, reason = "held for its drop, never read")]
     pub(crate) lease: Arc<Lease>,
@@ -101,22 +139,15 @@ pub(crate) struct Attempts {
 impl Attempts {
     /// The attempts at `job` of `key`.
     pub(crate) fn new<S>(shared: &Shared<S>, key: Key, job: &Job) -> Self {
-        let access = Arc::clone(&shared.stores);
-        let mut asked = None;
-        let (work, span) = match job {
+        let work = UnitOfWork::new(Arc::clone(&shared.stores));
+        let (asked, span) = match job {
             Job::Record(record) => (
-                {
-                    let work = UnitOfWork::new(access).with_answerer(shared.answerer.clone());
-                    asked = shared
-                        .answerer
-                        .as_ref()
-                        .and_then(|answerer| answer::asked(answerer, record))
-                        .map(Box::new);
-                    if asked.is_some() {
-                        work.await_response();
-                    }
-                    work
-                },
+                shared
+                    .scope
+                    .answerer
+                    .as_ref()
+                    .and_then(|answerer| answer::asked(answerer, record))
+                    .map(Box::new),
                 debug_span!(
                     "handle",
                     topic = %record.topic,
@@ -126,9 +157,7 @@ impl Attempts {
                 ),
             ),
             Job::Timer(fire) => (
-                UnitOfWork::new(access)
-                    .with_deferrals(fire.deferrals)
-                    .with_answerer(shared.answerer.clone()),
+                None,
                 debug_span!(
                     "timer",
                     key = %key,
@@ -145,21 +174,15 @@ impl Attempts {
         }
     }
 
-    /// Answers the request the settled record carries, if the member
-    /// answers it: with the stack's response (committed by now), else the
-    /// message of its permanent failure.
-    pub(crate) fn answer<S>(&self, shared: &Shared<S>) {
-        let (Some(asked), Some(answerer)) = (&self.asked, &shared.answerer) else {
-            return;
-        };
-        // A failure recorded settled the event: the response beside it is
-        // the stage's stand-in (routed, dropped), not the handler's.
-        let settled = match (self.work.take_failure(), self.work.take_response_boxed()) {
-            (Some(message), _) => Settled::Failed(message),
-            (None, Some(response)) => Settled::Response(response),
-            (None, None) => return,
-        };
-        answerer.answer(Asked::clone(asked), settled);
+    /// Answers the request the event's record carries, if the member
+    /// answers it, with how its attempts ended (its changes committed by
+    /// now).
+    pub(crate) fn answer<S, R: Settlement>(&self, shared: &Shared<S>, attempt: &Attempt<R>) {
+        answer::send(
+            shared.scope.answerer.as_ref(),
+            self.asked.as_deref(),
+            || attempt.answer(),
+        );
     }
 
     /// The span the attempts run in.
@@ -187,6 +210,10 @@ impl Attempts {
         let context = Context::scoped(key.clone(), Arc::clone(&shared.scope))
             .with_demand(demand)
             .with_attempt(attempt.saturating_add(1));
+        let deferrals = match job {
+            Job::Timer(fire) => fire.deferrals,
+            Job::Record(_) => 0,
+        };
         let work = match &shared.state {
             Some(registry) => self.work.clone().with_state(AttemptState::new(
                 Arc::clone(&shared.stores),
@@ -195,25 +222,7 @@ impl Attempts {
             )),
             None => self.work.clone(),
         };
-        EventRequest::new(event, context.with_work(work))
-    }
-
-    /// Keeps the response of the call that settled the event in its unit
-    /// of work, where it is reachable after the commit.
-    pub(crate) fn respond<R: Send + 'static>(&self, response: R) {
-        self.work.respond(response);
-    }
-
-    /// Marks the event as one whose response a requester waits for.
-    #[cfg(test)]
-    pub(crate) fn await_response(&self) {
-        self.work.await_response();
-    }
-
-    /// The response the event settled with, if it is an `R`.
-    #[cfg(test)]
-    pub(crate) fn response<R: 'static>(&self) -> Option<R> {
-        self.work.take_response()
+        EventRequest::new(event, context.with_work(work)).with_deferrals(deferrals)
     }
 }
 
@@ -234,30 +243,33 @@ where
     S: EventService<Encoded>,
 {
     let span = attempts.span.clone();
-    let outcome = attempt_loop(&shared, &attempts, job, first)
+    let attempt = attempt_loop(&shared, &attempts, job, first)
         .instrument(span)
         .await;
-    let Job::Timer(fire) = job else {
-        if outcome == Outcome::Settled {
-            attempts.answer(&shared);
-        }
-        return outcome;
-    };
-    if outcome != Outcome::Settled {
-        return outcome;
-    }
-    let work = &attempts.work;
-    if let Some(at) = work.put_off_until() {
+    attempts.answer(&shared, &attempt);
+    match attempt {
+        Attempt::Terminal(cause) => Outcome::Terminal(cause),
+        Attempt::Unsettled => Outcome::Unsettled,
         // Put off by the defer stage: it stays stored.
-        return Outcome::Delayed(to_seconds(at));
+        Attempt::PutOff(at) => Outcome::Delayed(to_seconds(at)),
+        Attempt::Response(_) | Attempt::Failed(_) => {
+            if let Job::Timer(fire) = job {
+                remove(&shared, &attempts, fire).await;
+            }
+            Outcome::Settled
+        }
     }
-    // A handler that succeeded removed its timer in its commit; a timer
-    // settled otherwise (dropped, routed) is removed here. A defer timer is
-    // the defer stage's to remove: a stack without that stage leaves it,
-    // and its key's backlog, in the store.
+}
+
+/// Removes a settled application timer from the store, unless its
+/// handler's commit did. A handler that succeeded removed its timer in its
+/// commit; a timer settled otherwise (dropped, routed) is removed here. A
+/// defer timer is the defer stage's to remove: a stack without that stage
+/// leaves it, and its key's backlog, in the store.
+async fn remove<S>(shared: &Shared<S>, attempts: &Attempts, fire: &Fire) {
     let (kind, time) = (fire.due.kind, from_seconds(fire.due.second));
     let key = &attempts.key;
-    if !work.committed()
+    if !attempts.work.committed()
         && kind == TimerKind::Application
         && let Err(error) = shared
             .stores
@@ -266,7 +278,6 @@ where
     {
         warn!(%error, %key, "removing a fired timer failed; it may fire again");
     }
-    Outcome::Settled
 }
 
 async fn attempt_loop<S>(
@@ -274,7 +285,7 @@ async fn attempt_loop<S>(
     attempts: &Attempts,
     job: &Job,
     first: First<S, S::Future>,
-) -> Outcome
+) -> Attempt<S::Response>
 where
     S: EventService<Encoded>,
 {
@@ -290,9 +301,7 @@ where
         let call = async {
             match first.take() {
                 Some(Ok(call)) => match call.await {
-                    Some(result) => result
-                        .map(|response| attempts.respond(response))
-                        .map_err(Into::into),
+                    Some(result) => result.map_err(Into::into),
                     None => Err(first::gone()),
                 },
                 Some(Err(error)) => Err(error),
@@ -302,33 +311,30 @@ where
                 None => {
                     let request = attempts.request(shared, job, demand, attempt);
                     let service = service.get_or_insert_with(|| shared.stack());
-                    let response = Box::pin(call_when_ready(service, request)).await?;
-                    attempts.respond(response);
-                    Ok(())
+                    Box::pin(call_when_ready(service, request)).await
                 }
             }
         };
         let result = AssertUnwindSafe(call).catch_unwind().await;
         let error = match result {
-            Ok(Ok(())) => return Outcome::Settled,
+            Ok(Ok(response)) => return Attempt::of(response),
             Ok(Err(error)) => HandlerError::from_boxed(error),
             Err(_) => HandlerError::transient("the handler panicked"),
         };
         match error.category() {
             Category::Permanent => {
                 error!(%error, "permanent failure; the record is settled without success");
-                attempts.work.fail(&error);
-                return Outcome::Settled;
+                return Attempt::Failed(error);
             }
             Category::Terminal => {
                 error!(%error, "terminal failure; the partition stops");
-                return Outcome::Terminal(error.to_string().into());
+                return Attempt::Terminal(error.to_string().into());
             }
             Category::Transient if shared.scope.shutdown.is_cancelled() => {
                 // Turned away or cut short by the drain: the next owner
                 // handles it.
                 debug!(%error, "left unsettled by the shutdown");
-                return Outcome::Unsettled;
+                return Attempt::Unsettled;
             }
             Category::Transient => {}
         }
@@ -338,7 +344,7 @@ where
         warn!(%error, attempt, ?delay, "transient failure; trying again");
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            () = shared.scope.shutdown.cancelled() => return Outcome::Unsettled,
+            () = shared.scope.shutdown.cancelled() => return Attempt::Unsettled,
         }
     }
 }

@@ -6,11 +6,12 @@ use super::attempt::{Attempts, Job, Shared};
 use crate::context::Demand;
 use crate::error::{BoxError, HandlerError};
 use crate::event::Encoded;
-use crate::handler::EventService;
+use crate::handler::{EventRequest, EventService};
 use futures_util::future::OptionFuture;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, Waker};
+use tower::Service;
 
 /// A stack's call in its box. Emptied once a record's call succeeded on
 /// its first poll, the box makes the partition's next call, so while
@@ -83,15 +84,22 @@ where
     }
 }
 
+/// A call that succeeded on its first poll: its emptied slot, for the next
+/// call, and its response.
+pub(crate) type Done<S> = (
+    Slot<<S as Service<EventRequest<Encoded>>>::Future>,
+    <S as Service<EventRequest<Encoded>>>::Response,
+);
+
 /// Polls the call an attempt started with once, where it was made and in
-/// the attempt's span: `Ok` with its emptied slot when it succeeded at
-/// once (the attempt is over: a record is settled), else what the attempt
-/// goes on from (the call still pending, or how it failed, handled as the
-/// attempt loop handles a failed call).
+/// the attempt's span: `Ok` when it succeeded at once (the attempt is
+/// over: a record is settled), else what the attempt goes on from (the
+/// call still pending, or how it failed, handled as the attempt loop
+/// handles a failed call).
 pub(crate) fn succeeded_at_once<S>(
     attempts: &Attempts,
     first: First<S, S::Future>,
-) -> Result<Slot<S::Future>, First<S, S::Future>>
+) -> Result<Done<S>, First<S, S::Future>>
 where
     S: EventService<Encoded>,
 {
@@ -104,9 +112,8 @@ where
     let mut cx = TaskContext::from_waker(Waker::noop());
     match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
         Ok(Poll::Ready(Some(Ok(response)))) => {
-            attempts.respond(response);
             call.set(None.into());
-            Ok(call)
+            Ok((call, response))
         }
         Ok(Poll::Ready(Some(Err(error)))) => Err(First::Failed(error.into())),
         Ok(Poll::Ready(None)) => Err(First::Failed(gone())),
@@ -127,7 +134,6 @@ pub(crate) fn gone() -> BoxError {
 #[cfg(test)]
 mod tests {
     use super::{First, call, succeeded_at_once};
-    use crate::Backoff;
     use crate::broker::Record;
     use crate::context::Scope;
     use crate::error::HandlerError;
@@ -136,6 +142,7 @@ mod tests {
     use crate::key::Key;
     use crate::runtime::attempt::{Attempts, Job, Shared};
     use crate::testkit;
+    use crate::{Backoff, Response};
     use bytes::Bytes;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
@@ -147,10 +154,10 @@ mod tests {
     struct Done(Arc<AtomicUsize>);
 
     impl Future for Done {
-        type Output = Result<Option<()>, HandlerError>;
+        type Output = Result<Response<()>, HandlerError>;
 
         fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
-            Poll::Ready(Ok(Some(())))
+            Poll::Ready(Ok(Response::Handled(())))
         }
     }
 
@@ -164,7 +171,7 @@ mod tests {
     struct Stack(Arc<AtomicUsize>);
 
     impl tower::Service<EventRequest<Encoded>> for Stack {
-        type Response = Option<()>;
+        type Response = Response<()>;
         type Error = HandlerError;
         type Future = Done;
 
@@ -179,7 +186,7 @@ mod tests {
 
     /// A call done on its first poll is dropped there, before the
     /// record settles, and its box makes the next call: a spare slot
-    /// holds no call. Its response is kept in the event's unit of work.
+    /// holds no call. Its response is returned with the slot.
     #[test]
     fn a_call_done_at_once_is_dropped_and_its_box_reused() {
         let dropped = Arc::new(AtomicUsize::new(0));
@@ -191,11 +198,11 @@ mod tests {
                 shutdown: CancellationToken::new(),
                 cancel: CancellationToken::new(),
                 meter: crate::metrics::PartitionMeter::default(),
+                answerer: None,
             }),
             backoff: Backoff::new(Duration::from_millis(1), Duration::from_millis(1)),
             stores: testkit::access(prosody_memory::MemoryStores::new()),
             state: None,
-            answerer: None,
             lease: Arc::default(),
             stack: Mutex::new(stack.clone()),
         };
@@ -212,17 +219,16 @@ mod tests {
         let mut boxes = Vec::new();
         for n in 1..=3 {
             let attempts = Attempts::new(&shared, Key::from("k"), &job);
-            attempts.await_response();
             let first = call(&mut service, &mut spare, &shared, &attempts, &job);
             let First::Called(called) = &first else {
                 panic!("the ready stack did not make the call");
             };
             boxes.push(std::ptr::from_ref(&**called).addr());
-            let Ok(mut slot) = succeeded_at_once(&attempts, first) else {
+            let Ok((mut slot, response)) = succeeded_at_once(&attempts, first) else {
                 panic!("a call done at once did not succeed at once");
             };
             assert_eq!(dropped.load(Ordering::Relaxed), n, "call {n} not dropped");
-            assert_eq!(attempts.response::<Option<()>>(), Some(Some(())));
+            assert_eq!(response, Response::Handled(()));
             let polled = slot
                 .as_mut()
                 .poll(&mut Context::from_waker(std::task::Waker::noop()));

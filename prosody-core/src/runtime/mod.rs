@@ -7,7 +7,6 @@
 //! and shutdown that drains before it commits (`PartitionTask`).
 
 mod alarm;
-mod answer;
 mod attempt;
 mod filter;
 mod first;
@@ -18,6 +17,7 @@ mod poll;
 mod queues;
 mod status;
 
+pub use crate::answer::Answerer;
 use crate::broker::Consumer;
 use crate::broker::TopicPartition;
 use crate::event::Encoded;
@@ -26,8 +26,6 @@ use crate::hash::FastMap;
 use crate::metrics::{Held, Metrics, Readings};
 use crate::state::Registry;
 use crate::store::{DeferCounts, Stores};
-pub(crate) use answer::asked_by;
-pub use answer::{Answerer, Settled};
 use status::PartitionState;
 use std::num::NonZeroUsize;
 use std::sync::Arc;

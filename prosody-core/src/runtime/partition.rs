@@ -2,7 +2,7 @@
 //! tracker, and the handler calls in flight.
 
 use super::alarm::{Alarm, Fire};
-use super::attempt::{self, Attempts, Job, Outcome, Shared};
+use super::attempt::{self, Attempt, Attempts, Job, Outcome, Shared};
 use super::filter::Filters;
 use super::first::{self, First, Slot};
 use super::offsets::OffsetTracker;
@@ -270,9 +270,9 @@ where
         if let Job::Record(_) = job {
             // A record done on its first poll needs no attempt future.
             match first::succeeded_at_once(&attempts, first) {
-                Ok(slot) => {
+                Ok((slot, response)) => {
                     self.spare = Some(slot);
-                    attempts.answer(&self.shared);
+                    attempts.answer(&self.shared, &Attempt::of(response));
                     return self.finish(key, job, Outcome::Settled, true);
                 }
                 Err(rest) => {

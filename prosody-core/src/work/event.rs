@@ -1,8 +1,6 @@
 //! What every attempt of one event shares: one allocation for all of them.
 
-use crate::clock::Timestamp;
 use crate::store::TimerChange;
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -23,16 +21,6 @@ pub(super) struct EventWork {
     /// Set once an attempt committed its changes, so the runtime can tell
     /// whether a settled timer was already removed by its handler's commit.
     pub(super) committed: AtomicBool,
-    /// For a firing application timer: when it runs again, if the defer
-    /// stage put it off instead of letting it be removed.
-    pub(super) put_off: Mutex<Option<Timestamp>>,
-    /// Set when a requester waits for the event's response: only then is
-    /// the response kept, so an event nobody waits for pays nothing.
-    pub(super) awaited: AtomicBool,
-    /// The stack's response, once the event settled with it (if awaited).
-    pub(super) response: Mutex<Option<Box<dyn Any + Send>>>,
-    /// The message of the failure the event settled with (if awaited).
-    pub(super) failure: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for EventWork {

@@ -13,17 +13,13 @@ pub use meter::WaitMeter;
 
 use crate::access::PartitionStores;
 use crate::clock::Timestamp;
-use crate::event::{Encoded, Event};
 use crate::key::Key;
-use crate::runtime::{Answerer, Settled, asked_by};
 use crate::state::{AttemptState, Marker};
 use crate::store::TimerChange;
 use crate::store::timer::TimerKind;
 use crate::store::{Batch, DedupWrite, DeferWrite, StoreError};
 use crate::timers::TimerError;
 use event::EventWork;
-use prosody_contracts::peer::Asked;
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -61,15 +57,10 @@ pub(crate) struct UnitOfWork {
     event: Arc<EventWork>,
     /// The number of the attempt this unit stages for.
     attempt: u32,
-    /// For a firing timer: how many times it was deferred already.
-    deferrals: u32,
     /// What the attempt's success marks applied in its key's state.
     settles: Option<Marker>,
     /// The key's keyed state, if the client registered collections.
     state: Option<Arc<AttemptState>>,
-    /// Answers the requests the member's subsystem is asked, if any: for
-    /// the records the defer stage handles from a backlog.
-    answerer: Option<Arc<dyn Answerer>>,
 }
 
 impl std::fmt::Debug for UnitOfWork {
@@ -87,46 +78,9 @@ impl UnitOfWork {
             access,
             event: Arc::default(),
             attempt: 0,
-            deferrals: 0,
             settles: None,
             state: None,
-            answerer: None,
         }
-    }
-
-    /// The same unit with the member's answerer.
-    #[must_use]
-    pub(crate) fn with_answerer(mut self, answerer: Option<Arc<dyn Answerer>>) -> Self {
-        self.answerer = answerer;
-        self
-    }
-
-    /// The request `event` (a record read back from a backlog) carries,
-    /// if the member answers it; marks its response as awaited.
-    pub(crate) fn asked(&self, event: &Event<Encoded>) -> Option<Asked> {
-        let answerer = self.answerer.as_ref()?;
-        let asked = match event {
-            Event::Message(m) => asked_by(answerer, &m.headers, &m.topic, m.partition, m.offset),
-            Event::Excise(e) => asked_by(answerer, &e.headers, &e.topic, e.partition, e.offset),
-            Event::Timer(_) => None,
-        }?;
-        self.await_response();
-        Some(asked)
-    }
-
-    /// Answers `asked`, the request of a record that settled with
-    /// `settled` (its changes committed).
-    pub(crate) fn answer(&self, asked: Asked, settled: Settled) {
-        if let Some(answerer) = &self.answerer {
-            answerer.answer(asked, settled);
-        }
-    }
-
-    /// The unit of a firing timer that was deferred `deferrals` times.
-    #[must_use]
-    pub(crate) fn with_deferrals(mut self, deferrals: u32) -> Self {
-        self.deferrals = deferrals;
-        self
     }
 
     /// The same unit with its key's state.
@@ -157,10 +111,8 @@ impl UnitOfWork {
             access: Arc::clone(&self.access),
             event: Arc::clone(&self.event),
             attempt,
-            deferrals: self.deferrals,
             settles: self.settles,
             state: self.state.as_deref().map(AttemptState::fresh),
-            answerer: self.answerer.clone(),
         }
     }
 
@@ -175,27 +127,8 @@ impl UnitOfWork {
     pub(crate) fn detached(&self) -> Self {
         Self {
             state: self.state.clone(),
-            answerer: self.answerer.clone(),
             ..Self::new(Arc::clone(&self.access))
         }
-    }
-
-    /// How many times the firing timer was deferred already.
-    pub(crate) fn deferrals(&self) -> u32 {
-        self.deferrals
-    }
-
-    /// Changes how the firing application timer settles: it stays stored
-    /// and runs again at `at`, instead of being removed (the defer stage's
-    /// put-off of a failed timer). Like every change of the event's, it is
-    /// read by the runtime once the event settles.
-    pub(crate) fn put_off(&self, at: Timestamp) {
-        *event::lock(&self.event.put_off) = Some(at);
-    }
-
-    /// When the firing timer runs again, if it was put off.
-    pub(crate) fn put_off_until(&self) -> Option<Timestamp> {
-        *event::lock(&self.event.put_off)
     }
 
     /// Whether an attempt of this event began writing its changes (so the
@@ -207,61 +140,6 @@ impl UnitOfWork {
     /// Whether an attempt of this event committed its changes.
     pub(crate) fn committed(&self) -> bool {
         self.event.committed.load(Ordering::Acquire)
-    }
-
-    /// Marks the event as one whose response a requester waits for.
-    pub(crate) fn await_response(&self) {
-        self.event.awaited.store(true, Ordering::Release);
-    }
-
-    /// Keeps the stack's response once the event settled with it, when a
-    /// requester waits for it, for what is sent only after the commit (the
-    /// answer to a request); otherwise drops it, allocating nothing.
-    pub(crate) fn respond<R: Send + 'static>(&self, response: R) {
-        if self.event.awaited.load(Ordering::Acquire) {
-            *event::lock(&self.event.response) = Some(Box::new(response));
-        }
-    }
-
-    /// Records that the event settles with `error` (a permanent failure,
-    /// a record routed to the failure topic or dropped), when a requester
-    /// waits for its answer; otherwise does nothing.
-    pub(crate) fn fail(&self, error: &crate::error::HandlerError) {
-        if let Some(message) = self.failure(error) {
-            self.settle_failed(message);
-        }
-    }
-
-    /// The message a requester is told of `error`, when one waits for the
-    /// event's answer (`None` otherwise, allocating nothing).
-    pub(crate) fn failure(&self, error: &crate::error::HandlerError) -> Option<String> {
-        self.event
-            .awaited
-            .load(Ordering::Acquire)
-            .then(|| error.source().to_string())
-    }
-
-    /// Records that the event settles with the failure `message`.
-    pub(crate) fn settle_failed(&self, message: String) {
-        *event::lock(&self.event.failure) = Some(message);
-    }
-
-    /// The message of the failure the event settled with, if recorded.
-    pub(crate) fn take_failure(&self) -> Option<String> {
-        event::lock(&self.event.failure).take()
-    }
-
-    /// The stack's response, if the event settled with one (and it was
-    /// awaited).
-    pub(crate) fn take_response_boxed(&self) -> Option<Box<dyn Any + Send>> {
-        event::lock(&self.event.response).take()
-    }
-
-    /// The stack's response, if the event settled with one of type `R`.
-    #[cfg(test)]
-    pub(crate) fn take_response<R: 'static>(&self) -> Option<R> {
-        let response = event::lock(&self.event.response).take()?;
-        response.downcast().ok().map(|response| *response)
     }
 
     /// The partition's stores, for the stages' reads: the same stores its

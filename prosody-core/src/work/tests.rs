@@ -82,20 +82,6 @@ async fn only_the_committing_attempt_writes_its_changes() {
     assert_eq!(store.batches().len(), 1);
 }
 
-/// A response is kept only for an event a requester waits for, and is
-/// shared by the event's attempts; any other is dropped.
-#[test]
-fn only_an_awaited_response_is_kept() {
-    let store = testkit::access(Recorded::default());
-    let unawaited = UnitOfWork::new(Arc::clone(&store));
-    unawaited.respond(Some(1_u8));
-    assert_eq!(unawaited.take_response::<Option<u8>>(), None);
-    let awaited = UnitOfWork::new(store);
-    awaited.await_response();
-    awaited.fresh().respond(Some(2_u8));
-    assert_eq!(awaited.take_response::<Option<u8>>(), Some(Some(2)));
-}
-
 /// A store whose commits take `delay`, then fail (retriable or not) or
 /// land, recording when.
 #[derive(Clone)]

@@ -5,11 +5,11 @@ use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
-use crate::handler::Settlement;
 use crate::store::dedup::DedupKey;
 use crate::store::{Batch, StoreError, Wrapped};
 use crate::testkit;
 use crate::work::{Rider, UnitOfWork};
+use crate::{Response, Settlement};
 use proptest::prelude::*;
 use prosody_memory::MemoryStores;
 use std::collections::HashSet;
@@ -113,7 +113,7 @@ fn handler(
     store: &TestStore,
 ) -> impl Service<
     EventRequest<bool>,
-    Response = Option<&'static str>,
+    Response = Response<&'static str>,
     Error = HandlerError,
     Future: Send,
 > + Clone
@@ -141,7 +141,7 @@ fn handler(
                 store.keys.lock().unwrap().insert(write.key);
             }
         }
-        ready(Ok(Some("handled")))
+        ready(Ok(Response::Handled("handled")))
     })
 }
 
@@ -185,9 +185,9 @@ fn config(version: &str, cache_size: usize) -> DedupConfig {
 async fn send<S>(
     service: &mut S,
     request: EventRequest<bool>,
-) -> Result<Option<&'static str>, HandlerError>
+) -> Result<Response<&'static str>, HandlerError>
 where
-    S: Service<EventRequest<bool>, Response = Option<&'static str>, Error = HandlerError>,
+    S: Service<EventRequest<bool>, Response = Response<&'static str>, Error = HandlerError>,
 {
     service.ready().await?.call(request).await
 }
@@ -274,13 +274,13 @@ fn check_against_model(ops: &[Op], cache_size: usize, store: Option<&TestStore>)
             if duplicate {
                 assert_eq!(
                     outcome.unwrap(),
-                    None,
+                    Response::Unhandled,
                     "a skipped duplicate succeeds with the default"
                 );
             } else if op.fail {
                 assert_eq!(outcome.unwrap_err().category(), Category::Transient);
             } else {
-                assert_eq!(outcome.unwrap(), Some("handled"));
+                assert_eq!(outcome.unwrap(), Response::Handled("handled"));
                 if let Some(id) = op.id {
                     succeeded.insert((op.version, op.key, id));
                 }
@@ -297,13 +297,13 @@ enum Either<A, B> {
 
 impl<A, B> Either<A, B>
 where
-    A: Service<EventRequest<bool>, Response = Option<&'static str>, Error = HandlerError>,
-    B: Service<EventRequest<bool>, Response = Option<&'static str>, Error = HandlerError>,
+    A: Service<EventRequest<bool>, Response = Response<&'static str>, Error = HandlerError>,
+    B: Service<EventRequest<bool>, Response = Response<&'static str>, Error = HandlerError>,
 {
     async fn send(
         &mut self,
         request: EventRequest<bool>,
-    ) -> Result<Option<&'static str>, HandlerError> {
+    ) -> Result<Response<&'static str>, HandlerError> {
         match self {
             Self::Cache(service) => send(service, request).await,
             Self::Persistent(service) => send(service, request).await,
@@ -359,7 +359,7 @@ async fn a_new_version_handles_a_message_again() {
         send(&mut v1_again, message("k", Some("a"), false))
             .await
             .unwrap(),
-        None
+        Response::Unhandled
     );
     assert_eq!(calls.lock().unwrap().len(), 1);
     let mut v2 = over(
@@ -369,7 +369,7 @@ async fn a_new_version_handles_a_message_again() {
     );
     assert_eq!(
         send(&mut v2, message("k", Some("a"), false)).await.unwrap(),
-        Some("handled")
+        Response::Handled("handled")
     );
     assert_eq!(calls.lock().unwrap().len(), 2);
 }
@@ -465,14 +465,14 @@ async fn store_errors_never_lose_a_message() {
         send(&mut service, message("k", Some("a"), false))
             .await
             .unwrap(),
-        Some("handled")
+        Response::Handled("handled")
     );
     assert_eq!(calls.lock().unwrap().len(), 2);
     assert_eq!(
         send(&mut service, message("k", Some("a"), false))
             .await
             .unwrap(),
-        None
+        Response::Unhandled
     );
     assert_eq!(calls.lock().unwrap().len(), 2);
 }

@@ -2,6 +2,7 @@
 
 use super::fakes::{Harness, timer};
 use super::{BASE, align, config, millis};
+use crate::Response;
 use crate::clock::{self, Timestamp};
 use crate::context::Demand;
 use crate::defer::DeferConfig;
@@ -52,7 +53,7 @@ fn backlog(config: DeferConfig, offsets: &[i64]) -> Harness {
 async fn a_firing_defer_timer_drains_the_backlog_in_order() {
     let mut h = backlog(config(), &[10, 11, 12]);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     assert_eq!(h.handler.handled(), [10, 11, 12]);
     let seen = h.handler.seen();
     let payloads: Vec<_> = seen.iter().map(|s| s.payload.clone()).collect();
@@ -83,7 +84,7 @@ async fn a_failing_head_stays_and_its_timer_is_set_again() {
     let mut h = backlog(config(), &[10, 11, 12]);
     h.handler.fail(Some(11), &[Category::Transient]);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     assert_eq!(h.handler.offsets(), [Some(10), Some(11)], "12 waits");
     assert_eq!(h.handler.handled(), [10]);
     assert_eq!(h.store.queue("k"), Some((vec![11, 12], 1)));
@@ -95,7 +96,7 @@ async fn a_failing_head_stays_and_its_timer_is_set_again() {
     assert!(at > fired);
     // When that timer fires, 11 (its second attempt) and 12 are handled.
     tokio::time::advance(BASE).await;
-    assert_eq!(h.fire("k", at).await.unwrap(), None);
+    assert_eq!(h.fire("k", at).await.unwrap(), Response::Unhandled);
     assert_eq!(h.handler.handled(), [10, 11, 12]);
     let last: Vec<_> = h.handler.seen()[2..]
         .iter()
@@ -121,7 +122,7 @@ async fn a_short_delay_still_sets_the_next_timer_after_the_firing_one() {
     let mut h = backlog(DeferConfig { base, ..config() }, &[10]);
     h.handler.fail(Some(10), &[Category::Transient]);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     // 400 ms rounds back to the firing second; the next one is taken.
     let next = Timestamp::from_millis(fired.as_millis() + 1000);
     assert_eq!(h.timers.applied(), [rearmed("k", next, fired)]);
@@ -132,7 +133,7 @@ async fn an_offset_the_log_no_longer_holds_is_skipped() {
     let mut h = backlog(config(), &[11]);
     h.store.put("k", &[10]);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     assert_eq!(h.handler.offsets(), [Some(11)]);
     assert!(h.store.is_empty());
     assert_eq!(h.timers.applied(), [removed("k", fired)]);
@@ -144,7 +145,7 @@ async fn a_deferred_tombstone_is_handled_as_an_excise() {
     h.store.put("k", &[10]);
     h.loader.put_raw("k", 10, None);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     let seen = h.handler.seen();
     assert_eq!((seen[0].offset, seen[0].timer), (Some(10), None));
     assert_eq!(seen[0].payload, None, "an excise, not a message");
@@ -160,7 +161,7 @@ async fn a_record_of_another_key_is_skipped_and_an_undecodable_one_goes_on() {
     h.loader
         .put_raw("k", 11, Some(bytes::Bytes::from_static(b"{not json")));
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     // 11 reaches the stack below, whose handler service refuses it as a
     // permanent failure of the mode (here the fake takes anything).
     assert_eq!(h.handler.offsets(), [Some(11), Some(12)]);
@@ -173,7 +174,7 @@ async fn a_deferred_message_failing_permanently_is_settled_and_skipped() {
     let mut h = backlog(config(), &[10, 11]);
     h.handler.fail(Some(10), &[Category::Permanent]);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     assert_eq!(h.handler.offsets(), [Some(10), Some(11)]);
     assert!(h.store.is_empty());
 }
@@ -194,7 +195,7 @@ async fn a_loader_error_is_retried_later() {
     let mut h = backlog(config(), &[10]);
     h.loader.fail.store(true, Ordering::Relaxed);
     let fired = align().await;
-    assert_eq!(h.fire("k", fired).await.unwrap(), None);
+    assert_eq!(h.fire("k", fired).await.unwrap(), Response::Unhandled);
     assert!(h.handler.seen().is_empty());
     assert_eq!(h.store.queue("k"), Some((vec![10], 2)));
     let at = Timestamp::from_millis(fired.as_millis() + 2 * millis(BASE));

@@ -2,6 +2,7 @@
 //! to one defer service.
 
 pub(super) use super::store::FakeStore;
+use crate::Response;
 use crate::broker::{Record, TopicPartition};
 use crate::clock::Timestamp;
 use crate::context::Demand;
@@ -255,7 +256,7 @@ pub(super) struct Seen {
 }
 
 /// The inner service: fails as scripted per offset (`None`: timers), else
-/// succeeds with `Some(())`, and records every call.
+/// succeeds with `Response::Handled(())`, and records every call.
 #[derive(Clone, Default)]
 pub(super) struct Handler {
     script: Arc<Mutex<HashMap<Option<i64>, VecDeque<Category>>>>,
@@ -292,9 +293,9 @@ impl Handler {
 }
 
 impl Service<EventRequest<Encoded>> for Handler {
-    type Response = Option<()>;
+    type Response = Response<()>;
     type Error = HandlerError;
-    type Future = Ready<Result<Option<()>, HandlerError>>;
+    type Future = Ready<Result<Response<()>, HandlerError>>;
 
     fn poll_ready(&mut self, _cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
         Poll::Ready(Ok(()))
@@ -338,7 +339,7 @@ impl Service<EventRequest<Encoded>> for Handler {
                 category,
                 format!("offset {offset:?} failed"),
             )),
-            None => Ok(Some(())),
+            None => Ok(Response::Handled(())),
         })
     }
 }
@@ -399,7 +400,7 @@ impl Harness {
     pub(super) async fn send(
         &mut self,
         request: EventRequest<Encoded>,
-    ) -> Result<Option<()>, HandlerError> {
+    ) -> Result<Response<()>, HandlerError> {
         self.service.ready().await?.call(request).await
     }
 
@@ -408,7 +409,7 @@ impl Harness {
         &mut self,
         key: &str,
         time: Timestamp,
-    ) -> Result<Option<()>, HandlerError> {
+    ) -> Result<Response<()>, HandlerError> {
         let (request, _shutdown) = timer(key, TimerKind::Defer, time, self.access());
         self.send(request).await
     }

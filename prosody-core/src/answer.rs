@@ -1,9 +1,9 @@
-//! How the runtime answers the requests its records carry.
+//! How a member answers the requests its records carry: the one place an
+//! answer leaves core.
 
 use crate::broker::Record;
-use crate::event::Headers;
-use prosody_contracts::peer::Asked;
-use std::any::Any;
+use crate::event::{Event, Headers};
+use crate::peer::{Answer, Asked};
 use std::fmt;
 use std::sync::Arc;
 use tracing::warn;
@@ -15,14 +15,15 @@ use tracing::warn;
 /// at most once per settling of a request record this member
 /// [`answers`](Answerer::answers), after the attempt's changes are
 /// committed, so an answer never reports a success whose changes were
-/// lost. A record that does not settle here (revoked, shut down, halted)
-/// is not answered: its next owner handles and answers it.
+/// lost; it is called by [`send`] alone. A record that does not settle
+/// here (revoked, shut down, halted) is not answered: its next owner
+/// handles and answers it.
 pub trait Answerer: Send + Sync + 'static {
     /// Whether this member answers `asked` (its subsystem is asked).
     fn answers(&self, asked: &Asked) -> bool;
 
-    /// `asked`'s record settled with `settled`.
-    fn answer(&self, asked: Asked, settled: Settled);
+    /// `asked`'s record settled: this is its answer.
+    fn answer(&self, asked: Asked, answer: Answer);
 }
 
 impl fmt::Debug for dyn Answerer {
@@ -31,18 +32,18 @@ impl fmt::Debug for dyn Answerer {
     }
 }
 
-/// How a request record settled.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Settled {
-    /// The stack's response, as it returned it (its `S::Response`), once
-    /// the attempt committed. A response that is not a handler's success
-    /// (a duplicate skipped, a record deferred) is the answerer's to
-    /// leave unanswered.
-    Response(Box<dyn Any + Send>),
-    /// The message of the failure that settled it: permanent, or routed
-    /// to the failure topic, or dropped (best-effort).
-    Failed(String),
+/// Answers `asked` with `answer`, when both are there: a record settled
+/// with an answer, and it carries a request `answerer` answers.
+pub(crate) fn send(
+    answerer: Option<&Arc<dyn Answerer>>,
+    asked: Option<&Asked>,
+    answer: impl FnOnce() -> Option<Answer>,
+) {
+    if let (Some(answerer), Some(asked)) = (answerer, asked)
+        && let Some(answer) = answer()
+    {
+        answerer.answer(asked.clone(), answer);
+    }
 }
 
 /// The request `record` carries, if it is one `answerer` answers. Malformed
@@ -58,8 +59,18 @@ pub(crate) fn asked(answerer: &Arc<dyn Answerer>, record: &Record) -> Option<Ask
     )
 }
 
+/// The request `event` (a record read back from a backlog) carries, if
+/// `answerer` answers it.
+pub(crate) fn asked_in<P>(answerer: &Arc<dyn Answerer>, event: &Event<P>) -> Option<Asked> {
+    match event {
+        Event::Message(m) => asked_by(answerer, &m.headers, &m.topic, m.partition, m.offset),
+        Event::Excise(e) => asked_by(answerer, &e.headers, &e.topic, e.partition, e.offset),
+        Event::Timer(_) => None,
+    }
+}
+
 /// The request a record's `headers` carry, if `answerer` answers it.
-pub(crate) fn asked_by(
+fn asked_by(
     answerer: &Arc<dyn Answerer>,
     headers: &Headers,
     topic: &str,
