@@ -25,7 +25,6 @@
 )]
 
 use prosody::{Encoded, EventRequest, HandlerError, MemoryBroker, ProsodyClient};
-use prosody_core::WaitMeter;
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
 
@@ -47,9 +46,9 @@ where
     let token = CancellationToken::new();
     let meter = noop::meter();
     for n in 0..events {
-        // The runtime's requests carry a wait meter; these do too, so the
-        // monopolization stage does not make one per event.
-        let request = message(n, keys, false, &token, &meter).with_wait_meter(WaitMeter::default());
+        // As the runtime's: no wait meter (the monopolization stage meters
+        // a key's waits with its own).
+        let request = message(n, keys, false, &token, &meter);
         service
             .ready()
             .await

@@ -7,7 +7,8 @@ use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::metrics::Action;
 use crate::response::Response;
 use crate::store::timer::TimerKind;
-use crate::work::{self, Rider, UnitOfWork, WaitMeter};
+use crate::scheduler::WaitMeter;
+use crate::work::{self, Rider, UnitOfWork};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde::Serialize;
@@ -143,15 +144,11 @@ impl<P> EventRequest<P> {
         }
     }
 
-    /// The meter the scheduler reports this call's permit wait to: the one
-    /// a stage above it set, or else its event's, if the runtime made the
-    /// request.
+    /// The meter the scheduler reports this call's permit wait to, if a
+    /// stage above it set one.
     #[must_use]
-    pub fn wait_meter(&self) -> Option<WaitMeter> {
-        self.extensions
-            .wait
-            .clone()
-            .or_else(|| self.context.work().map(UnitOfWork::wait_meter))
+    pub fn wait_meter(&self) -> Option<&WaitMeter> {
+        self.extensions.wait.as_ref()
     }
 
     /// The same request, reporting permit waits to `meter`.

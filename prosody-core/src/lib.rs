@@ -55,6 +55,6 @@ pub mod timeout;
 pub mod timers;
 pub mod trace;
 mod work;
-pub use work::WaitMeter;
+pub use scheduler::WaitMeter;
 
 pub use runtime::{Runtime, RuntimeConfig};

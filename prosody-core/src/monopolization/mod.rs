@@ -80,7 +80,7 @@ use crate::handler::EventRequest;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
 use crate::metrics::Action;
-use crate::work::WaitMeter;
+use crate::scheduler::WaitMeter;
 use quick_cache::Equivalent;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -161,6 +161,10 @@ struct Tracker {
     /// a call of it runs.
     tracked: (Topic, Key),
     usage: Mutex<Usage>,
+    /// The key's calls' waits for scheduler permits, which are not its
+    /// execution time. One per key serves the runtime, which runs one call
+    /// of a key at a time.
+    waited: WaitMeter,
 }
 
 impl Tracker {
@@ -256,6 +260,7 @@ impl Shared {
                 start: now,
                 used: Duration::ZERO,
             }),
+            waited: WaitMeter::default(),
         });
         self.keys
             .insert(tracker.tracked.clone(), Arc::clone(&tracker));
@@ -270,7 +275,12 @@ impl Shared {
     /// one call is the last, even when two end at once on two threads.
     fn record(&self, tracker: Arc<Tracker>, begin: Instant, ran: Duration) {
         tracker.add(begin, ran, self.window);
-        let Some(Tracker { tracked, usage }) = Arc::into_inner(tracker) else {
+        let Some(Tracker {
+            tracked,
+            usage,
+            waited,
+        }) = Arc::into_inner(tracker)
+        else {
             return;
         };
         let usage = usage.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -280,7 +290,14 @@ impl Shared {
         }
         let usage = Mutex::new(usage);
         self.keys
-            .insert(tracked.clone(), Arc::new(Tracker { tracked, usage }));
+            .insert(
+                tracked.clone(),
+                Arc::new(Tracker {
+                    tracked,
+                    usage,
+                    waited,
+                }),
+            );
     }
 
     #[cfg(test)]
@@ -344,13 +361,15 @@ where
                 return ResponseFuture::rejected(HandlerError::transient(error));
             }
         };
-        // The runtime's requests meter their event already; another gets a
-        // meter of its own.
-        let wait = request.wait_meter().unwrap_or_else(|| {
-            let wait = WaitMeter::default();
+        // A stage above may have set a meter; else the key's meters the
+        // call.
+        let wait = if let Some(wait) = request.wait_meter() {
+            wait.clone()
+        } else {
+            let wait = tracker.waited.clone();
             request.set_wait_meter(wait.clone());
             wait
-        });
+        };
         let waited = wait.waited();
         let inner = self.inner.call(request);
         ResponseFuture::measured(inner, Arc::clone(shared), tracker, now, (wait, waited))

@@ -1,15 +1,13 @@
 //! What every attempt of one event shares: one allocation for all of them.
 
 use crate::store::TimerChange;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// The share of one event's attempts in their unit of work, and the time
-/// they waited for scheduler permits.
+/// The share of one event's attempts in their unit of work: the timer
+/// changes they staged and whether one began or completed its commit.
 #[derive(Default)]
 pub(super) struct EventWork {
-    /// Nanoseconds the event's attempts waited for scheduler permits.
-    pub(super) waited: AtomicU64,
     /// The timer changes the event's attempts staged, each under its
     /// attempt's number; a new attempt drops those of the earlier ones.
     staged: Mutex<Vec<(u32, TimerChange)>>,

@@ -3,13 +3,11 @@
 
 mod commit;
 mod event;
-mod meter;
 #[cfg(test)]
 mod tests;
 
 pub use commit::ReturnedLate;
 pub(crate) use commit::{late_success, settle};
-pub use meter::WaitMeter;
 
 use crate::access::PartitionStores;
 use crate::clock::Timestamp;
@@ -114,11 +112,6 @@ impl UnitOfWork {
             settles: self.settles,
             state: self.state.as_deref().map(AttemptState::fresh),
         }
-    }
-
-    /// The meter of the event's permit waits.
-    pub(crate) fn wait_meter(&self) -> WaitMeter {
-        WaitMeter::of_event(Arc::clone(&self.event))
     }
 
     /// The unit of another event of the key: nothing staged, not
