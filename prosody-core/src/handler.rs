@@ -7,7 +7,6 @@ use crate::event::{Encoded, Event, Excise, Message, Timer};
 use crate::metrics::Action;
 use crate::response::Response;
 use crate::store::timer::TimerKind;
-use crate::scheduler::WaitMeter;
 use crate::work::{self, Rider, UnitOfWork};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -16,7 +15,9 @@ use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 use tower::Service;
 
 /// The code a service writes: one method per kind of event.
@@ -105,6 +106,29 @@ pub struct EventRequest<P> {
     pub context: Context,
     /// What stages tell each other about this call.
     pub(crate) extensions: Extensions,
+}
+
+/// How long calls waited for scheduler permits: the scheduler adds to the
+/// meter of each request that carries one, and stages above the scheduler
+/// read it to tell waiting from running (monopolization counts only
+/// running, with a meter per key).
+///
+/// Invariant: only grows; clones share one count.
+#[derive(Clone, Debug, Default)]
+pub struct WaitMeter(Arc<AtomicU64>);
+
+impl WaitMeter {
+    /// Adds a wait.
+    pub fn add(&self, waited: Duration) {
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The total waited so far.
+    #[must_use]
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// What only the stages of a stack read about a call: the meter its

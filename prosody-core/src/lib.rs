@@ -41,7 +41,7 @@ mod response;
 pub use backoff::Backoff;
 pub use context::{Context, Demand};
 pub use error::{BoxError, Category, HandlerError, ResultExt};
-pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked};
+pub use handler::{EventHandler, EventRequest, EventService, HandlerService, Panicked, WaitMeter};
 pub use response::{Response, Settlement};
 pub mod retry;
 pub mod runtime;
@@ -55,6 +55,5 @@ pub mod timeout;
 pub mod timers;
 pub mod trace;
 mod work;
-pub use scheduler::WaitMeter;
 
 pub use runtime::{Runtime, RuntimeConfig};

@@ -56,14 +56,12 @@ mod config;
 mod future;
 mod gate;
 mod layer;
-mod tally;
 #[cfg(test)]
 mod tests;
 
 pub use config::{DeferConfig, DeferConfigError};
 pub use future::ResponseFuture;
 pub use layer::DeferLayer;
-pub(crate) use tally::Tally;
 
 use crate::Settlement;
 use crate::broker::TopicPartition;

@@ -2,7 +2,7 @@
 
 use super::{Shared, Tracker};
 use crate::error::HandlerError;
-use crate::scheduler::WaitMeter;
+use crate::handler::WaitMeter;
 use pin_project::{pin_project, pinned_drop};
 use std::fmt;
 use std::future::Future;

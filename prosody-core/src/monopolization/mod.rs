@@ -77,10 +77,10 @@ pub use layer::MonopolizationLayer;
 use crate::error::HandlerError;
 use crate::event::Topic;
 use crate::handler::EventRequest;
+use crate::handler::WaitMeter;
 use crate::hash::{BoundedCache, bounded};
 use crate::key::Key;
 use crate::metrics::Action;
-use crate::scheduler::WaitMeter;
 use quick_cache::Equivalent;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -289,15 +289,14 @@ impl Shared {
             return;
         }
         let usage = Mutex::new(usage);
-        self.keys
-            .insert(
-                tracked.clone(),
-                Arc::new(Tracker {
-                    tracked,
-                    usage,
-                    waited,
-                }),
-            );
+        self.keys.insert(
+            tracked.clone(),
+            Arc::new(Tracker {
+                tracked,
+                usage,
+                waited,
+            }),
+        );
     }
 
     #[cfg(test)]

@@ -1,8 +1,8 @@
 //! What the poll loop and a partition task both see of the partition:
 //! its backlog, committable offset, pause, progress and halt.
 
+use crate::access::Tally;
 use crate::clock;
-use crate::defer::Tally;
 use crate::metrics::Readings;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -68,7 +68,6 @@ mod future;
 mod layer;
 mod queue;
 mod state;
-mod wait;
 
 #[cfg(test)]
 mod tests;
@@ -76,7 +75,6 @@ mod tests;
 pub use config::{InvalidOption, SchedulerConfig};
 pub use future::ResponseFuture;
 pub use layer::SchedulerLayer;
-pub use wait::WaitMeter;
 
 use crate::error::HandlerError;
 use crate::handler::EventRequest;

@@ -2,9 +2,12 @@
 //! notices to its task so what it holds in memory follows what handlers
 //! change.
 
+mod tally;
+
+pub(crate) use tally::Tally;
+
 use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
-use crate::defer::Tally;
 use crate::key::Key;
 use crate::store::timer::{TimerKind, to_seconds};
 use crate::store::{
