@@ -2,10 +2,8 @@
 
 use crate::answer::Responder;
 use crate::backend::{Backend, BackendProducer};
-use crate::builder::ClientBuilder;
 use crate::config::{Mode, Settings};
-pub use crate::error::ClientError;
-pub use crate::health::ConsumerState;
+use crate::error::ClientError;
 use crate::observe::Sent;
 use crate::probe::Probe;
 use crate::published::Readers;
@@ -134,13 +132,6 @@ impl<C> Clone for ProsodyClient<C> {
         Self {
             inner: Arc::clone(&self.inner),
         }
-    }
-}
-
-impl ProsodyClient<JsonCodec> {
-    /// A builder with JSON payloads.
-    pub fn builder() -> ClientBuilder<JsonCodec> {
-        ClientBuilder::new(JsonCodec::new())
     }
 }
 

@@ -99,3 +99,8 @@ impl PeerDirectory for ClientDirectory {
         self.0.publication(subsystem, collection).await
     }
 }
+
+/// Rebinds the client's durable stores to another group, for reading its
+/// published cells (the Cassandra stores'; `None` for the others).
+pub(crate) type Rebind =
+    std::sync::Arc<dyn Fn(&str) -> prosody_core::store::AnyStores + Send + Sync>;

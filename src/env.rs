@@ -1,6 +1,5 @@
 //! Reading options from `PROSODY_*` environment variables.
 
-use crate::config::ConfigError;
 use std::time::Duration;
 
 /// A value that can be read from an environment variable.
@@ -109,18 +108,24 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
         &self,
         variable: &'static str,
         parse: impl Fn(&str) -> Result<T, String>,
-    ) -> Result<Option<T>, ConfigError> {
+    ) -> Result<Option<T>, EnvError> {
         let Some(value) = (self.0)(variable) else {
             return Ok(None);
         };
-        parse(&value)
-            .map(Some)
-            .map_err(|reason| ConfigError::Environment {
-                variable,
-                value,
-                reason,
-            })
+        parse(&value).map(Some).map_err(|reason| EnvError {
+            variable,
+            value,
+            reason,
+        })
     }
+}
+
+/// A variable whose value does not parse (a `ConfigError::Environment`).
+#[derive(Debug)]
+pub(crate) struct EnvError {
+    pub(crate) variable: &'static str,
+    pub(crate) value: String,
+    pub(crate) reason: String,
 }
 
 #[cfg(test)]

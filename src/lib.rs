@@ -28,12 +28,14 @@ mod testing;
 
 pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;
-pub use client::{ClientError, ConsumerState, ProsodyClient};
+pub use client::ProsodyClient;
 pub use config::ConfigError;
 pub use config::spec as state_spec;
 pub use config::{
     GroupProtocol, Mode, ProbePort, ReadTtl, SaslMechanism, Secret, SecurityProtocol, SpanLink,
 };
+pub use error::ClientError;
+pub use health::ConsumerState;
 pub use prosody_core::{
     BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,

@@ -2,8 +2,8 @@
 //! provider, whose readers (the probe server's `/metrics`, and OTLP when
 //! an endpoint is set) all read the same instruments.
 
-use crate::ConfigError;
 use crate::client::Inner;
+use crate::config::ConfigError;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use prosody_core::Codec;

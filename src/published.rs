@@ -1,9 +1,10 @@
 //! Published state: a subsystem's JSON collections, read by other clients
 //! (see the README's Published state section).
 
-use crate::client::{ClientError, ProsodyClient};
+use crate::client::ProsodyClient;
 use crate::config::{ConfigError, ReadTtl, Settings};
-use crate::directory::ClientDirectory;
+use crate::directory::{ClientDirectory, Rebind};
+use crate::error::ClientError;
 use prosody_core::Codec;
 use prosody_core::broker::Broker;
 use prosody_core::peer::{Publication, check_subsystem};
@@ -30,10 +31,6 @@ type Local = HashMap<(String, String), (Publication, AnyStores)>;
 fn local() -> MutexGuard<'static, Local> {
     LOCAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
-/// Rebinds the client's durable stores to another group, for reading its
-/// published cells (the Cassandra stores'; `None` for the others).
-pub(crate) type Rebind = Arc<dyn Fn(&str) -> AnyStores + Send + Sync>;
 
 /// A client's side of published state: its readers' shared cache, and how
 /// it reaches other groups' cells.

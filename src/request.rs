@@ -1,10 +1,11 @@
 //! Requests to named subsystems: a client sends a record and waits for the
 //! answers of the subsystems it names (see the README's Requests section).
 
-use crate::client::{ClientError, ProsodyClient};
+use crate::client::ProsodyClient;
 use crate::config::PeerSettings;
 use crate::config::default_interface;
 use crate::directory::ClientDirectory;
+use crate::error::ClientError;
 use prosody_core::broker::OutgoingRecord;
 use prosody_core::peer::{Asked, PeerEntry, PeerId, RequestId};
 use prosody_core::store::PeerDirectory;

@@ -36,9 +36,9 @@
 //! # }
 //! ```
 
-use crate::report::{FailureReport, Reporter};
 use prosody_core::Category;
 use prosody_core::clock::Timestamp;
+use prosody_core::report::{FailureReport, Reporter};
 use sentry_core::Hub;
 use sentry_core::protocol::{Context, Event, Exception, Level, Map, Value};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! What the library's own tests share.
 
-use crate::{Context, EventHandler, Excise, HandlerError, Message, Timer};
+use prosody_core::{Context, EventHandler, Excise, HandlerError, Message, Timer};
 use serde_json::Value;
 
 /// A handler that handles everything at once, successfully.

@@ -12,10 +12,9 @@ use super::table::Options;
 use super::unknown::nearest_of;
 use super::{ConfigError, Mode, ProbePort, ReadTtl, SecurityProtocol, SpanLink};
 use super::{GroupProtocol, SaslMechanism, Secret};
-use crate::builder::ClientBuilder;
 use crate::env::{FromEnv, Size};
 use prosody_core::state::{Kind, Payload, ReadCache, Spec};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -151,49 +150,23 @@ fn strings(items: &[Value]) -> Result<Vec<&str>, String> {
         .collect()
 }
 
-impl<C: prosody_core::Codec> ClientBuilder<C> {
-    /// Sets the option `name` from a JSON value, as a binding in another
-    /// language or a configuration file gives it: a string as its
-    /// environment variable reads, a number of seconds for a duration, an
-    /// array of strings for a list, `null` to leave it unset (`probe_port`:
-    /// `null` or `false` disables the probe server). `mode` takes
-    /// `"pipeline"`, `"low-latency"` or `"best-effort"`;
-    /// `state_collections` an array of collection objects (`name`, `kind`:
-    /// `value`/`map`/`deque`, `payload`: `json`/`message`, and the
-    /// optional `ttl`, `read_uncommitted`, `published`, `read_cache`,
-    /// `keyset_limit`, `capacity`).
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError::Unknown`] for a name that is no option,
-    /// [`ConfigError::Given`] for a value the option cannot take (both
-    /// name the option; the second the value too).
-    pub fn option(mut self, name: &str, value: &Value) -> Result<Self, ConfigError> {
+impl Options {
+    /// Sets the option `name` from a JSON value
+    /// ([`ClientBuilder::option`](crate::ClientBuilder::option)).
+    pub(crate) fn given(&mut self, name: &str, value: &Value) -> Result<(), ConfigError> {
         match name {
             "mode" => {
-                let mode = mode(value).map_err(|reason| given(name, value, reason))?;
-                if let Some(mode) = mode {
-                    self = self.mode(mode);
+                if let Some(mode) = mode(value).map_err(|reason| given(name, value, reason))? {
+                    self.mode = Some(mode);
                 }
             }
             "state_collections" => {
-                let specs = specs(value).map_err(|reason| given(name, value, reason))?;
-                self.options_mut().state_collections = specs;
+                self.state_collections =
+                    specs(value).map_err(|reason| given(name, value, reason))?;
             }
-            _ => self.options_mut().assign(name, value)?,
+            _ => self.assign(name, value)?,
         }
-        Ok(self)
-    }
-
-    /// Sets each option of `options` with [`ClientBuilder::option`].
-    ///
-    /// # Errors
-    ///
-    /// The first option that [`ClientBuilder::option`] refuses.
-    pub fn options(self, options: &Map<String, Value>) -> Result<Self, ConfigError> {
-        options
-            .iter()
-            .try_fold(self, |builder, (name, value)| builder.option(name, value))
+        Ok(())
     }
 }
 

@@ -29,7 +29,7 @@ pub use state::ReadTtl;
 pub(crate) use table::Options;
 use table::Values;
 
-use crate::env::Env;
+use crate::env::{Env, EnvError};
 use prosody_core::RuntimeConfig;
 use rules::non_empty;
 use std::sync::Arc;
@@ -168,6 +168,21 @@ pub(crate) struct Settings {
 /// A duration as the environment writes it (`5m`, `120ms`).
 pub(crate) fn shown(duration: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(duration)
+}
+
+impl From<EnvError> for ConfigError {
+    fn from(error: EnvError) -> Self {
+        let EnvError {
+            variable,
+            value,
+            reason,
+        } = error;
+        Self::Environment {
+            variable,
+            value,
+            reason,
+        }
+    }
 }
 
 impl Options {

@@ -2,8 +2,7 @@
 
 use super::Backing;
 use crate::config::{ConfigError, Settings};
-use crate::directory::ClientDirectory;
-use crate::published::Rebind;
+use crate::directory::{ClientDirectory, Rebind};
 use prosody_cassandra::{CassandraConfig, CassandraStores, ConnectError};
 use prosody_core::store::AnyStores;
 use prosody_core::store::timer::SlabSize;

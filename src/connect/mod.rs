@@ -3,8 +3,7 @@
 
 use crate::backend::Backend;
 use crate::config::{Cluster, ConfigError, Settings};
-use crate::directory::ClientDirectory;
-use crate::published::Rebind;
+use crate::directory::{ClientDirectory, Rebind};
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
 use prosody_core::metrics::{Metered, Metrics};

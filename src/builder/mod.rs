@@ -1,5 +1,7 @@
 //! The client builder.
 
+mod given;
+
 use crate::backend::Backend;
 use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
@@ -32,6 +34,13 @@ pub struct ClientBuilder<C = JsonCodec> {
     kafka: Vec<(String, String)>,
     /// The hook of failed handler calls.
     reporter: Option<Box<dyn Reporter>>,
+}
+
+impl ProsodyClient<JsonCodec> {
+    /// A builder with JSON payloads.
+    pub fn builder() -> ClientBuilder<JsonCodec> {
+        ClientBuilder::new(JsonCodec::new())
+    }
 }
 
 impl<C> ClientBuilder<C> {
