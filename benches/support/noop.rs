@@ -43,13 +43,14 @@ pub fn message(
     meter: &PartitionMeter,
 ) -> EventRequest<Encoded> {
     let key = format!("key-{}", n % keys.max(1));
-    let context = Context::metered(
+    let context = Context::new(
         key.as_str().into(),
         "bench".into(),
         0,
-        (token.child_token(), token.clone()),
-        meter.clone(),
-    );
+        token.child_token(),
+        token.clone(),
+    )
+    .with_meter(meter.clone());
     let event = Event::Message(Message {
         topic: "bench".into(),
         partition: 0,

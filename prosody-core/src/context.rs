@@ -73,33 +73,12 @@ impl Context {
         shutdown: CancellationToken,
         cancel: CancellationToken,
     ) -> Self {
-        Self::metered(
-            key,
-            topic,
-            partition,
-            (shutdown, cancel),
-            PartitionMeter::default(),
-        )
-    }
-
-    /// A context as [`Context::new`] makes, recording into `meter` as the
-    /// runtime's contexts record into their partition's meter (for
-    /// requests made outside the runtime: tests and benchmarks). The
-    /// tokens are `(shutdown, cancel)`.
-    #[must_use]
-    pub fn metered(
-        key: Key,
-        topic: Topic,
-        partition: i32,
-        (shutdown, cancel): (CancellationToken, CancellationToken),
-        meter: PartitionMeter,
-    ) -> Self {
         let scope = Scope {
             topic,
             partition,
             shutdown,
             cancel,
-            meter,
+            meter: PartitionMeter::default(),
             answerer: None,
         };
         Self::scoped(key, Arc::new(scope))
@@ -110,6 +89,10 @@ impl Context {
     /// runtime: tests and benchmarks).
     #[must_use]
     pub fn with_meter(mut self, meter: PartitionMeter) -> Self {
+        if let Some(scope) = Arc::get_mut(&mut self.scope) {
+            scope.meter = meter;
+            return self;
+        }
         let scope = &self.scope;
         self.scope = Arc::new(Scope {
             topic: Arc::clone(&scope.topic),
@@ -273,7 +256,7 @@ impl Context {
 
     /// The same context in another scheduling class.
     #[must_use]
-    pub fn with_demand(mut self, demand: Demand) -> Self {
+    pub(crate) fn with_demand(mut self, demand: Demand) -> Self {
         self.demand = demand;
         self
     }
@@ -286,7 +269,7 @@ impl Context {
 
     /// The same context for another attempt.
     #[must_use]
-    pub fn with_attempt(mut self, attempt: u32) -> Self {
+    pub(crate) fn with_attempt(mut self, attempt: u32) -> Self {
         self.attempt = attempt;
         self
     }
@@ -295,7 +278,7 @@ impl Context {
     /// cancelled and [expired](Context::is_expired). A deadline the context
     /// already had still applies: the earlier of the two counts.
     #[must_use]
-    pub fn with_deadline(mut self, at: Instant) -> Self {
+    pub(crate) fn with_deadline(mut self, at: Instant) -> Self {
         self.deadline = Some(self.deadline.map_or(at, |earlier| earlier.min(at)));
         self
     }

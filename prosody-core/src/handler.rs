@@ -354,7 +354,7 @@ where
             }
             .map_err(|error| error.classified(|source| handler.classify(source)))?;
             let riders = riders.as_deref().unwrap_or_default();
-            work::settle(work.as_ref(), &key, riders, deadline, output).await
+            work::finish(work.as_ref(), &key, riders, deadline, output).await
         };
         // A panic is a failure of this call, handled by the mode like any
         // other transient error, not an unwinding through the stack.

@@ -19,7 +19,7 @@ mod tests;
 
 pub(crate) use gauges::{Held, Readings};
 pub(crate) use partition::Action;
-pub use partition::{Outcome, PartitionMeter};
+pub use partition::{Ending, PartitionMeter};
 pub use stores::Metered;
 
 use crate::event::Topic;

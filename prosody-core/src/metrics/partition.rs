@@ -11,7 +11,7 @@ use std::time::Duration;
 /// How a handler call ended, as `messaging.process.duration` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum Ending {
     /// It succeeded.
     Success,
     /// It failed, and may succeed if tried again.
@@ -26,7 +26,7 @@ pub enum Outcome {
     Dropped,
 }
 
-impl Outcome {
+impl Ending {
     /// Its attribute value.
     #[must_use]
     pub fn name(self) -> &'static str {
@@ -118,7 +118,7 @@ impl PartitionMeter {
     }
 
     /// A handler call of `kind` ended with `outcome` after `elapsed`.
-    pub fn processed(&self, kind: &str, outcome: Outcome, elapsed: Duration) {
+    pub fn processed(&self, kind: &str, outcome: Ending, elapsed: Duration) {
         let Some(bound) = &self.0 else {
             return;
         };

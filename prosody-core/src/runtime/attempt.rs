@@ -30,7 +30,7 @@ use tracing::{Instrument, Span, debug, debug_span, error, warn};
 
 /// How an event left the runtime's hands.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum Fate {
     /// Handled, or failed in a way that settles it (permanent).
     Settled,
     /// Stopped before it settled (revocation or shutdown); a later owner
@@ -230,7 +230,7 @@ impl Attempts {
 /// partition is cancelled, or a terminal error stops it. `first` is how
 /// its first call was made where it started.
 ///
-/// Invariant: returns [`Outcome::Settled`] only after the stack succeeded or
+/// Invariant: returns [`Fate::Settled`] only after the stack succeeded or
 /// failed permanently (logged), so the caller may commit past the record;
 /// a settled timer has been removed from the store (or its removal logged).
 pub(crate) async fn run<S>(
@@ -238,7 +238,7 @@ pub(crate) async fn run<S>(
     attempts: Attempts,
     job: &Job,
     first: First<S, S::Future>,
-) -> Outcome
+) -> Fate
 where
     S: EventService<Encoded>,
 {
@@ -248,15 +248,15 @@ where
         .await;
     attempts.answer(&shared, &attempt);
     match attempt {
-        Attempt::Terminal(cause) => Outcome::Terminal(cause),
-        Attempt::Unsettled => Outcome::Unsettled,
+        Attempt::Terminal(cause) => Fate::Terminal(cause),
+        Attempt::Unsettled => Fate::Unsettled,
         // Put off by the defer stage: it stays stored.
-        Attempt::PutOff(at) => Outcome::Delayed(to_seconds(at)),
+        Attempt::PutOff(at) => Fate::Delayed(to_seconds(at)),
         Attempt::Response(_) | Attempt::Failed(_) => {
             if let Job::Timer(fire) = job {
                 remove(&shared, &attempts, fire).await;
             }
-            Outcome::Settled
+            Fate::Settled
         }
     }
 }

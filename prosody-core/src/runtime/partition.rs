@@ -2,7 +2,7 @@
 //! tracker, and the handler calls in flight.
 
 use super::alarm::{Alarm, Fire};
-use super::attempt::{self, Attempt, Attempts, Job, Outcome, Shared};
+use super::attempt::{self, Attempt, Attempts, Fate, Job, Shared};
 use super::filter::Filters;
 use super::first::{self, First, Slot};
 use super::offsets::OffsetTracker;
@@ -85,7 +85,7 @@ pub(crate) struct PartitionTask<S: EventService<Encoded>> {
     pub(crate) shared: Arc<Shared<S>>,
     pub(crate) tracker: OffsetTracker,
     pub(crate) queues: KeyQueues<Job>,
-    pub(crate) running: JoinSet<(Key, Job, Outcome)>,
+    pub(crate) running: JoinSet<(Key, Job, Fate)>,
     pub(crate) alarm: Alarm,
     /// A terminal error stopped the partition: nothing more is dispatched.
     pub(crate) halted: bool,
@@ -273,7 +273,7 @@ where
                 Ok((slot, response)) => {
                     self.spare = Some(slot);
                     attempts.answer(&self.shared, &Attempt::of(response));
-                    return self.finish(key, job, Outcome::Settled, true);
+                    return self.finish(key, job, Fate::Settled, true);
                 }
                 Err(rest) => {
                     pending = matches!(rest, First::Called(_));
@@ -309,7 +309,7 @@ where
     }
 
     /// Goes on with an attempt in a task of its own.
-    fn spawn(&mut self, attempt: impl Future<Output = (Key, Job, Outcome)> + Send + 'static) {
+    fn spawn(&mut self, attempt: impl Future<Output = (Key, Job, Fate)> + Send + 'static) {
         self.running.spawn(attempt);
         self.state
             .running
@@ -317,11 +317,7 @@ where
     }
 
     /// An attempt's task ended: settles it, and starts its key's next event.
-    fn complete(
-        &mut self,
-        done: Result<(Key, Job, Outcome), tokio::task::JoinError>,
-        dispatch: bool,
-    ) {
+    fn complete(&mut self, done: Result<(Key, Job, Fate), tokio::task::JoinError>, dispatch: bool) {
         self.state
             .running
             .store(self.running.len(), Ordering::Release);
@@ -340,16 +336,10 @@ where
 
     /// Settles an attempt's outcome; returns its key's next event when
     /// `dispatch` and the partition goes on.
-    fn finish(
-        &mut self,
-        key: Key,
-        job: Job,
-        outcome: Outcome,
-        dispatch: bool,
-    ) -> Option<(Key, Job)> {
+    fn finish(&mut self, key: Key, job: Job, outcome: Fate, dispatch: bool) -> Option<(Key, Job)> {
         match (outcome, job) {
-            (Outcome::Settled, Job::Record(record)) => self.settle(record.offset),
-            (Outcome::Delayed(second), Job::Timer(fire)) => {
+            (Fate::Settled, Job::Record(record)) => self.settle(record.offset),
+            (Fate::Delayed(second), Job::Timer(fire)) => {
                 let fire = Fire {
                     deferrals: fire.deferrals.saturating_add(1),
                     ..fire
@@ -358,19 +348,19 @@ where
             }
             // A settled timer was removed from the store by its attempt; an
             // unsettled one stays there for the next owner.
-            (Outcome::Settled, Job::Timer(fire)) => {
+            (Fate::Settled, Job::Timer(fire)) => {
                 self.progressed = true;
                 self.alarm.finish(&fire.due);
             }
-            (Outcome::Unsettled, Job::Timer(fire)) => {
+            (Fate::Unsettled, Job::Timer(fire)) => {
                 self.alarm.finish(&fire.due);
                 return None;
             }
-            (Outcome::Delayed(_), Job::Record(_)) => {}
+            (Fate::Delayed(_), Job::Record(_)) => {}
             // Left for the next owner (only a draining partition does so):
             // the key's later records wait for it there, in order.
-            (Outcome::Unsettled, Job::Record(_)) => return None,
-            (Outcome::Terminal(reason), job) => {
+            (Fate::Unsettled, Job::Record(_)) => return None,
+            (Fate::Terminal(reason), job) => {
                 if let Job::Timer(fire) = job {
                     self.alarm.finish(&fire.due);
                 }

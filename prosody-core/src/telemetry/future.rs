@@ -3,7 +3,7 @@
 use super::{Lifecycle, TelemetryEvent, TelemetrySink};
 use crate::clock;
 use crate::error::{Category, HandlerError};
-use crate::metrics::{Outcome, PartitionMeter};
+use crate::metrics::{Ending, PartitionMeter};
 use pin_project::{pin_project, pinned_drop};
 use std::future::Future;
 use std::pin::Pin;
@@ -54,11 +54,11 @@ impl<F, T: TelemetrySink> ResponseFuture<F, T> {
     }
 }
 
-fn outcome(category: Category) -> Outcome {
+fn outcome(category: Category) -> Ending {
     match category {
-        Category::Transient => Outcome::Transient,
-        Category::Permanent => Outcome::Permanent,
-        Category::Terminal => Outcome::Terminal,
+        Category::Transient => Ending::Transient,
+        Category::Permanent => Ending::Permanent,
+        Category::Terminal => Ending::Terminal,
     }
 }
 
@@ -78,7 +78,7 @@ where
         let elapsed = started.elapsed();
         if let Some(measure) = this.measure.as_ref() {
             let ended = match &result {
-                Ok(_) => Outcome::Success,
+                Ok(_) => Ending::Success,
                 Err(error) => outcome(error.category()),
             };
             measure.meter.processed(measure.kind, ended, elapsed);
@@ -112,9 +112,9 @@ impl<F, T: TelemetrySink> PinnedDrop for ResponseFuture<F, T> {
         if let Some(measure) = this.measure.as_ref() {
             let expired = measure.deadline.is_some_and(|at| Instant::now() >= at);
             let ended = if expired {
-                Outcome::Cancelled
+                Ending::Cancelled
             } else {
-                Outcome::Dropped
+                Ending::Dropped
             };
             measure.meter.processed(measure.kind, ended, elapsed);
         }

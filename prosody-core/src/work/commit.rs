@@ -39,10 +39,10 @@ pub(crate) fn late_success<R>(
     }
 }
 
-/// Settles a handler's success: commits its unit of work (if the runtime
+/// Finishes a handler's success: commits its unit of work (if the runtime
 /// gave it one) unless the late-success rule discards it, and returns the
 /// output once the commit is durable.
-pub(crate) async fn settle<R>(
+pub(crate) async fn finish<R>(
     work: Option<&UnitOfWork>,
     key: &Key,
     riders: &[Rider],
@@ -67,7 +67,7 @@ impl UnitOfWork {
     #[must_use]
     pub(crate) fn begin<P>(&self, event: &Event<P>) -> Self {
         let mut work = self.fresh();
-        work.settles = match event {
+        work.marker = match event {
             Event::Message(message) => Some(Marker::Record(message.offset)),
             Event::Excise(excise) => Some(Marker::Record(excise.offset)),
             Event::Timer(timer) => Some(Marker::Timer(timer.time.as_millis())),
@@ -88,7 +88,7 @@ impl UnitOfWork {
         if !self.may_have_applied() {
             return Ok(false);
         }
-        let (Some(state), Some(event)) = (&self.state, self.settles) else {
+        let (Some(state), Some(event)) = (&self.state, self.marker) else {
             return Ok(false);
         };
         if matches!(event, Marker::Timer(_)) && !self.commit_started() {
@@ -107,7 +107,7 @@ impl UnitOfWork {
     /// handler service asks it first, so the common attempt carries no
     /// state read in its future.
     pub(crate) fn may_have_applied(&self) -> bool {
-        self.state.is_some() && self.settles.is_some()
+        self.state.is_some() && self.marker.is_some()
     }
 
     /// Seals the attempt's state when dropped: however its call ends (an
@@ -125,7 +125,7 @@ impl UnitOfWork {
         if let Some(attempt) = &self.state {
             let mut sealed = attempt.seal();
             let markers = self
-                .settles
+                .marker
                 .filter(|_| sealed.wrote)
                 .map(|event| attempt.markers(event, &sealed))
                 .unwrap_or_default();

@@ -7,7 +7,7 @@ mod event;
 mod tests;
 
 pub use commit::ReturnedLate;
-pub(crate) use commit::{late_success, settle};
+pub(crate) use commit::{finish, late_success};
 
 use crate::access::PartitionStores;
 use crate::clock::Timestamp;
@@ -56,7 +56,7 @@ pub(crate) struct UnitOfWork {
     /// The number of the attempt this unit stages for.
     attempt: u32,
     /// What the attempt's success marks applied in its key's state.
-    settles: Option<Marker>,
+    marker: Option<Marker>,
     /// The key's keyed state, if the client registered collections.
     state: Option<Arc<AttemptState>>,
 }
@@ -76,7 +76,7 @@ impl UnitOfWork {
             access,
             event: Arc::default(),
             attempt: 0,
-            settles: None,
+            marker: None,
             state: None,
         }
     }
@@ -109,7 +109,7 @@ impl UnitOfWork {
             access: Arc::clone(&self.access),
             event: Arc::clone(&self.event),
             attempt,
-            settles: self.settles,
+            marker: self.marker,
             state: self.state.as_deref().map(AttemptState::fresh),
         }
     }
