@@ -4,6 +4,7 @@ use crate::answer::Responder;
 use crate::backend::{Backend, BackendProducer};
 use crate::config::{Mode, Settings};
 use crate::error::ClientError;
+use crate::gate::Gate;
 use crate::observe::Sent;
 use crate::probe::Probe;
 use crate::published::Readers;
@@ -22,7 +23,6 @@ use prosody_core::{
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -36,7 +36,8 @@ pub(crate) struct Inner<C> {
     pub(crate) producer: BackendProducer,
     pub(crate) stores: AnyStores,
     pub(crate) subscription: Subscription,
-    pub(crate) closed: AtomicBool,
+    /// Closed when shutdown starts.
+    pub(crate) gate: Arc<Gate>,
     pub(crate) shutdown: OnceCell<()>,
     pub(crate) probe: Probe,
     pub(crate) requests: Requests,
@@ -137,10 +138,7 @@ impl<C> Clone for ProsodyClient<C> {
 
 impl<C: Codec> ProsodyClient<C> {
     pub(crate) fn check_open(&self) -> Result<(), ClientError> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(ClientError::ShutDown);
-        }
-        Ok(())
+        self.inner.gate.check()
     }
 
     /// The identifier written to the `source-system` header.
@@ -331,7 +329,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// 10 s on Kafka) and the consumer's leaving its group (what is left of
     /// the deadline, and at least 2 s).
     pub async fn shutdown(&self) {
-        self.inner.closed.store(true, Ordering::Release);
+        self.inner.gate.close();
         self.inner
             .shutdown
             .get_or_init(|| async {

@@ -10,6 +10,7 @@ mod directory;
 mod env;
 mod erased;
 mod error;
+mod gate;
 mod health;
 mod observe;
 pub mod otel;

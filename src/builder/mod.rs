@@ -7,6 +7,7 @@ use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort};
 use crate::connect;
+use crate::gate::Gate;
 use crate::published::Readers;
 use crate::request::Requests;
 use crate::slot::Subscription;
@@ -18,7 +19,6 @@ use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use tokio::sync::OnceCell;
 
 /// Builds a [`ProsodyClient`]; every option left unset is read from its
@@ -234,7 +234,7 @@ impl<C: Codec> ClientBuilder<C> {
                 subscription: Subscription::new(),
                 requests,
                 readers,
-                closed: AtomicBool::new(false),
+                gate: Arc::new(Gate::default()),
                 shutdown: OnceCell::new(),
                 probe: crate::probe::Probe::default(),
                 lookups,
