@@ -1,25 +1,21 @@
 //! The client: produces, and runs one subscription at a time.
 
 use crate::answer::Responder;
-use crate::backend::{Backend, BackendProducer};
+use crate::backend::Backend;
 use crate::config::{Mode, Settings};
 use crate::error::ClientError;
 use crate::gate::Gate;
-use crate::observe::Sent;
 use crate::probe::Probe;
 use crate::published::Readers;
 use crate::request::Requests;
+use crate::send::Sender;
 use crate::slot::Subscription;
 use crate::stack::Layers;
-use prosody_core::broker::{Broker, Consumer, ConsumerConfig, OutgoingRecord, Producer};
-use prosody_core::peer::Asked;
+use prosody_core::broker::{Broker, Consumer, ConsumerConfig};
 use prosody_core::runtime::Answerer;
 use prosody_core::store::AnyStores;
 use prosody_core::telemetry::ProducerSink;
-use prosody_core::{
-    Codec, Encoded, EventHandler, EventService, Headers, JsonCodec, Key, Runtime,
-    SOURCE_SYSTEM_HEADER,
-};
+use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key, Runtime};
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -31,9 +27,9 @@ use tracing::warn;
 pub(crate) struct Inner<C> {
     pub(crate) layers: Layers<C>,
     pub(crate) settings: Settings,
-    pub(crate) codec: C,
+    /// Produces the client's records.
+    pub(crate) sender: Sender<C>,
     pub(crate) broker: Backend,
-    pub(crate) producer: BackendProducer,
     pub(crate) stores: AnyStores,
     pub(crate) subscription: Subscription,
     /// Closed when shutdown starts.
@@ -122,7 +118,7 @@ impl<C> fmt::Debug for ProsodyClient<C> {
         let settings = &self.inner.settings;
         f.debug_struct("ProsodyClient")
             .field("group_id", &settings.runtime.group_id)
-            .field("source_system", &settings.source_system)
+            .field("source_system", &self.inner.sender.source_system())
             .field("broker", &self.inner.broker)
             .finish_non_exhaustive()
     }
@@ -144,7 +140,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// The identifier written to the `source-system` header.
     #[must_use]
     pub fn source_system(&self) -> &str {
-        &self.inner.settings.source_system
+        self.inner.sender.source_system()
     }
 
     /// Sends a keyed record and waits until the broker has it.
@@ -154,63 +150,13 @@ impl<C: Codec> ProsodyClient<C> {
         key: impl Into<Key>,
         payload: &C::Value,
     ) -> Result<(), ClientError> {
-        self.check_open()?;
-        let bytes = self
-            .inner
-            .codec
-            .encode(payload)
-            .map_err(|source| ClientError::Encode {
-                topic: topic.to_owned(),
-                source,
-            })?;
-        let key: Key = key.into();
-        let record = OutgoingRecord::new(topic, key.as_bytes().to_vec(), bytes);
-        self.produce(record, None).await
+        self.inner.sender.send(topic, key.into(), payload).await
     }
 
     /// Sends an excise record (a tombstone) for a key: its consumers delete
     /// everything they hold for it.
     pub async fn excise(&self, topic: &str, key: impl Into<Key>) -> Result<(), ClientError> {
-        self.check_open()?;
-        let key: Key = key.into();
-        self.produce(
-            OutgoingRecord::tombstone(topic, key.as_bytes().to_vec()),
-            None,
-        )
-        .await
-    }
-
-    /// Sends `record` with the client's headers (and `asked`'s, for a
-    /// request) and waits until the broker has it.
-    pub(crate) async fn produce(
-        &self,
-        mut record: OutgoingRecord,
-        asked: Option<&Asked>,
-    ) -> Result<(), ClientError> {
-        let mut headers = Headers::new();
-        headers.push(
-            SOURCE_SYSTEM_HEADER,
-            self.source_system().as_bytes().to_vec(),
-        );
-        if let Some(asked) = asked {
-            asked.write(&mut headers);
-        }
-        // The sending span's trace context, for the consumer's span.
-        prosody_core::trace::inject(&mut headers);
-        record.headers = headers;
-        let sent = Sent::of(&record);
-        let delivered = self
-            .inner
-            .producer
-            .send(record, self.inner.settings.send_timeout)
-            .await;
-        sent.report(
-            &delivered,
-            &self.inner.settings.runtime.metrics,
-            self.inner.layers.telemetry_sink(),
-        );
-        delivered?;
-        Ok(())
+        self.inner.sender.excise(topic, key.into()).await
     }
 
     /// Starts consuming with a handler.

@@ -20,6 +20,7 @@ mod promises;
 mod published;
 mod request;
 mod scrape;
+mod send;
 #[cfg(feature = "sentry")]
 pub mod sentry;
 mod slot;

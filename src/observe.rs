@@ -7,17 +7,13 @@ use crate::config::ConfigError;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use prosody_core::Codec;
-use prosody_core::broker::{BrokerError, Delivery, OutgoingRecord};
-use prosody_core::event::Topic;
 use prosody_core::hash::FastMap;
 use prosody_core::metrics::Metrics;
 use prosody_core::report::ReportSink;
-use prosody_core::telemetry::{Lifecycle, ProducerSink, TelemetryEvent, TelemetrySink as _};
-use prosody_core::{Demand, Key, clock};
+use prosody_core::telemetry::ProducerSink;
 use prosody_request::Refusal;
 use prosody_state::CacheLookups;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use tokio::time::Instant;
 
 /// The instruments made, by broker kind (Kafka or not) and group.
 type Made = FastMap<(bool, Arc<str>), Metrics>;
@@ -56,72 +52,6 @@ pub(crate) async fn metrics(
         .entry((kafka, Arc::clone(group)))
         .or_insert_with(|| Metrics::new(&provider.meter("prosody"), system, Arc::clone(group)))
         .clone())
-}
-
-/// A send under way: what its end reports, in the metrics
-/// (`messaging.client.sent.messages`, `messaging.client.operation.duration`)
-/// and as a `sent` or `send_failed` event on the telemetry topic.
-pub(crate) struct Sent {
-    topic: Topic,
-    key: Key,
-    kind: &'static str,
-    started: Instant,
-}
-
-impl Sent {
-    /// Starts timing the send of `record`.
-    pub(crate) fn of(record: &OutgoingRecord) -> Self {
-        let key =
-            Key::from(String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).as_ref());
-        Self {
-            topic: Arc::clone(&record.topic),
-            key,
-            kind: if record.payload.is_some() {
-                "message"
-            } else {
-                "excise"
-            },
-            started: Instant::now(),
-        }
-    }
-
-    /// The send ended with `delivered`.
-    pub(crate) fn report(
-        self,
-        delivered: &Result<Delivery, BrokerError>,
-        metrics: &Metrics,
-        telemetry: Option<&ProducerSink>,
-    ) {
-        let elapsed = self.started.elapsed();
-        metrics.sent(
-            &self.topic,
-            elapsed,
-            delivered.as_ref().err().map(BrokerError::kind),
-        );
-        let Some(sink) = telemetry.filter(|sink| sink.enabled()) else {
-            return;
-        };
-        let (lifecycle, partition, offset) = match delivered {
-            Ok(delivery) => (
-                Lifecycle::Sent { elapsed },
-                delivery.partition,
-                Some(delivery.offset),
-            ),
-            Err(_) => (Lifecycle::SendFailed { elapsed }, -1, None),
-        };
-        sink.emit(TelemetryEvent {
-            lifecycle,
-            kind: self.kind,
-            topic: self.topic,
-            partition,
-            offset,
-            fire_time: None,
-            key: self.key,
-            attempt: 1,
-            demand: Demand::Normal,
-            at: clock::now(),
-        });
-    }
 }
 
 /// What one client counts outside its partitions: telemetry events

@@ -332,16 +332,7 @@ impl<C: Codec> ProsodyClient<C> {
         timeout: Duration,
     ) -> Result<Outcomes<T>, ClientError> {
         self.check_open()?;
-        let bytes = self
-            .inner
-            .codec
-            .encode(payload)
-            .map_err(|source| ClientError::Encode {
-                topic: topic.to_owned(),
-                source,
-            })?;
-        let key: Key = key.into();
-        let record = OutgoingRecord::new(topic, key.as_bytes().to_vec(), bytes);
+        let record = self.inner.sender.encode(topic, &key.into(), payload)?;
         self.ask(record, subsystems, timeout).await
     }
 
@@ -409,8 +400,8 @@ impl<C: Codec> ProsodyClient<C> {
         let asked = asked.with_reply_to(inbox.peer());
         // Waiting before the record is sent: an answer may come at once.
         let waiter = inbox.wait(&asked);
-        self.produce(record, Some(&asked)).await?;
-        let metrics = &self.inner.settings.runtime.metrics;
+        self.inner.sender.produce(record, Some(&asked)).await?;
+        let metrics = self.inner.sender.metrics();
         let outcomes = waiter
             .collect_with(deadline, |subsystem, outcome: &Outcome<T>, after| {
                 let name = match outcome {

@@ -2,14 +2,15 @@
 
 mod given;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, BackendProducer};
 use crate::client::{Inner, ProsodyClient};
 use crate::config::Cluster;
-use crate::config::{ConfigError, Mode, Options, ProbePort};
+use crate::config::{ConfigError, Mode, Options, ProbePort, Settings};
 use crate::connect;
 use crate::gate::Gate;
 use crate::published::Readers;
 use crate::request::Requests;
+use crate::send::Sender;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::Broker;
@@ -187,29 +188,7 @@ impl<C: Codec> ClientBuilder<C> {
             option: "bootstrap_servers",
             reason: format!("the producer could not be made: {e}"),
         })?;
-        // Lifecycle events go to Kafka only: mock mode emits none.
-        let telemetry = match &settings.qos.telemetry {
-            Some(topic) if broker.is_kafka() => Some(
-                ProducerSink::spawn(producer.clone(), Arc::clone(topic)).map_err(|e| {
-                    ConfigError::Invalid {
-                        option: "telemetry_enabled",
-                        reason: e.to_string(),
-                    }
-                })?,
-            ),
-            _ => None,
-        };
-        let reports = match self.reporter {
-            Some(hook) => Some(
-                ReportSink::spawn(move |report: &FailureReport| hook.report(report)).map_err(
-                    |e| ConfigError::Invalid {
-                        option: "error_reporter",
-                        reason: format!("the report thread could not start: {e}"),
-                    },
-                )?,
-            ),
-            None => None,
-        };
+        let sinks = sinks(&settings, &broker, &producer, self.reporter)?;
         let requests = Requests::new(
             settings.peer.clone(),
             directory,
@@ -221,20 +200,29 @@ impl<C: Codec> ClientBuilder<C> {
             &producer,
             loader,
             self.codec.clone(),
-            ((telemetry, reports), settings.observe.links()),
+            (sinks, settings.observe.links()),
+        );
+        let gate = Arc::new(Gate::default());
+        let sender = Sender::new(
+            Arc::clone(&gate),
+            self.codec,
+            producer,
+            Arc::clone(&settings.source_system),
+            settings.send_timeout,
+            metrics,
+            layers.telemetry_sink().cloned(),
         );
         let client = ProsodyClient {
             inner: Arc::new(Inner {
                 layers,
                 settings,
-                codec: self.codec,
+                sender,
                 broker,
-                producer,
                 stores,
                 subscription: Subscription::new(),
                 requests,
                 readers,
-                gate: Arc::new(Gate::default()),
+                gate,
                 shutdown: OnceCell::new(),
                 probe: crate::probe::Probe::default(),
                 lookups,
@@ -243,4 +231,38 @@ impl<C: Codec> ClientBuilder<C> {
         crate::observe::watch(&client.inner);
         Ok(client)
     }
+}
+
+/// The client's lifecycle-event sink (on Kafka only: mock mode emits
+/// none) and its failure-report sink (with a hook), each started.
+fn sinks(
+    settings: &Settings,
+    broker: &Backend,
+    producer: &BackendProducer,
+    reporter: Option<Box<dyn Reporter>>,
+) -> Result<(Option<ProducerSink>, Option<ReportSink>), ConfigError> {
+    // Lifecycle events go to Kafka only: mock mode emits none.
+    let telemetry = match &settings.qos.telemetry {
+        Some(topic) if broker.is_kafka() => Some(
+            ProducerSink::spawn(producer.clone(), Arc::clone(topic)).map_err(|e| {
+                ConfigError::Invalid {
+                    option: "telemetry_enabled",
+                    reason: e.to_string(),
+                }
+            })?,
+        ),
+        _ => None,
+    };
+    let reports = match reporter {
+        Some(hook) => Some(
+            ReportSink::spawn(move |report: &FailureReport| hook.report(report)).map_err(|e| {
+                ConfigError::Invalid {
+                    option: "error_reporter",
+                    reason: format!("the report thread could not start: {e}"),
+                }
+            })?,
+        ),
+        None => None,
+    };
+    Ok((telemetry, reports))
 }
