@@ -5,6 +5,7 @@ use crate::backend::Backend;
 use crate::config::{Mode, Settings};
 use crate::error::ClientError;
 use crate::gate::Gate;
+use crate::observe::{Counts, SERIES};
 use crate::probe::Probe;
 use crate::published::Readers;
 use crate::request::Requests;
@@ -12,10 +13,13 @@ use crate::send::Sender;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::{Broker, Consumer, ConsumerConfig};
+use prosody_core::report::ReportSink;
 use prosody_core::runtime::Answerer;
 use prosody_core::store::AnyStores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key, Runtime};
+use prosody_request::Refusal;
+use prosody_state::CacheLookups;
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -39,7 +43,7 @@ pub(crate) struct Inner<C> {
     pub(crate) requests: Requests,
     pub(crate) readers: Readers,
     /// The owners' keyed-state cache's hits and misses, with collections.
-    pub(crate) lookups: Option<prosody_state::CacheLookups>,
+    pub(crate) lookups: Option<CacheLookups>,
 }
 
 /// Produces records and consumes topics with one handler.
@@ -257,7 +261,7 @@ impl<C: Codec> ProsodyClient<C> {
         self.inner
             .layers
             .report_sink()
-            .map_or(0, prosody_core::report::ReportSink::dropped)
+            .map_or(0, ReportSink::dropped)
     }
 
     /// Stops everything, then sends the telemetry events still queued.
@@ -322,6 +326,28 @@ impl<C> Drop for Inner<C> {
              committed; the partitions' next owners handle again what was not committed, and \
              the queued telemetry events and the answers being sent are lost"
         );
+    }
+}
+
+impl<C: Codec> Counts for Inner<C> {
+    fn counts(&self) -> [u64; SERIES] {
+        let published = self.readers.lookups();
+        let refused = Refusal::ALL.map(|reason| self.requests.refused(reason));
+        [
+            self.layers
+                .telemetry_sink()
+                .map_or(0, ProducerSink::dropped),
+            self.requests.dropped(),
+            self.layers.report_sink().map_or(0, ReportSink::dropped),
+            self.lookups.as_ref().map_or(0, CacheLookups::hits),
+            self.lookups.as_ref().map_or(0, CacheLookups::misses),
+            published.hits(),
+            published.misses(),
+            refused[0],
+            refused[1],
+            refused[2],
+            refused[3],
+        ]
     }
 }
 

@@ -2,17 +2,11 @@
 //! provider, whose readers (the probe server's `/metrics`, and OTLP when
 //! an endpoint is set) all read the same instruments.
 
-use crate::client::Inner;
 use crate::config::ConfigError;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
-use prosody_core::Codec;
 use prosody_core::hash::FastMap;
 use prosody_core::metrics::Metrics;
-use prosody_core::report::ReportSink;
-use prosody_core::telemetry::ProducerSink;
-use prosody_request::Refusal;
-use prosody_state::CacheLookups;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 /// The instruments made, by broker kind (Kafka or not) and group.
@@ -61,30 +55,8 @@ pub(crate) async fn metrics(
 /// published-state readers' cache's hits and misses, and what its peer
 /// endpoint refused, by reason; one count per series of [`COUNTERS`], in
 /// their order.
-trait Counts: Send + Sync {
+pub(crate) trait Counts: Send + Sync {
     fn counts(&self) -> [u64; SERIES];
-}
-
-impl<C: Codec> Counts for Inner<C> {
-    fn counts(&self) -> [u64; SERIES] {
-        let published = self.readers.lookups();
-        let refused = Refusal::ALL.map(|reason| self.requests.refused(reason));
-        [
-            self.layers
-                .telemetry_sink()
-                .map_or(0, ProducerSink::dropped),
-            self.requests.dropped(),
-            self.layers.report_sink().map_or(0, ReportSink::dropped),
-            self.lookups.as_ref().map_or(0, CacheLookups::hits),
-            self.lookups.as_ref().map_or(0, CacheLookups::misses),
-            published.hits(),
-            published.misses(),
-            refused[0],
-            refused[1],
-            refused[2],
-            refused[3],
-        ]
-    }
 }
 
 /// A counter of [`Counts`]: its name, unit and description, and the
@@ -97,7 +69,7 @@ struct Counter {
 }
 
 /// The series of all counters.
-const SERIES: usize = 11;
+pub(crate) const SERIES: usize = 11;
 
 /// The counters, their series in the order of [`Counts::counts`].
 const COUNTERS: [Counter; 8] = [
@@ -203,15 +175,16 @@ fn register(meter: &Meter, watched: &Arc<Watched>) {
 /// The clients whose counts the counters report, each with its group.
 type Watched = Mutex<Vec<(Arc<str>, Weak<dyn Counts>)>>;
 
-/// Reports `inner`'s counts, summed with the other live clients of its
-/// group, while it lives.
+/// Reports `client`'s counts under consumer group `group`, summed with
+/// the other live clients of the group, while it lives (nothing when
+/// `metrics` are off).
 ///
 /// Invariant: the counters are registered once per process and hold the
 /// clients weakly; a client gone is forgotten at the next registration or
 /// collection (its counts leave the sum, which a reader sees as a reset).
-pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
+pub(crate) fn watch(group: &Arc<str>, metrics: &Metrics, client: Weak<dyn Counts>) {
     static WATCHED: OnceLock<Arc<Watched>> = OnceLock::new();
-    if !inner.settings.runtime.metrics.enabled() {
+    if !metrics.enabled() {
         return;
     }
     let Ok(provider) = crate::otel::meter_provider() else {
@@ -222,13 +195,9 @@ pub(crate) fn watch<C: Codec>(inner: &Arc<Inner<C>>) {
         register(&provider.meter("prosody"), &watched);
         watched
     });
-    let client: Arc<dyn Counts> = inner.clone();
     let mut clients = watched.lock().unwrap_or_else(PoisonError::into_inner);
     clients.retain(|(_, client)| client.strong_count() > 0);
-    clients.push((
-        Arc::clone(&inner.settings.runtime.group_id),
-        Arc::downgrade(&client),
-    ));
+    clients.push((Arc::clone(group), client));
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort, Settings};
 use crate::connect;
 use crate::gate::Gate;
+use crate::observe::Counts;
 use crate::published::Readers;
 use crate::request::Requests;
 use crate::send::Sender;
@@ -19,7 +20,7 @@ use prosody_core::report::{FailureReport, ReportSink, Reporter};
 use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::sync::OnceCell;
 
 /// Builds a [`ProsodyClient`]; every option left unset is read from its
@@ -228,7 +229,12 @@ impl<C: Codec> ClientBuilder<C> {
                 lookups,
             }),
         };
-        crate::observe::watch(&client.inner);
+        let counted = Arc::downgrade(&client.inner) as Weak<dyn Counts>;
+        crate::observe::watch(
+            &client.inner.settings.runtime.group_id,
+            &client.inner.settings.runtime.metrics,
+            counted,
+        );
         Ok(client)
     }
 }
