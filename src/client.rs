@@ -5,6 +5,8 @@ use crate::backend::Backend;
 use crate::config::{Mode, Settings};
 use crate::error::ClientError;
 use crate::gate::Gate;
+use crate::health::ConsumerHealth;
+use crate::health::ConsumerState;
 use crate::observe::{Counts, SERIES};
 use crate::probe::Probe;
 use crate::published::Readers;
@@ -12,10 +14,10 @@ use crate::request::Requests;
 use crate::send::Sender;
 use crate::slot::Subscription;
 use crate::stack::Layers;
-use prosody_core::broker::{Broker, Consumer, ConsumerConfig};
+use prosody_core::broker::{Broker, Consumer, ConsumerConfig, TopicPartition};
 use prosody_core::report::ReportSink;
 use prosody_core::runtime::Answerer;
-use prosody_core::store::AnyStores;
+use prosody_core::store::{AnyStores, DeferCounts};
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key, Runtime};
 use prosody_request::Refusal;
@@ -35,7 +37,9 @@ pub(crate) struct Inner<C> {
     pub(crate) sender: Sender<C>,
     pub(crate) broker: Backend,
     pub(crate) stores: AnyStores,
-    pub(crate) subscription: Subscription,
+    pub(crate) subscription: Arc<Subscription>,
+    /// The consumer's health, which the probe reads.
+    pub(crate) health: Arc<ConsumerHealth>,
     /// Closed when shutdown starts.
     pub(crate) gate: Arc<Gate>,
     pub(crate) shutdown: OnceCell<()>,
@@ -236,12 +240,7 @@ impl<C: Codec> ProsodyClient<C> {
             self.inner.stores.clone(),
             runtime,
         ));
-        let runtime = tokio::runtime::Handle::try_current();
-        if let (Some(port), Ok(runtime)) = (settings.observe.probe(&settings.cluster), runtime) {
-            self.inner
-                .probe
-                .start(port, Arc::downgrade(&self.inner), runtime);
-        }
+        self.inner.probe.start();
         Ok(())
     }
 
@@ -292,6 +291,67 @@ impl<C: Codec> ProsodyClient<C> {
                 close(stop, self.inner.layers.telemetry_sink(), budget).await;
             })
             .await;
+    }
+
+    /// Where the consumer is in its life.
+    #[must_use]
+    pub fn consumer_state(&self) -> ConsumerState {
+        self.inner.health.consumer_state()
+    }
+
+    /// Whether the consumer is not live (what `/livez` reports): it
+    /// stopped without being asked to, a partition halted on a terminal
+    /// error, or a partition with work pending made no progress for
+    /// `stall_threshold`.
+    #[must_use]
+    pub fn is_stalled(&self) -> bool {
+        self.inner.health.is_stalled()
+    }
+
+    /// What keeps the consumer from being live, one line each; empty when
+    /// live.
+    #[must_use]
+    pub fn liveness_problems(&self) -> Vec<String> {
+        self.inner.health.liveness_problems()
+    }
+
+    /// The partitions with work pending and no progress for
+    /// `stall_threshold`, in order.
+    #[must_use]
+    pub fn stalled_partitions(&self) -> Vec<TopicPartition> {
+        self.inner.health.stalled_partitions()
+    }
+
+    /// The partitions a terminal error stopped, in order: nothing more is
+    /// handled or committed on them until they move to another member (or
+    /// this one subscribes again).
+    #[must_use]
+    pub fn halted_partitions(&self) -> Vec<TopicPartition> {
+        self.inner.health.halted_partitions()
+    }
+
+    /// Where the probe server listens, once the first `subscribe` started
+    /// it (`None` when disabled, or when its port could not be bound).
+    #[must_use]
+    pub fn probe_address(&self) -> Option<std::net::SocketAddr> {
+        self.inner.probe.address()
+    }
+
+    /// Each partition this client consumes, in order, with how many of its
+    /// keys have deferred records and how many records are deferred (see
+    /// the `prosody.defer.keys` and `prosody.defer.records` gauges): read
+    /// from the defer store when the partition opened, then kept current
+    /// by each commit that changes deferrals. A partition whose stores
+    /// have not answered yet is left out; empty when not consuming.
+    #[must_use]
+    pub fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
+        self.inner.health.deferred_counts()
+    }
+
+    /// How many partitions this client consumes now.
+    #[must_use]
+    pub fn assigned_partition_count(&self) -> usize {
+        self.inner.health.assigned_partition_count()
     }
 }
 

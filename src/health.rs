@@ -1,11 +1,13 @@
 //! How the consumer is doing: its state, its liveness and its partitions
 //! (what the probes report).
 
-use crate::client::ProsodyClient;
-use prosody_core::Codec;
+use crate::probe::Status;
+use crate::slot::Subscription;
 use prosody_core::broker::TopicPartition;
 use prosody_core::store::DeferCounts;
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Where the consumer is in its life.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -29,42 +31,55 @@ impl fmt::Display for ConsumerState {
     }
 }
 
-impl<C: Codec> ProsodyClient<C> {
+/// The consumer's health, read from the client's subscription slot: what
+/// the health methods of the client and the probes report.
+///
+/// Invariant: it reads the slot the client consumes through and holds
+/// nothing else of the client; only the client holds it strongly (the
+/// probe server weakly), so it lives no longer than the client.
+pub(crate) struct ConsumerHealth {
+    slot: Arc<Subscription>,
+    /// Whether topics are configured.
+    configured: bool,
+    stall_threshold: Duration,
+}
+
+impl ConsumerHealth {
+    pub(crate) fn new(
+        slot: Arc<Subscription>,
+        configured: bool,
+        stall_threshold: Duration,
+    ) -> Self {
+        Self {
+            slot,
+            configured,
+            stall_threshold,
+        }
+    }
+
     /// Where the consumer is in its life.
-    #[must_use]
-    pub fn consumer_state(&self) -> ConsumerState {
-        if self.inner.settings.subscribed_topics.is_none() {
+    pub(crate) fn consumer_state(&self) -> ConsumerState {
+        if !self.configured {
             return ConsumerState::Unconfigured;
         }
-        match self.inner.subscription.running() {
+        match self.slot.running() {
             Some(runtime) if !runtime.is_finished() => ConsumerState::Running,
             _ => ConsumerState::Configured,
         }
     }
 
-    /// Whether the consumer is not live (what `/livez` reports): it
-    /// stopped without being asked to, a partition halted on a terminal
-    /// error, or a partition with work pending made no progress for
-    /// `stall_threshold`.
-    #[must_use]
-    pub fn is_stalled(&self) -> bool {
+    /// Whether the consumer is not live.
+    pub(crate) fn is_stalled(&self) -> bool {
         !self.liveness_problems().is_empty()
     }
 
-    /// What keeps the consumer from being live, one line each; empty when
-    /// live.
-    #[must_use]
-    pub fn liveness_problems(&self) -> Vec<String> {
+    /// What keeps the consumer from being live, one line each.
+    pub(crate) fn liveness_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        if self
-            .inner
-            .subscription
-            .running()
-            .is_some_and(|runtime| runtime.failed())
-        {
+        if self.slot.running().is_some_and(|runtime| runtime.failed()) {
             problems.push("the consumer stopped unexpectedly".to_owned());
         }
-        if let Some(runtime) = self.inner.subscription.running() {
+        if let Some(runtime) = self.slot.running() {
             problems.extend(
                 runtime
                     .halts()
@@ -80,58 +95,50 @@ impl<C: Codec> ProsodyClient<C> {
         problems
     }
 
-    /// The partitions with work pending and no progress for
-    /// `stall_threshold`, in order.
-    #[must_use]
-    pub fn stalled_partitions(&self) -> Vec<TopicPartition> {
-        let threshold = self.inner.settings.qos.stall_threshold;
-        self.inner
-            .subscription
+    /// The partitions with work pending and no progress for the stall
+    /// threshold, in order.
+    pub(crate) fn stalled_partitions(&self) -> Vec<TopicPartition> {
+        self.slot
             .running()
-            .map(|runtime| runtime.stalled_partitions(threshold))
+            .map(|runtime| runtime.stalled_partitions(self.stall_threshold))
             .unwrap_or_default()
     }
 
-    /// The partitions a terminal error stopped, in order: nothing more is
-    /// handled or committed on them until they move to another member (or
-    /// this one subscribes again).
-    #[must_use]
-    pub fn halted_partitions(&self) -> Vec<TopicPartition> {
-        self.inner
-            .subscription
+    /// The partitions a terminal error stopped, in order.
+    pub(crate) fn halted_partitions(&self) -> Vec<TopicPartition> {
+        self.slot
             .running()
             .map(|runtime| runtime.halted_partitions())
             .unwrap_or_default()
     }
 
-    /// Where the probe server listens, once the first `subscribe` started
-    /// it (`None` when disabled, or when its port could not be bound).
-    #[must_use]
-    pub fn probe_address(&self) -> Option<std::net::SocketAddr> {
-        self.inner.probe.address()
-    }
-
-    /// Each partition this client consumes, in order, with how many of its
-    /// keys have deferred records and how many records are deferred (see
-    /// the `prosody.defer.keys` and `prosody.defer.records` gauges): read
-    /// from the defer store when the partition opened, then kept current
-    /// by each commit that changes deferrals. A partition whose stores
-    /// have not answered yet is left out; empty when not consuming.
-    #[must_use]
-    pub fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
-        self.inner
-            .subscription
+    /// Each partition consumed, in order, with its deferred keys and
+    /// records; empty when not consuming.
+    pub(crate) fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
+        self.slot
             .running()
             .map(|runtime| runtime.deferred_counts())
             .unwrap_or_default()
     }
 
-    /// How many partitions this client consumes now.
-    #[must_use]
-    pub fn assigned_partition_count(&self) -> usize {
-        self.inner
-            .subscription
+    /// How many partitions the client consumes now.
+    pub(crate) fn assigned_partition_count(&self) -> usize {
+        self.slot
             .running()
             .map_or(0, |runtime| runtime.assigned_partition_count())
+    }
+}
+
+impl Status for ConsumerHealth {
+    fn assigned_partition_count(&self) -> usize {
+        ConsumerHealth::assigned_partition_count(self)
+    }
+
+    fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
+        ConsumerHealth::deferred_counts(self)
+    }
+
+    fn liveness_problems(&self) -> Vec<String> {
+        ConsumerHealth::liveness_problems(self)
     }
 }

@@ -4,9 +4,9 @@
 //! reader ([`crate::scrape`]) as Prometheus text, or `503` while no meter
 //! provider reads through it (metrics off, or shut down).
 
-use crate::client::{Inner, ProsodyClient};
 use crate::scrape::{self, ScrapeReader};
-use prosody_core::Codec;
+use prosody_core::broker::TopicPartition;
+use prosody_core::store::DeferCounts;
 use prosody_probe::{Exposition, Health, ProbeServer};
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
@@ -29,16 +29,49 @@ enum Slot {
     Closed,
 }
 
-/// The running probe server, if any.
+/// What the probes ask of the client: its consumer's partitions and
+/// liveness.
+pub(crate) trait Status: Send + Sync + 'static {
+    /// How many partitions the client consumes now.
+    fn assigned_partition_count(&self) -> usize;
+
+    /// Each partition consumed, in order, with its deferred keys and
+    /// records.
+    fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)>;
+
+    /// What keeps the consumer from being live, one line each; empty when
+    /// live.
+    fn liveness_problems(&self) -> Vec<String>;
+}
+
+/// The client's probe server, if any: where it would listen, what it
+/// reports, and whether it runs.
 ///
-/// Invariant: once stopped by shutdown, no server starts again.
-#[derive(Debug, Default)]
-pub(crate) struct Probe(Mutex<Slot>);
+/// Invariant: it holds the client's [`Status`] weakly, so a running server
+/// keeps no client alive; once stopped by shutdown, no server starts
+/// again.
+#[derive(Debug)]
+pub(crate) struct Probe {
+    server: Mutex<Slot>,
+    /// `None` when disabled.
+    port: Option<u16>,
+    status: Weak<dyn Status>,
+}
 
 impl Probe {
+    /// A probe server not yet started, to listen on `port` (none: never)
+    /// and report `status`.
+    pub(crate) fn new(port: Option<u16>, status: Weak<dyn Status>) -> Self {
+        Self {
+            server: Mutex::new(Slot::Idle),
+            port,
+            status,
+        }
+    }
+
     fn server(&self) -> MutexGuard<'_, Slot> {
         // Nothing panics while holding it.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.server.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Where the server listens, once started.
@@ -49,15 +82,19 @@ impl Probe {
         }
     }
 
-    /// Starts the server on `port` unless it runs. A port that cannot be
+    /// Starts the server on its port, on the current runtime, unless it
+    /// runs (or is disabled, or there is no runtime). A port that cannot be
     /// bound is logged, not fatal: the client consumes without probes.
-    pub(crate) fn start<C: Codec>(&self, port: u16, inner: Weak<Inner<C>>, runtime: Handle) {
+    pub(crate) fn start(&self) {
+        let (Some(port), Ok(runtime)) = (self.port, Handle::try_current()) else {
+            return;
+        };
         let mut slot = self.server();
         if !matches!(*slot, Slot::Idle) {
             return;
         }
         let health = ClientHealth {
-            inner,
+            status: self.status.clone(),
             runtime,
             metrics: scrape::reader(),
         };
@@ -85,24 +122,24 @@ impl Probe {
 /// client alive, and asked on the client's runtime, so stalls are measured
 /// by the client's clock. The metrics are the process's, read on the probe
 /// server's thread.
-struct ClientHealth<C> {
-    inner: Weak<Inner<C>>,
+struct ClientHealth {
+    status: Weak<dyn Status>,
     runtime: Handle,
     metrics: ScrapeReader,
 }
 
-impl<C: Codec> ClientHealth<C> {
+impl ClientHealth {
     /// `ask` of the client on its runtime; `None` once the client or its
     /// runtime is gone, or when the runtime does not answer in time.
     async fn ask<T, F>(&self, ask: F) -> Option<T>
     where
         T: Send + 'static,
-        F: FnOnce(ProsodyClient<C>) -> T + Send + 'static,
+        F: FnOnce(&dyn Status) -> T + Send + 'static,
     {
-        let inner = self.inner.clone();
+        let status = self.status.clone();
         let answer = self
             .runtime
-            .spawn(async move { inner.upgrade().map(|inner| ask(ProsodyClient { inner })) });
+            .spawn(async move { status.upgrade().map(|status| ask(&*status)) });
         let abort = answer.abort_handle();
         let answered = tokio::time::timeout(ANSWER, answer).await;
         if answered.is_err() {
@@ -112,18 +149,18 @@ impl<C: Codec> ClientHealth<C> {
     }
 }
 
-impl<C: Codec> Health for ClientHealth<C> {
+impl Health for ClientHealth {
     async fn assigned_partitions(&self) -> usize {
-        self.ask(|client| client.assigned_partition_count())
+        self.ask(Status::assigned_partition_count)
             .await
             .unwrap_or(0)
     }
 
     /// `{partition}: {keys} deferred keys, {records} deferred records`,
-    /// in order ([`ProsodyClient::deferred_counts`]).
+    /// in order ([`Status::deferred_counts`]).
     async fn partition_details(&self) -> Vec<String> {
-        self.ask(|client| {
-            client
+        self.ask(|status| {
+            status
                 .deferred_counts()
                 .iter()
                 .map(|(partition, counts)| {
@@ -139,7 +176,7 @@ impl<C: Codec> Health for ClientHealth<C> {
     }
 
     async fn liveness_problems(&self) -> Vec<String> {
-        self.ask(|client| client.liveness_problems())
+        self.ask(Status::liveness_problems)
             .await
             .unwrap_or_else(|| {
                 vec![format!(
@@ -176,11 +213,27 @@ mod tests {
     use super::*;
     use opentelemetry::metrics::MeterProvider as _;
     use opentelemetry_sdk::metrics::SdkMeterProvider;
-    use prosody_core::JsonCodec;
 
-    fn health(metrics: ScrapeReader) -> ClientHealth<JsonCodec> {
+    /// A client that is gone before it is asked.
+    struct Gone;
+
+    impl Status for Gone {
+        fn assigned_partition_count(&self) -> usize {
+            0
+        }
+
+        fn deferred_counts(&self) -> Vec<(TopicPartition, DeferCounts)> {
+            Vec::new()
+        }
+
+        fn liveness_problems(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn health(metrics: ScrapeReader) -> ClientHealth {
         ClientHealth {
-            inner: Weak::new(),
+            status: Weak::<Gone>::new(),
             runtime: Handle::current(),
             metrics,
         }

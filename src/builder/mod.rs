@@ -8,7 +8,9 @@ use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort, Settings};
 use crate::connect;
 use crate::gate::Gate;
+use crate::health::ConsumerHealth;
 use crate::observe::Counts;
+use crate::probe::{Probe, Status};
 use crate::published::Readers;
 use crate::request::Requests;
 use crate::send::Sender;
@@ -213,6 +215,14 @@ impl<C: Codec> ClientBuilder<C> {
             metrics,
             layers.telemetry_sink().cloned(),
         );
+        let slot = Arc::new(Subscription::new());
+        let health = Arc::new(ConsumerHealth::new(
+            Arc::clone(&slot),
+            settings.subscribed_topics.is_some(),
+            settings.qos.stall_threshold,
+        ));
+        let status = Arc::downgrade(&health) as Weak<dyn Status>;
+        let probe = Probe::new(settings.observe.probe(&settings.cluster), status);
         let client = ProsodyClient {
             inner: Arc::new(Inner {
                 layers,
@@ -220,12 +230,13 @@ impl<C: Codec> ClientBuilder<C> {
                 sender,
                 broker,
                 stores,
-                subscription: Subscription::new(),
+                subscription: slot,
+                health,
                 requests,
                 readers,
                 gate,
                 shutdown: OnceCell::new(),
-                probe: crate::probe::Probe::default(),
+                probe,
                 lookups,
             }),
         };
