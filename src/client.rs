@@ -9,7 +9,7 @@ use crate::health::ConsumerHealth;
 use crate::health::ConsumerState;
 use crate::observe::{Counts, SERIES};
 use crate::probe::Probe;
-use crate::published::Readers;
+use crate::published::{ClientReads, Readers};
 use crate::request::Requests;
 use crate::send::Sender;
 use crate::slot::Subscription;
@@ -21,7 +21,7 @@ use prosody_core::store::{AnyStores, DeferCounts};
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key, Runtime};
 use prosody_request::Refusal;
-use prosody_state::CacheLookups;
+use prosody_state::{CacheLookups, Publishable};
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -261,6 +261,30 @@ impl<C: Codec> ProsodyClient<C> {
             .layers
             .report_sink()
             .map_or(0, ReportSink::dropped)
+    }
+
+    /// A read-only reader of `subsystem`'s published collection
+    /// `definition` (the owners' own definition): each read takes the key,
+    /// and sees what the owners committed (never a handler's pending
+    /// changes), at most `read_cache` (the definition's, else
+    /// `state_read_cache`) old. The client needs no subscription, takes no
+    /// partition and writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::InvalidRequest`] for an invalid subsystem name;
+    /// [`ClientError::State`] with [`StateError::Unpublished`] when the
+    /// subsystem does not publish the collection, retired it, or publishes
+    /// another kind; with [`StateError::Store`] when the directory fails.
+    ///
+    /// [`StateError::Unpublished`]: prosody_core::state::StateError::Unpublished
+    /// [`StateError::Store`]: prosody_core::state::StateError::Store
+    pub async fn state<D: Publishable>(
+        &self,
+        subsystem: &str,
+        definition: &D,
+    ) -> Result<D::Reader<ClientReads>, ClientError> {
+        self.inner.readers.state(subsystem, definition).await
     }
 
     /// Stops everything, then sends the telemetry events still queued.

@@ -1,17 +1,17 @@
 //! Published state: a subsystem's JSON collections, read by other clients
 //! (see the README's Published state section).
 
-use crate::client::ProsodyClient;
+use crate::backend::Backend;
 use crate::config::{ConfigError, ReadTtl, Settings};
 use crate::directory::{ClientDirectory, Rebind};
 use crate::error::ClientError;
-use prosody_core::Codec;
+use crate::gate::Gate;
 use prosody_core::broker::Broker;
 use prosody_core::peer::{Publication, check_subsystem};
 use prosody_core::state::{Payload, ReadCache, Registry, Spec, StateError};
 use prosody_core::store::AnyStores;
 use prosody_core::store::{PeerDirectory, StateStore};
-use prosody_state::{CacheLookups, CachedReads, Gate, Publishable, SharedReads, Source};
+use prosody_state::{CacheLookups, CachedReads, Publishable, SharedReads, Source};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -34,10 +34,17 @@ fn local() -> MutexGuard<'static, Local> {
 
 /// A client's side of published state: its readers' shared cache, and how
 /// it reaches other groups' cells.
+///
+/// Invariant: once the client's gate is closed, no reader is made.
 pub(crate) struct Readers {
+    gate: Arc<Gate>,
     shared: SharedReads,
     ttl: ReadTtl,
     rebind: Option<Rebind>,
+    /// Where other groups' publications are found, beside this process's.
+    directory: Option<ClientDirectory>,
+    /// Where the publications' topics' partitions are counted.
+    broker: Backend,
 }
 
 impl std::fmt::Debug for Readers {
@@ -54,12 +61,92 @@ impl Readers {
         self.shared.lookups()
     }
 
-    pub(crate) fn new(settings: &Settings, rebind: Option<Rebind>) -> Self {
+    /// The readers of a client closed by `gate`, reading other groups'
+    /// publications through `directory` and their stores through `rebind`
+    /// (`reach`), and their topics' partitions on `broker`.
+    pub(crate) fn new(
+        settings: &Settings,
+        gate: Arc<Gate>,
+        reach: (Option<ClientDirectory>, Option<Rebind>),
+        broker: Backend,
+    ) -> Self {
+        let (directory, rebind) = reach;
         Self {
+            gate,
             shared: SharedReads::new(settings.reads.bytes(&settings.state_cache)),
             ttl: settings.reads.ttl,
             rebind,
+            directory,
+            broker,
         }
+    }
+
+    /// A read-only reader of `subsystem`'s published collection
+    /// `definition`, unless the client's gate is closed: the body of the
+    /// client's `state`.
+    pub(crate) async fn state<D: Publishable>(
+        &self,
+        subsystem: &str,
+        definition: &D,
+    ) -> Result<D::Reader<ClientReads>, ClientError> {
+        self.gate.check()?;
+        check_subsystem(subsystem)
+            .map_err(|error| ClientError::InvalidRequest(error.to_string()))?;
+        let spec = definition.spec();
+        let Some((publication, stores, found)) =
+            find(subsystem, spec.name, self.directory.as_ref()).await?
+        else {
+            return Err(unpublished(subsystem, &spec).into());
+        };
+        if let Some(refusal) = refused(&spec, &publication) {
+            return Err(refusal.into());
+        }
+        let stores = match (stores, &self.rebind) {
+            (Some(stores), _) => stores,
+            (None, Some(rebind)) => rebind(&publication.group),
+            (None, None) => return Err(unpublished(subsystem, &spec).into()),
+        };
+        // The owners recorded the collection's identity; reading it back
+        // tells the stores how its cells are laid out.
+        let identity = spec.identity();
+        let recorded = stores
+            .identify(spec.name, &identity)
+            .await
+            .map_err(StateError::from)?;
+        if recorded != identity {
+            return Err(StateError::Unpublished {
+                collection: spec.name,
+                reason: format!("its owners recorded it as {recorded}, not {identity}"),
+            }
+            .into());
+        }
+        let partitions = self
+            .broker
+            .partitions(&publication.topic)
+            .await?
+            .ok_or_else(|| StateError::Unpublished {
+                collection: spec.name,
+                reason: format!("its topic {} does not exist", publication.topic),
+            })?;
+        let ttl = match spec.read_cache {
+            ReadCache::Inherit => self.ttl.duration(),
+            ReadCache::Disabled => Duration::ZERO,
+            ReadCache::For(ttl) => ttl,
+        };
+        let recheck = Recheck {
+            subsystem: subsystem.to_owned(),
+            spec,
+            found,
+            window: ttl,
+            last: tokio::sync::Mutex::new((Instant::now(), None)),
+        };
+        let source = Source::new(
+            CachedReads::new(stores, &self.shared, ttl),
+            publication.topic.as_str(),
+            partitions,
+        )
+        .gated(Arc::new(recheck));
+        Ok(definition.reader(source))
     }
 }
 
@@ -171,7 +258,7 @@ struct Recheck {
     last: tokio::sync::Mutex<(Instant, Option<StateError>)>,
 }
 
-impl Gate for Recheck {
+impl prosody_state::Gate for Recheck {
     fn check(
         &self,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StateError>> + Send + '_>>
@@ -207,87 +294,5 @@ fn unpublished(subsystem: &str, spec: &Spec) -> StateError {
     StateError::Unpublished {
         collection: spec.name,
         reason: format!("subsystem {subsystem} does not publish it"),
-    }
-}
-
-impl<C: Codec> ProsodyClient<C> {
-    /// A read-only reader of `subsystem`'s published collection
-    /// `definition` (the owners' own definition): each read takes the key,
-    /// and sees what the owners committed (never a handler's pending
-    /// changes), at most `read_cache` (the definition's, else
-    /// `state_read_cache`) old. The client needs no subscription, takes no
-    /// partition and writes nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`ClientError::InvalidRequest`] for an invalid subsystem name;
-    /// [`ClientError::State`] with [`StateError::Unpublished`] when the
-    /// subsystem does not publish the collection, retired it, or publishes
-    /// another kind; with [`StateError::Store`] when the directory fails.
-    pub async fn state<D: Publishable>(
-        &self,
-        subsystem: &str,
-        definition: &D,
-    ) -> Result<D::Reader<ClientReads>, ClientError> {
-        self.check_open()?;
-        check_subsystem(subsystem)
-            .map_err(|error| ClientError::InvalidRequest(error.to_string()))?;
-        let spec = definition.spec();
-        let readers = &self.inner.readers;
-        let directory = self.inner.requests.directory();
-        let Some((publication, stores, found)) = find(subsystem, spec.name, directory).await?
-        else {
-            return Err(unpublished(subsystem, &spec).into());
-        };
-        if let Some(refusal) = refused(&spec, &publication) {
-            return Err(refusal.into());
-        }
-        let stores = match (stores, &readers.rebind) {
-            (Some(stores), _) => stores,
-            (None, Some(rebind)) => rebind(&publication.group),
-            (None, None) => return Err(unpublished(subsystem, &spec).into()),
-        };
-        // The owners recorded the collection's identity; reading it back
-        // tells the stores how its cells are laid out.
-        let identity = spec.identity();
-        let recorded = stores
-            .identify(spec.name, &identity)
-            .await
-            .map_err(StateError::from)?;
-        if recorded != identity {
-            return Err(StateError::Unpublished {
-                collection: spec.name,
-                reason: format!("its owners recorded it as {recorded}, not {identity}"),
-            }
-            .into());
-        }
-        let partitions = self
-            .inner
-            .broker
-            .partitions(&publication.topic)
-            .await?
-            .ok_or_else(|| StateError::Unpublished {
-                collection: spec.name,
-                reason: format!("its topic {} does not exist", publication.topic),
-            })?;
-        let ttl = match spec.read_cache {
-            ReadCache::Inherit => readers.ttl.duration(),
-            ReadCache::Disabled => Duration::ZERO,
-            ReadCache::For(ttl) => ttl,
-        };
-        let recheck = Recheck {
-            subsystem: subsystem.to_owned(),
-            spec,
-            found,
-            window: ttl,
-            last: tokio::sync::Mutex::new((Instant::now(), None)),
-        };
-        let source = Source::new(
-            CachedReads::new(stores, &readers.shared, ttl),
-            publication.topic.as_str(),
-            partitions,
-        )
-        .gated(Arc::new(recheck));
-        Ok(definition.reader(source))
     }
 }

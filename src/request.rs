@@ -137,11 +137,6 @@ impl Requests {
             .map_or(0, |refusals| refusals.count(reason))
     }
 
-    /// The client's peer directory, if its stores have one.
-    pub(crate) fn directory(&self) -> Option<&ClientDirectory> {
-        self.directory.as_ref()
-    }
-
     /// The peer id of the client's inbox, once opened.
     pub(crate) fn peer(&self) -> Option<PeerId> {
         self.receiver.get().map(|receiver| receiver.inbox.peer())

@@ -1,29 +1,21 @@
 //! The client builder.
 
 mod given;
+mod parts;
 
 use crate::backend::{Backend, BackendProducer};
-use crate::client::{Inner, ProsodyClient};
+use crate::client::ProsodyClient;
 use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort, Settings};
 use crate::connect;
-use crate::gate::Gate;
-use crate::health::ConsumerHealth;
-use crate::observe::Counts;
-use crate::probe::{Probe, Status};
-use crate::published::Readers;
-use crate::request::Requests;
-use crate::send::Sender;
-use crate::slot::Subscription;
-use crate::stack::Layers;
+use parts::Connected;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
 use prosody_core::report::{FailureReport, ReportSink, Reporter};
 use prosody_core::store::Stores;
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, JsonCodec};
-use std::sync::{Arc, Weak};
-use tokio::sync::OnceCell;
+use std::sync::Arc;
 
 /// Builds a [`ProsodyClient`]; every option left unset is read from its
 /// `PROSODY_*` environment variable, else takes its default.
@@ -186,67 +178,21 @@ impl<C: Codec> ClientBuilder<C> {
             )
             .await?;
         }
-        let readers = Readers::new(&settings, rebind);
         let producer = broker.producer().map_err(|e| ConfigError::Invalid {
             option: "bootstrap_servers",
             reason: format!("the producer could not be made: {e}"),
         })?;
         let sinks = sinks(&settings, &broker, &producer, self.reporter)?;
-        let requests = Requests::new(
-            settings.peer.clone(),
-            directory,
-            settings.send_timeout,
-            broker.durable(),
-        );
-        let layers = Layers::new(
-            &settings.qos,
-            &producer,
-            loader,
-            self.codec.clone(),
-            (sinks, settings.observe.links()),
-        );
-        let gate = Arc::new(Gate::default());
-        let sender = Sender::new(
-            Arc::clone(&gate),
-            self.codec,
+        let connected = Connected {
+            settings,
+            broker,
             producer,
-            Arc::clone(&settings.source_system),
-            settings.send_timeout,
-            metrics,
-            layers.telemetry_sink().cloned(),
-        );
-        let slot = Arc::new(Subscription::new());
-        let health = Arc::new(ConsumerHealth::new(
-            Arc::clone(&slot),
-            settings.subscribed_topics.is_some(),
-            settings.qos.stall_threshold,
-        ));
-        let status = Arc::downgrade(&health) as Weak<dyn Status>;
-        let probe = Probe::new(settings.observe.probe(&settings.cluster), status);
-        let client = ProsodyClient {
-            inner: Arc::new(Inner {
-                layers,
-                settings,
-                sender,
-                broker,
-                stores,
-                subscription: slot,
-                health,
-                requests,
-                readers,
-                gate,
-                shutdown: OnceCell::new(),
-                probe,
-                lookups,
-            }),
+            composed: connect::Composed { stores, lookups },
+            loader,
+            reach: (directory, rebind),
+            sinks,
         };
-        let counted = Arc::downgrade(&client.inner) as Weak<dyn Counts>;
-        crate::observe::watch(
-            &client.inner.settings.runtime.group_id,
-            &client.inner.settings.runtime.metrics,
-            counted,
-        );
-        Ok(client)
+        Ok(parts::assemble(self.codec, connected))
     }
 }
 

@@ -1,0 +1,110 @@
+//! The client's parts, each made from what the builder connected and
+//! handed what it needs.
+
+use crate::backend::{Backend, BackendProducer};
+use crate::client::{Inner, ProsodyClient};
+use crate::config::Settings;
+use crate::connect::Composed;
+use crate::directory::{ClientDirectory, Rebind};
+use crate::gate::Gate;
+use crate::health::ConsumerHealth;
+use crate::observe::Counts;
+use crate::probe::{Probe, Status};
+use crate::published::Readers;
+use crate::request::Requests;
+use crate::send::Sender;
+use crate::slot::Subscription;
+use crate::stack::{ClientTelemetry, Layers};
+use prosody_core::Codec;
+use prosody_core::broker::Broker;
+use prosody_core::loader::BrokerLoader;
+use std::sync::{Arc, Weak};
+use tokio::sync::OnceCell;
+
+/// What the builder connected and checked, from which the client is
+/// made without failing.
+pub(super) struct Connected {
+    pub(super) settings: Settings,
+    pub(super) broker: Backend,
+    pub(super) producer: BackendProducer,
+    pub(super) composed: Composed,
+    pub(super) loader: BrokerLoader<Backend>,
+    /// How other groups are reached: their entries, and their stores.
+    pub(super) reach: (Option<ClientDirectory>, Option<Rebind>),
+    pub(super) sinks: ClientTelemetry,
+}
+
+/// The client of `connected`, encoding with `codec`; its counts are
+/// reported while it lives.
+pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClient<C> {
+    let Connected {
+        settings,
+        broker,
+        producer,
+        composed: Composed { stores, lookups },
+        loader,
+        reach: (directory, rebind),
+        sinks,
+    } = connected;
+    let gate = Arc::new(Gate::default());
+    let readers = Readers::new(
+        &settings,
+        Arc::clone(&gate),
+        (directory.clone(), rebind),
+        broker.clone(),
+    );
+    let requests = Requests::new(
+        settings.peer.clone(),
+        directory,
+        settings.send_timeout,
+        broker.durable(),
+    );
+    let layers = Layers::new(
+        &settings.qos,
+        &producer,
+        loader,
+        codec.clone(),
+        (sinks, settings.observe.links()),
+    );
+    let sender = Sender::new(
+        Arc::clone(&gate),
+        codec,
+        producer,
+        Arc::clone(&settings.source_system),
+        settings.send_timeout,
+        settings.runtime.metrics.clone(),
+        layers.telemetry_sink().cloned(),
+    );
+    let slot = Arc::new(Subscription::new());
+    let health = Arc::new(ConsumerHealth::new(
+        Arc::clone(&slot),
+        settings.subscribed_topics.is_some(),
+        settings.qos.stall_threshold,
+    ));
+    let status = Arc::downgrade(&health) as Weak<dyn Status>;
+    let probe = Probe::new(settings.observe.probe(&settings.cluster), status);
+    let client = ProsodyClient {
+        inner: Arc::new(Inner {
+            layers,
+            settings,
+            sender,
+            broker,
+            stores,
+            subscription: slot,
+            health,
+            requests,
+            readers,
+            gate,
+            shutdown: OnceCell::new(),
+            probe,
+            lookups,
+        }),
+    };
+    let counted = Arc::downgrade(&client.inner) as Weak<dyn Counts>;
+    crate::observe::watch(
+        &client.inner.settings.runtime.group_id,
+        &client.inner.settings.runtime.metrics,
+        counted,
+    );
+    client
+}
