@@ -87,3 +87,57 @@ fn asked_by(
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::expect_used, reason = "test code fails loudly")]
+mod tests {
+    use super::{Answerer, send};
+    use crate::peer::{Answer, Asked, PeerId, RequestId};
+    use std::sync::{Arc, Mutex};
+
+    /// Keeps every answer it is given.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<(Asked, Answer)>>);
+
+    impl Answerer for Kept {
+        fn answers(&self, asked: &Asked) -> bool {
+            asked.names("billing")
+        }
+
+        fn answer(&self, asked: Asked, answer: Answer) {
+            self.0.lock().expect("kept").push((asked, answer));
+        }
+    }
+
+    /// An answer is made only for a settled record that carries a request
+    /// and a member that answers: a record that is none pays nothing; one
+    /// that is is answered once, with what its settlement says.
+    #[test]
+    fn an_answer_is_made_and_sent_only_for_a_request() {
+        let kept = Arc::new(Kept::default());
+        let answerer: Arc<dyn Answerer> = kept.clone();
+        let asked = Asked::new(
+            RequestId::from_bytes([1; 16]),
+            PeerId::from_bytes([2; 16]),
+            ["billing"],
+        )
+        .expect("asked");
+        let made = Mutex::new(0);
+        let answer = || {
+            *made.lock().expect("made") += 1;
+            Some(Answer::Value("7".into()))
+        };
+        send(Some(&answerer), None, answer);
+        send(None, Some(&asked), answer);
+        assert_eq!(
+            *made.lock().expect("made"),
+            0,
+            "an answer made for no request"
+        );
+        send(Some(&answerer), Some(&asked), answer);
+        send(Some(&answerer), Some(&asked), || None);
+        let kept = kept.0.lock().expect("kept");
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0], (asked, Answer::Value("7".into())));
+    }
+}
