@@ -1,6 +1,5 @@
 //! The client: produces, and runs one subscription at a time.
 
-use crate::answer::Responder;
 use crate::backend::Backend;
 use crate::config::{Mode, Settings};
 use crate::error::ClientError;
@@ -15,14 +14,15 @@ use crate::send::Sender;
 use crate::slot::Subscription;
 use crate::stack::Layers;
 use prosody_core::broker::{Broker, Consumer, ConsumerConfig, TopicPartition};
+use prosody_core::peer::PeerId;
 use prosody_core::report::ReportSink;
-use prosody_core::runtime::Answerer;
 use prosody_core::store::{AnyStores, DeferCounts};
 use prosody_core::telemetry::ProducerSink;
 use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key, Runtime};
-use prosody_request::Refusal;
+use prosody_request::{Outcomes, Refusal};
 use prosody_state::{CacheLookups, Publishable};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -229,11 +229,7 @@ impl<C: Codec> ProsodyClient<C> {
             return Err(ClientError::ShutDown);
         }
         let mut runtime = settings.runtime.clone();
-        runtime.answerer = settings.peer.subsystem.clone().map(|subsystem| {
-            let (route, sending) = self.inner.requests.route();
-            let responder = Responder::new(subsystem, Arc::clone(route), sending.clone());
-            Arc::new(responder) as Arc<dyn Answerer>
-        });
+        runtime.answerer = self.inner.requests.answerer();
         claim.install(Runtime::spawn(
             consumer,
             stack,
@@ -285,6 +281,83 @@ impl<C: Codec> ProsodyClient<C> {
         definition: &D,
     ) -> Result<D::Reader<ClientReads>, ClientError> {
         self.inner.readers.state(subsystem, definition).await
+    }
+
+    /// Sends `payload` to `topic` as a request to `subsystems` and waits up
+    /// to `timeout` for their answers: one [`Outcome`] per subsystem named
+    /// (duplicates count once), keyed by its name. An answer is the
+    /// subsystem's handler's return value, decoded as a `T` (its JSON
+    /// form); a subsystem that does not answer in time is a
+    /// [`ResponseError::Timeout`].
+    ///
+    /// The client needs no subscription to send requests. A handler that
+    /// awaits a request its own group must handle for the same key waits
+    /// until the timeout: its key runs one event at a time.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::InvalidRequest`] for no subsystem, an invalid name or
+    /// a zero timeout; [`ClientError::Encode`], [`ClientError::Broker`] when
+    /// the record cannot be sent; [`ClientError::ShutDown`] after
+    /// shutdown; [`ClientError::Peer`] when the peer endpoint cannot start.
+    ///
+    /// [`Outcome`]: prosody_request::Outcome
+    /// [`ResponseError::Timeout`]: prosody_request::ResponseError::Timeout
+    pub async fn request<T: DeserializeOwned>(
+        &self,
+        topic: &str,
+        key: impl Into<Key>,
+        payload: &C::Value,
+        subsystems: &[&str],
+        timeout: Duration,
+    ) -> Result<Outcomes<T>, ClientError> {
+        self.inner
+            .requests
+            .request(
+                &self.inner.sender,
+                topic,
+                key.into(),
+                payload,
+                subsystems,
+                timeout,
+            )
+            .await
+    }
+
+    /// How many answers reached this client and were dropped: for a
+    /// request it no longer waits for (timed out, or made by an earlier
+    /// life of the process), or a second answer of one subsystem.
+    #[must_use]
+    pub fn dropped_answers(&self) -> u64 {
+        self.inner.requests.dropped()
+    }
+
+    /// The peer id the answers to this client's requests are addressed to
+    /// (it registers in the peer directory under it): `None` until its
+    /// first request, then the same for the client's life.
+    #[must_use]
+    pub fn peer_id(&self) -> Option<PeerId> {
+        self.inner.requests.peer()
+    }
+
+    /// Sends an excise record for `key` to `topic` as a request to
+    /// `subsystems`, answered by their `on_excise`; otherwise as
+    /// [`request`](Self::request).
+    ///
+    /// # Errors
+    ///
+    /// As [`request`](Self::request).
+    pub async fn request_excise<T: DeserializeOwned>(
+        &self,
+        topic: &str,
+        key: impl Into<Key>,
+        subsystems: &[&str],
+        timeout: Duration,
+    ) -> Result<Outcomes<T>, ClientError> {
+        self.inner
+            .requests
+            .request_excise(&self.inner.sender, topic, key.into(), subsystems, timeout)
+            .await
     }
 
     /// Stops everything, then sends the telemetry events still queued.

@@ -1,13 +1,15 @@
 //! Requests to named subsystems: a client sends a record and waits for the
 //! answers of the subsystems it names (see the README's Requests section).
 
-use crate::client::ProsodyClient;
+use crate::answer::Responder;
 use crate::config::PeerSettings;
 use crate::config::default_interface;
 use crate::directory::ClientDirectory;
 use crate::error::ClientError;
+use crate::send::Sender;
 use prosody_core::broker::OutgoingRecord;
 use prosody_core::peer::{Asked, PeerEntry, PeerId, RequestId};
+use prosody_core::runtime::Answerer;
 use prosody_core::store::PeerDirectory;
 use prosody_core::{Codec, Key};
 use prosody_request::{
@@ -142,9 +144,15 @@ impl Requests {
         self.receiver.get().map(|receiver| receiver.inbox.peer())
     }
 
-    /// The route of this client's answers, and the tracker of their sends.
-    pub(crate) fn route(&self) -> (&Arc<Peers<ClientDirectory>>, &TaskTracker) {
-        (&self.route, &self.sending)
+    /// How the client answers as its subsystem, if it has one: its
+    /// answers take this client's route, and shutdown waits for their
+    /// sends.
+    pub(crate) fn answerer(&self) -> Option<Arc<dyn Answerer>> {
+        self.settings.subsystem.clone().map(|subsystem| {
+            let responder =
+                Responder::new(subsystem, Arc::clone(&self.route), self.sending.clone());
+            Arc::new(responder) as Arc<dyn Answerer>
+        })
     }
 
     /// The client's inbox, opened on first use: with a directory, behind a
@@ -235,6 +243,11 @@ impl Requests {
 
 #[cfg(test)]
 impl Requests {
+    /// The route of this client's answers, and the tracker of their sends.
+    pub(crate) fn route(&self) -> (&Arc<Peers<ClientDirectory>>, &TaskTracker) {
+        (&self.route, &self.sending)
+    }
+
     /// Registers an endpoint in `directory`, as the first request does in
     /// the stores' directory.
     pub(crate) async fn listen_in(&self, directory: &ClientDirectory) -> Result<(), ClientError> {
@@ -297,78 +310,45 @@ async fn renew(directory: ClientDirectory, peer: PeerId, entry: PeerEntry, ttl: 
     }
 }
 
-impl<C: Codec> ProsodyClient<C> {
-    /// Sends `payload` to `topic` as a request to `subsystems` and waits up
-    /// to `timeout` for their answers: one [`Outcome`] per subsystem named
-    /// (duplicates count once), keyed by its name. An answer is the
-    /// subsystem's handler's return value, decoded as a `T` (its JSON
-    /// form); a subsystem that does not answer in time is a
-    /// [`ResponseError::Timeout`].
-    ///
-    /// The client needs no subscription to send requests. A handler that
-    /// awaits a request its own group must handle for the same key waits
-    /// until the timeout: its key runs one event at a time.
-    ///
-    /// # Errors
-    ///
-    /// [`ClientError::InvalidRequest`] for no subsystem, an invalid name or
-    /// a zero timeout; [`ClientError::Encode`], [`ClientError::Broker`] when
-    /// the record cannot be sent; [`ClientError::ShutDown`] after
-    /// shutdown; [`ClientError::Peer`] when the peer endpoint cannot start.
-    ///
-    /// [`Outcome`]: prosody_request::Outcome
-    /// [`ResponseError::Timeout`]: prosody_request::ResponseError::Timeout
-    pub async fn request<T: DeserializeOwned>(
+impl Requests {
+    /// Sends `payload` to `topic` under `key` through `sender`, as a
+    /// request to `subsystems`, and waits up to `timeout` for their
+    /// answers (the body of the client's `request`).
+    pub(crate) async fn request<C: Codec, T: DeserializeOwned>(
         &self,
+        sender: &Sender<C>,
         topic: &str,
-        key: impl Into<Key>,
+        key: Key,
         payload: &C::Value,
         subsystems: &[&str],
         timeout: Duration,
     ) -> Result<Outcomes<T>, ClientError> {
-        self.check_open()?;
-        let record = self.inner.sender.encode(topic, &key.into(), payload)?;
-        self.ask(record, subsystems, timeout).await
+        sender.check_open()?;
+        let record = sender.encode(topic, &key, payload)?;
+        self.ask(sender, record, subsystems, timeout).await
     }
 
-    /// How many answers reached this client and were dropped: for a
-    /// request it no longer waits for (timed out, or made by an earlier
-    /// life of the process), or a second answer of one subsystem.
-    #[must_use]
-    pub fn dropped_answers(&self) -> u64 {
-        self.inner.requests.dropped()
-    }
-
-    /// The peer id the answers to this client's requests are addressed to
-    /// (it registers in the peer directory under it): `None` until its
-    /// first request, then the same for the client's life.
-    #[must_use]
-    pub fn peer_id(&self) -> Option<PeerId> {
-        self.inner.requests.peer()
-    }
-
-    /// Sends an excise record for `key` to `topic` as a request to
-    /// `subsystems`, answered by their `on_excise`; otherwise as
-    /// [`request`](Self::request).
-    ///
-    /// # Errors
-    ///
-    /// As [`request`](Self::request).
-    pub async fn request_excise<T: DeserializeOwned>(
+    /// Sends an excise record for `key` to `topic` through `sender`, as a
+    /// request to `subsystems`; otherwise as [`Requests::request`].
+    pub(crate) async fn request_excise<C: Codec, T: DeserializeOwned>(
         &self,
+        sender: &Sender<C>,
         topic: &str,
-        key: impl Into<Key>,
+        key: Key,
         subsystems: &[&str],
         timeout: Duration,
     ) -> Result<Outcomes<T>, ClientError> {
-        self.check_open()?;
-        let key: Key = key.into();
+        sender.check_open()?;
         let record = OutgoingRecord::tombstone(topic, key.as_bytes().to_vec());
-        self.ask(record, subsystems, timeout).await
+        self.ask(sender, record, subsystems, timeout).await
     }
 
-    async fn ask<T: DeserializeOwned>(
+    /// Sends `record` through `sender` as a request to `subsystems` and
+    /// collects their answers until `timeout`, each recorded in the
+    /// sender's metrics.
+    async fn ask<C: Codec, T: DeserializeOwned>(
         &self,
+        sender: &Sender<C>,
         record: OutgoingRecord,
         subsystems: &[&str],
         timeout: Duration,
@@ -387,7 +367,7 @@ impl<C: Codec> ProsodyClient<C> {
         // Checked before anything opens: a bad name is the caller's error.
         let asked = Asked::new(id, PeerId::from_bytes([0; 16]), subsystems)
             .map_err(|error| ClientError::InvalidRequest(error.to_string()))?;
-        let inbox = tokio::time::timeout_at(deadline, self.inner.requests.inbox())
+        let inbox = tokio::time::timeout_at(deadline, self.inbox())
             .await
             .map_err(|_| {
                 ClientError::Peer("the peer endpoint did not open before the deadline".to_owned())
@@ -395,8 +375,8 @@ impl<C: Codec> ProsodyClient<C> {
         let asked = asked.with_reply_to(inbox.peer());
         // Waiting before the record is sent: an answer may come at once.
         let waiter = inbox.wait(&asked);
-        self.inner.sender.produce(record, Some(&asked)).await?;
-        let metrics = self.inner.sender.metrics();
+        sender.produce(record, Some(&asked)).await?;
+        let metrics = sender.metrics();
         let outcomes = waiter
             .collect_with(deadline, |subsystem, outcome: &Outcome<T>, after| {
                 let name = match outcome {
