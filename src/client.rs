@@ -1,24 +1,21 @@
 //! The client: produces, and runs one subscription at a time.
 
-use crate::backend::Backend;
-use crate::config::{Mode, Settings};
+use crate::consume::Consuming;
 use crate::error::ClientError;
 use crate::gate::Gate;
 use crate::health::ConsumerHealth;
 use crate::health::ConsumerState;
 use crate::observe::{Counts, SERIES};
-use crate::probe::Probe;
 use crate::published::{ClientReads, Readers};
 use crate::request::Requests;
 use crate::send::Sender;
-use crate::slot::Subscription;
 use crate::stack::Layers;
-use prosody_core::broker::{Broker, Consumer, ConsumerConfig, TopicPartition};
+use prosody_core::broker::TopicPartition;
 use prosody_core::peer::PeerId;
 use prosody_core::report::ReportSink;
-use prosody_core::store::{AnyStores, DeferCounts};
+use prosody_core::store::DeferCounts;
 use prosody_core::telemetry::ProducerSink;
-use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key, Runtime};
+use prosody_core::{Codec, Encoded, EventHandler, EventService, JsonCodec, Key};
 use prosody_request::{Outcomes, Refusal};
 use prosody_state::{CacheLookups, Publishable};
 use serde::Serialize;
@@ -30,20 +27,24 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use tracing::warn;
 
+/// The client's parts, shared by its handles.
+///
+/// Invariant: each part holds what it needs and nothing of the others;
+/// the probe server and the counters hold it (or its health) weakly, so
+/// it lives exactly as long as the last handle.
 pub(crate) struct Inner<C> {
-    pub(crate) layers: Layers<C>,
-    pub(crate) settings: Settings,
-    /// Produces the client's records.
-    pub(crate) sender: Sender<C>,
-    pub(crate) broker: Backend,
-    pub(crate) stores: AnyStores,
-    pub(crate) subscription: Arc<Subscription>,
-    /// The consumer's health, which the probe reads.
-    pub(crate) health: Arc<ConsumerHealth>,
     /// Closed when shutdown starts.
     pub(crate) gate: Arc<Gate>,
     pub(crate) shutdown: OnceCell<()>,
-    pub(crate) probe: Probe,
+    /// The budget of the whole shutdown.
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) layers: Layers<C>,
+    /// Produces the client's records.
+    pub(crate) sender: Sender<C>,
+    /// The subscription, its consumer and the probe server.
+    pub(crate) consuming: Consuming,
+    /// The consumer's health, which the probe reads.
+    pub(crate) health: Arc<ConsumerHealth>,
     pub(crate) requests: Requests,
     pub(crate) readers: Readers,
     /// The owners' keyed-state cache's hits and misses, with collections.
@@ -123,11 +124,11 @@ pub struct ProsodyClient<C = JsonCodec> {
 
 impl<C> fmt::Debug for ProsodyClient<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let settings = &self.inner.settings;
+        let inner = &self.inner;
         f.debug_struct("ProsodyClient")
-            .field("group_id", &settings.runtime.group_id)
-            .field("source_system", &self.inner.sender.source_system())
-            .field("broker", &self.inner.broker)
+            .field("group_id", inner.consuming.group_id())
+            .field("source_system", &inner.sender.source_system())
+            .field("broker", inner.consuming.broker())
             .finish_non_exhaustive()
     }
 }
@@ -141,10 +142,6 @@ impl<C> Clone for ProsodyClient<C> {
 }
 
 impl<C: Codec> ProsodyClient<C> {
-    pub(crate) fn check_open(&self) -> Result<(), ClientError> {
-        self.inner.gate.check()
-    }
-
     /// The identifier written to the `source-system` header.
     #[must_use]
     pub fn source_system(&self) -> &str {
@@ -169,21 +166,16 @@ impl<C: Codec> ProsodyClient<C> {
 
     /// Starts consuming with a handler.
     ///
-    /// The handler runs inside the stack of the client's [`Mode`].
+    /// The handler runs inside the stack of the client's [`Mode`](crate::Mode).
     pub async fn subscribe<H>(&self, handler: H) -> Result<(), ClientError>
     where
         H: EventHandler<Payload = C::Value>,
         H::Output: Serialize,
     {
-        let layers = &self.inner.layers;
-        match layers.mode() {
-            Mode::Pipeline => self.subscribe_with(layers.pipeline(handler)).await,
-            Mode::BestEffort => self.subscribe_with(layers.best_effort(handler)).await,
-            Mode::LowLatency => match layers.low_latency(handler) {
-                Some(stack) => self.subscribe_with(stack).await,
-                None => Err(ClientError::NotConfigured),
-            },
-        }
+        self.inner
+            .consuming
+            .subscribe(&self.inner.layers, handler)
+            .await
     }
 
     /// The configured stages of this client, to build a custom stack with
@@ -203,60 +195,21 @@ impl<C: Codec> ProsodyClient<C> {
     where
         S: EventService<Encoded>,
     {
-        self.check_open()?;
-        let settings = &self.inner.settings;
-        let Some(topics) = settings.subscribed_topics.clone() else {
-            return Err(ClientError::NotConfigured);
-        };
-        let claim = self
-            .inner
-            .subscription
-            .claim()
-            .ok_or(ClientError::AlreadySubscribed)?;
-        let consumer = self
-            .inner
-            .broker
-            .consumer(&ConsumerConfig {
-                group_id: settings.runtime.group_id.to_string(),
-                topics,
-            })
-            .await?;
-        if self.check_open().is_err() {
-            // Shut down while joining: leave again rather than run after
-            // shutdown returned.
-            drop(claim);
-            consumer.close().await;
-            return Err(ClientError::ShutDown);
-        }
-        let mut runtime = settings.runtime.clone();
-        runtime.answerer = self.inner.requests.answerer();
-        claim.install(Runtime::spawn(
-            consumer,
-            stack,
-            self.inner.stores.clone(),
-            runtime,
-        ));
-        self.inner.probe.start();
-        Ok(())
+        self.inner.consuming.subscribe_with(stack).await
     }
 
     /// Stops consuming: drains within the shutdown timeout, commits, and
     /// leaves the group. The client can subscribe again.
     pub async fn unsubscribe(&self) -> Result<(), ClientError> {
-        self.check_open()?;
-        self.inner.subscription.stop(None).await;
-        Ok(())
+        self.inner.consuming.unsubscribe().await
     }
 
     /// Failure reports dropped so far because the error reporter's queue
     /// was full (zero without a reporter): see
-    /// [`ClientBuilder::error_reporter`].
+    /// [`ClientBuilder::error_reporter`](crate::ClientBuilder::error_reporter).
     #[must_use]
     pub fn dropped_reports(&self) -> u64 {
-        self.inner
-            .layers
-            .report_sink()
-            .map_or(0, ReportSink::dropped)
+        self.inner.layers.dropped_reports()
     }
 
     /// A read-only reader of `subsystem`'s published collection
@@ -375,19 +328,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// 10 s on Kafka) and the consumer's leaving its group (what is left of
     /// the deadline, and at least 2 s).
     pub async fn shutdown(&self) {
-        self.inner.gate.close();
-        self.inner
-            .shutdown
-            .get_or_init(|| async {
-                let stop = |deadline| async move {
-                    self.inner.subscription.stop(Some(deadline)).await;
-                    self.inner.requests.close(deadline).await;
-                    self.inner.probe.stop(deadline).await;
-                };
-                let budget = self.inner.settings.runtime.shutdown_timeout;
-                close(stop, self.inner.layers.telemetry_sink(), budget).await;
-            })
-            .await;
+        self.inner.shutdown().await;
     }
 
     /// Where the consumer is in its life.
@@ -431,7 +372,7 @@ impl<C: Codec> ProsodyClient<C> {
     /// it (`None` when disabled, or when its port could not be bound).
     #[must_use]
     pub fn probe_address(&self) -> Option<std::net::SocketAddr> {
-        self.inner.probe.address()
+        self.inner.consuming.probe_address()
     }
 
     /// Each partition this client consumes, in order, with how many of its
@@ -452,6 +393,25 @@ impl<C: Codec> ProsodyClient<C> {
     }
 }
 
+impl<C: Codec> Inner<C> {
+    /// Closes the gate, then stops everything under one deadline (see
+    /// [`ProsodyClient::shutdown`]); concurrent and repeated calls wait
+    /// for the same shutdown.
+    async fn shutdown(&self) {
+        self.gate.close();
+        self.shutdown
+            .get_or_init(|| async {
+                let stop = |deadline| async move {
+                    self.consuming.stop(deadline).await;
+                    self.requests.close(deadline).await;
+                    self.consuming.stop_probe(deadline).await;
+                };
+                close(stop, self.layers.telemetry_sink(), self.shutdown_timeout).await;
+            })
+            .await;
+    }
+}
+
 impl<C> Drop for Inner<C> {
     /// The last handle went without `shutdown()` (or before it finished):
     /// warns of what was left, counted without blocking.
@@ -460,7 +420,7 @@ impl<C> Drop for Inner<C> {
             return;
         }
         let running = self
-            .subscription
+            .consuming
             .running()
             .filter(|runtime| !runtime.is_finished());
         let partitions = running.as_ref().map_or(0, |r| r.assigned_partition_count());

@@ -6,6 +6,7 @@ mod builder;
 mod client;
 mod config;
 mod connect;
+mod consume;
 mod directory;
 mod env;
 mod erased;

@@ -231,6 +231,12 @@ impl<C: Codec> Layers<C> {
         self.telemetry.1.as_ref()
     }
 
+    /// Failure reports dropped so far because the report sink's queue was
+    /// full (zero without one).
+    pub(crate) fn dropped_reports(&self) -> u64 {
+        self.report_sink().map_or(0, ReportSink::dropped)
+    }
+
     /// Routing to the failure topic, when one is configured.
     #[must_use]
     pub fn failure(&self) -> Option<FailureLayer<BackendProducer>> {

@@ -5,6 +5,7 @@ use crate::backend::{Backend, BackendProducer};
 use crate::client::{Inner, ProsodyClient};
 use crate::config::Settings;
 use crate::connect::Composed;
+use crate::consume::Consuming;
 use crate::directory::{ClientDirectory, Rebind};
 use crate::gate::Gate;
 use crate::health::ConsumerHealth;
@@ -83,28 +84,37 @@ pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClien
     ));
     let status = Arc::downgrade(&health) as Weak<dyn Status>;
     let probe = Probe::new(settings.observe.probe(&settings.cluster), status);
-    let client = ProsodyClient {
-        inner: Arc::new(Inner {
-            layers,
-            settings,
-            sender,
-            broker,
-            stores,
-            subscription: slot,
-            health,
-            requests,
-            readers,
-            gate,
-            shutdown: OnceCell::new(),
-            probe,
-            lookups,
-        }),
-    };
-    let counted = Arc::downgrade(&client.inner) as Weak<dyn Counts>;
-    crate::observe::watch(
-        &client.inner.settings.runtime.group_id,
-        &client.inner.settings.runtime.metrics,
-        counted,
+    let Settings {
+        subscribed_topics,
+        mut runtime,
+        ..
+    } = settings;
+    let group = Arc::clone(&runtime.group_id);
+    let metrics = runtime.metrics.clone();
+    let shutdown_timeout = runtime.shutdown_timeout;
+    runtime.answerer = requests.answerer();
+    let consuming = Consuming::new(
+        Arc::clone(&gate),
+        broker,
+        stores,
+        runtime,
+        subscribed_topics,
+        slot,
+        probe,
     );
-    client
+    let inner = Arc::new(Inner {
+        gate,
+        shutdown: OnceCell::new(),
+        shutdown_timeout,
+        layers,
+        sender,
+        consuming,
+        health,
+        requests,
+        readers,
+        lookups,
+    });
+    let counted = Arc::downgrade(&inner) as Weak<dyn Counts>;
+    crate::observe::watch(&group, &metrics, counted);
+    ProsodyClient { inner }
 }

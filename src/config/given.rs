@@ -211,7 +211,7 @@ fn specs(value: &Value) -> Result<Vec<Spec>, String> {
     }
 }
 
-/// One collection from its object form (see [`ClientBuilder::option`]).
+/// One collection from its object form (see `ClientBuilder::option`).
 ///
 /// # Errors
 ///
