@@ -13,21 +13,29 @@ mod erased;
 mod error;
 mod gate;
 mod health;
+mod mock;
 mod observe;
-pub mod otel;
 mod probe;
 #[cfg(doctest)]
 mod promises;
 mod published;
 mod request;
-mod scrape;
 mod send;
-#[cfg(feature = "sentry")]
-pub mod sentry;
 mod slot;
 mod stack;
 #[cfg(test)]
 mod testing;
+
+/// Telemetry export (feature `otel`, on by default): OTLP, the process's
+/// providers and the `PROSODY_LOG` subscriber; see the `prosody-otel` crate.
+#[cfg(feature = "otel")]
+pub mod otel {
+    pub use prosody_otel::{
+        OtelError, flush_telemetry, install, layer, meter_provider, shutdown_telemetry,
+    };
+}
+#[cfg(feature = "sentry")]
+pub use prosody_otel::sentry;
 
 pub use backend::{Backend, BackendConsumer, BackendProducer};
 pub use builder::ClientBuilder;

@@ -1,10 +1,12 @@
-//! The client's metrics: instruments made from the process's meter
-//! provider, whose readers (the probe server's `/metrics`, and OTLP when
-//! an endpoint is set) all read the same instruments.
+//! The client's metrics: instruments made from the meter given to the
+//! builder, else the process's: `prosody-otel`'s provider (whose readers,
+//! the probe server's `/metrics` and OTLP when an endpoint is set, read
+//! the same instruments) with the `otel` feature, the `opentelemetry`
+//! globals without it.
 
 use crate::config::ConfigError;
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry::metrics::Meter;
 use prosody_core::hash::FastMap;
 use prosody_core::metrics::Metrics;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -12,40 +14,64 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 /// The instruments made, by broker kind (Kafka or not) and group.
 type Made = FastMap<(bool, Arc<str>), Metrics>;
 
-/// The instruments of the clients of consumer group `group`; none when
-/// `enabled` is false.
+/// The instruments of the clients of consumer group `group` on `given`,
+/// else on the process's meter; none when `enabled` is false.
 ///
-/// Invariant: one set per process for each broker kind and group, so the
-/// clients of a group share their series, and building clients does not
-/// add instruments or callbacks without bound. The process's meter
-/// provider is made (on the first call) off the async runtime: it reads
+/// Invariant: on the process's meter, one set per process for each broker
+/// kind and group, so the clients of a group share their series, and
+/// building clients does not add instruments or callbacks without bound;
+/// on a given meter, a set of the client's own. `prosody-otel`'s provider
+/// is made (on the first call) off the async runtime: it reads
 /// certificate files and starts the export's threads.
 pub(crate) async fn metrics(
     enabled: bool,
     kafka: bool,
     group: &Arc<str>,
+    given: Option<&Meter>,
 ) -> Result<Metrics, ConfigError> {
     static MADE: OnceLock<Mutex<Made>> = OnceLock::new();
     if !enabled {
         return Ok(Metrics::off());
     }
-    let invalid = |reason: String| ConfigError::Invalid {
-        option: "metrics_enabled",
-        reason,
-    };
-    let provider = tokio::task::spawn_blocking(crate::otel::meter_provider)
-        .await
-        .map_err(|e| invalid(e.to_string()))?
-        .map_err(|e| invalid(e.to_string()))?;
     let system = if kafka { "kafka" } else { "memory" };
+    if let Some(meter) = given {
+        return Ok(Metrics::new(meter, system, Arc::clone(group)));
+    }
+    let meter = process_meter().await?;
     let mut made = MADE
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     Ok(made
         .entry((kafka, Arc::clone(group)))
-        .or_insert_with(|| Metrics::new(&provider.meter("prosody"), system, Arc::clone(group)))
+        .or_insert_with(|| Metrics::new(&meter, system, Arc::clone(group)))
         .clone())
+}
+
+/// The process's meter: `prosody-otel`'s provider's, made off the async
+/// runtime.
+#[cfg(feature = "otel")]
+async fn process_meter() -> Result<Meter, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        option: "metrics_enabled",
+        reason,
+    };
+    let provider = tokio::task::spawn_blocking(prosody_otel::meter_provider)
+        .await
+        .map_err(|e| invalid(e.to_string()))?
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(opentelemetry::metrics::MeterProvider::meter(
+        &provider, "prosody",
+    ))
+}
+
+/// The process's meter: the `opentelemetry` globals' (a no-op until the
+/// application sets a global meter provider, which it does before
+/// building its clients).
+#[cfg(not(feature = "otel"))]
+#[allow(clippy::unused_async, reason = "the same signature with the feature")]
+async fn process_meter() -> Result<Meter, ConfigError> {
+    Ok(opentelemetry::global::meter("prosody"))
 }
 
 /// What one client counts outside its partitions: telemetry events
@@ -175,29 +201,59 @@ fn register(meter: &Meter, watched: &Arc<Watched>) {
 /// The clients whose counts the counters report, each with its group.
 type Watched = Mutex<Vec<(Arc<str>, Weak<dyn Counts>)>>;
 
-/// Reports `client`'s counts under consumer group `group`, summed with
-/// the other live clients of the group, while it lives (nothing when
-/// `metrics` are off).
+/// Reports `client`'s counts under consumer group `group`, on `given`
+/// alone, else summed with the other live clients of the group on the
+/// process's meter, while it lives (nothing when `metrics` are off).
 ///
-/// Invariant: the counters are registered once per process and hold the
-/// clients weakly; a client gone is forgotten at the next registration or
-/// collection (its counts leave the sum, which a reader sees as a reset).
-pub(crate) fn watch(group: &Arc<str>, metrics: &Metrics, client: Weak<dyn Counts>) {
+/// Invariant: on the process's meter the counters are registered once per
+/// process and hold the clients weakly; a client gone is forgotten at the
+/// next registration or collection (its counts leave the sum, which a
+/// reader sees as a reset). On a given meter they are the client's own,
+/// and hold it weakly too.
+pub(crate) fn watch(
+    group: &Arc<str>,
+    metrics: &Metrics,
+    client: Weak<dyn Counts>,
+    given: Option<&Meter>,
+) {
     static WATCHED: OnceLock<Arc<Watched>> = OnceLock::new();
     if !metrics.enabled() {
         return;
     }
-    let Ok(provider) = crate::otel::meter_provider() else {
+    if let Some(meter) = given {
+        let watched: Arc<Watched> = Arc::new(Mutex::new(vec![(Arc::clone(group), client)]));
+        register(meter, &watched);
+        return;
+    }
+    let Some(meter) = process_meter_now() else {
         return;
     };
     let watched = WATCHED.get_or_init(|| {
         let watched: Arc<Watched> = Arc::default();
-        register(&provider.meter("prosody"), &watched);
+        register(&meter, &watched);
         watched
     });
     let mut clients = watched.lock().unwrap_or_else(PoisonError::into_inner);
     clients.retain(|(_, client)| client.strong_count() > 0);
     clients.push((Arc::clone(group), client));
+}
+
+/// The process's meter, made already by [`metrics`].
+#[cfg(feature = "otel")]
+fn process_meter_now() -> Option<Meter> {
+    prosody_otel::meter_provider()
+        .ok()
+        .map(|provider| opentelemetry::metrics::MeterProvider::meter(&provider, "prosody"))
+}
+
+/// The process's meter: the `opentelemetry` globals'.
+#[cfg(not(feature = "otel"))]
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the same signature with the feature"
+)]
+fn process_meter_now() -> Option<Meter> {
+    Some(opentelemetry::global::meter("prosody"))
 }
 
 #[cfg(test)]

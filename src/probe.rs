@@ -1,12 +1,14 @@
 //! The client's probe server: started by the first `subscribe`, stopped by
 //! `shutdown`. Between an `unsubscribe` and the next `subscribe` it keeps
-//! answering, `/readyz` with `503`. `/metrics` serves the process's scrape
-//! reader ([`crate::scrape`]) as Prometheus text, or `503` while no meter
-//! provider reads through it (metrics off, or shut down).
+//! answering, `/readyz` with `503`. With the `otel` feature, `/metrics`
+//! serves the process's scrape reader (`prosody_otel::scrape`) as
+//! Prometheus text, or `503` while no meter provider reads through it
+//! (metrics off, or shut down); without it `/metrics` is not served.
 
-use crate::scrape::{self, ScrapeReader};
 use prosody_core::broker::TopicPartition;
 use prosody_core::store::DeferCounts;
+#[cfg(feature = "otel")]
+use prosody_otel::scrape::{self, ScrapeReader};
 use prosody_probe::{Exposition, Health, ProbeServer};
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
@@ -96,6 +98,7 @@ impl Probe {
         let health = ClientHealth {
             status: self.status.clone(),
             runtime,
+            #[cfg(feature = "otel")]
             metrics: scrape::reader(),
         };
         match ProbeServer::start(port, health) {
@@ -125,6 +128,8 @@ impl Probe {
 struct ClientHealth {
     status: Weak<dyn Status>,
     runtime: Handle,
+    /// The process's scrape reader (`prosody-otel`'s).
+    #[cfg(feature = "otel")]
     metrics: ScrapeReader,
 }
 
@@ -191,6 +196,7 @@ impl Health for ClientHealth {
     /// nothing of the client, so a scrape takes no worker from the
     /// handlers, and a busy runtime does not delay a scrape. (Collecting
     /// takes each instrument's lock only to copy its values out.)
+    #[cfg(feature = "otel")]
     async fn metrics(&self) -> Option<Exposition> {
         Some(match self.metrics.collect_now() {
             Ok(metrics) => Exposition::Text(scrape::encode(&metrics)),
@@ -199,9 +205,16 @@ impl Health for ClientHealth {
             )),
         })
     }
+
+    /// Without the `otel` feature the process has no scrape reader:
+    /// `/metrics` is not served (404).
+    #[cfg(not(feature = "otel"))]
+    async fn metrics(&self) -> Option<Exposition> {
+        None
+    }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "otel"))]
 mod tests {
     #![allow(
         clippy::expect_used,

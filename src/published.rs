@@ -6,31 +6,20 @@ use crate::config::{ConfigError, ReadTtl, Settings};
 use crate::directory::{ClientDirectory, Rebind};
 use crate::error::ClientError;
 use crate::gate::Gate;
+use crate::mock;
 use prosody_core::broker::Broker;
 use prosody_core::peer::{Publication, check_subsystem};
 use prosody_core::state::{Payload, ReadCache, Registry, Spec, StateError};
 use prosody_core::store::AnyStores;
 use prosody_core::store::{PeerDirectory, StateStore};
 use prosody_state::{CacheLookups, CachedReads, Publishable, SharedReads, Source};
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// The stores a published reader reads: the owning group's, through the
 /// readers' cache.
 pub type ClientReads = CachedReads<AnyStores>;
-
-/// Publications of this process, with the owners' stores: mock mode's
-/// directory, and a shortcut for readers in the owner's process.
-static LOCAL: LazyLock<Mutex<Local>> = LazyLock::new(Mutex::default);
-
-/// The publications of this process, by (subsystem, collection).
-type Local = HashMap<(String, String), (Publication, AnyStores)>;
-
-fn local() -> MutexGuard<'static, Local> {
-    LOCAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A client's side of published state: its readers' shared cache, and how
 /// it reaches other groups' cells.
@@ -195,7 +184,9 @@ pub(crate) async fn advertise(
             publication.subsystem.clone(),
             publication.collection.clone(),
         );
-        local().insert(key, (publication, stores.clone()));
+        mock::cluster()
+            .publications()
+            .insert(key, (publication, stores.clone()));
     }
     Ok(())
 }
@@ -215,7 +206,8 @@ async fn find(
     directory: Option<&ClientDirectory>,
 ) -> Result<Option<(Publication, Option<AnyStores>, Found)>, StateError> {
     let key = (subsystem.to_owned(), collection.to_owned());
-    if let Some((publication, stores)) = local().get(&key).cloned() {
+    let local = mock::cluster().publications().get(&key).cloned();
+    if let Some((publication, stores)) = local {
         return Ok(Some((publication, Some(stores), Found::Local)));
     }
     let Some(directory) = directory else {

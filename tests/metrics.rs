@@ -99,3 +99,77 @@ async fn measured_stores_keep_the_contract_and_count_each_operation() -> Result<
     }
     Ok(())
 }
+
+/// Handles every message, and says so.
+struct Told(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl prosody::EventHandler for Told {
+    type Payload = serde_json::Value;
+    type Output = ();
+
+    async fn on_message(
+        &self,
+        _: prosody::Context,
+        message: prosody::Message<serde_json::Value>,
+    ) -> Result<(), prosody::HandlerError> {
+        let _ = self.0.send(message.key.to_string());
+        Ok(())
+    }
+
+    async fn on_timer(
+        &self,
+        _: prosody::Context,
+        _: prosody::Timer,
+    ) -> Result<(), prosody::HandlerError> {
+        Ok(())
+    }
+
+    async fn on_excise(
+        &self,
+        _: prosody::Context,
+        _: prosody::Excise,
+    ) -> Result<(), prosody::HandlerError> {
+        Ok(())
+    }
+}
+
+/// A meter given to the builder records the client's instruments and its
+/// counters: its handler calls, by outcome, reach that meter's reader.
+#[tokio::test(start_paused = true)]
+async fn a_given_meter_records_the_clients_metrics() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let client = prosody::ProsodyClient::builder()
+        .mock(true)
+        .group_id("given-meter")
+        .source_system("test")
+        .subscribed_topics(["metered"])
+        .meter(provider.meter("given"))
+        .build()
+        .await
+        .expect("built");
+    let (told, mut handled) = tokio::sync::mpsc::unbounded_channel();
+    client.subscribe(Told(told)).await.expect("subscribed");
+    client
+        .send("metered", "k", &serde_json::json!({"n": 1}))
+        .await
+        .expect("sent");
+    let key = tokio::time::timeout(std::time::Duration::from_secs(60), handled.recv())
+        .await
+        .expect("handled in time");
+    assert_eq!(key.as_deref(), Some("k"));
+    client.shutdown().await;
+    provider.force_flush().expect("flush");
+    let batches = exporter.get_finished_metrics().expect("metrics");
+    let names: std::collections::BTreeSet<String> = batches
+        .iter()
+        .flat_map(opentelemetry_sdk::metrics::data::ResourceMetrics::scope_metrics)
+        .flat_map(opentelemetry_sdk::metrics::data::ScopeMetrics::metrics)
+        .map(|metric| metric.name().to_owned())
+        .collect();
+    for name in ["messaging.process.duration", "prosody.telemetry.dropped"] {
+        assert!(names.contains(name), "{name} not recorded: {names:?}");
+    }
+}

@@ -15,7 +15,7 @@ use tracing::warn;
 /// at most once per settling of a request record this member
 /// [`answers`](Answerer::answers), after the attempt's changes are
 /// committed, so an answer never reports a success whose changes were
-/// lost; it is called by [`send`] alone. A record that does not settle
+/// lost; one function of core calls it. A record that does not settle
 /// here (revoked, shut down, halted) is not answered: its next owner
 /// handles and answers it.
 pub trait Answerer: Send + Sync + 'static {

@@ -8,6 +8,7 @@ use crate::client::ProsodyClient;
 use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort, Settings};
 use crate::connect;
+use opentelemetry::metrics::Meter;
 use parts::Connected;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
@@ -30,6 +31,8 @@ pub struct ClientBuilder<C = JsonCodec> {
     kafka: Vec<(String, String)>,
     /// The hook of failed handler calls.
     reporter: Option<Box<dyn Reporter>>,
+    /// The meter of the client's metrics, if given.
+    meter: Option<Meter>,
 }
 
 impl ProsodyClient<JsonCodec> {
@@ -54,6 +57,7 @@ impl<C: Codec> ClientBuilder<C> {
             stores: None,
             kafka: Vec::new(),
             reporter: None,
+            meter: None,
         }
     }
 
@@ -119,6 +123,21 @@ impl<C: Codec> ClientBuilder<C> {
         self
     }
 
+    /// Records this client's metrics with `meter`, its instruments and
+    /// counters its own. Without it the client records on the process's
+    /// meter: with the `otel` feature (on by default), the provider of
+    /// `prosody::otel::meter_provider`, which `/metrics` and OTLP read,
+    /// shared by the clients of a group; without it, the `opentelemetry`
+    /// globals' (`opentelemetry::global::meter("prosody")`, which records
+    /// nothing until the application sets a global meter provider).
+    /// Spans need no such setting: they are `tracing` spans, exported by
+    /// whatever OpenTelemetry layer the application's subscriber has
+    /// (`prosody::otel::layer`, or its own).
+    pub fn meter(mut self, meter: Meter) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
     /// Encodes and decodes payloads with another codec.
     pub fn codec<D: Codec>(self, codec: D) -> ClientBuilder<D> {
         ClientBuilder {
@@ -128,6 +147,7 @@ impl<C: Codec> ClientBuilder<C> {
             stores: self.stores,
             kafka: self.kafka,
             reporter: self.reporter,
+            meter: self.meter,
         }
     }
 
@@ -153,7 +173,7 @@ impl<C: Codec> ClientBuilder<C> {
         .await?;
         let broker = match (&settings.cluster, self.broker) {
             (_, Some(broker)) => broker,
-            (Cluster::Mock, None) => Backend::memory(connect::shared_mock_broker()),
+            (Cluster::Mock, None) => Backend::memory(crate::mock::cluster().broker()),
             (Cluster::Kafka(servers), None) => {
                 connect::kafka(servers, &settings, self.kafka).await?
             }
@@ -162,6 +182,7 @@ impl<C: Codec> ClientBuilder<C> {
             settings.observe.metrics,
             broker.is_kafka(),
             &settings.runtime.group_id,
+            self.meter.as_ref(),
         )
         .await?;
         settings.runtime.metrics = metrics.clone();
@@ -191,6 +212,7 @@ impl<C: Codec> ClientBuilder<C> {
             loader,
             reach: (directory, rebind),
             sinks,
+            meter: self.meter,
         };
         Ok(parts::assemble(self.codec, connected))
     }

@@ -16,6 +16,7 @@ use crate::request::Requests;
 use crate::send::Sender;
 use crate::slot::Subscription;
 use crate::stack::{ClientTelemetry, Layers};
+use opentelemetry::metrics::Meter;
 use prosody_core::Codec;
 use prosody_core::broker::Broker;
 use prosody_core::loader::BrokerLoader;
@@ -33,6 +34,8 @@ pub(super) struct Connected {
     /// How other groups are reached: their entries, and their stores.
     pub(super) reach: (Option<ClientDirectory>, Option<Rebind>),
     pub(super) sinks: ClientTelemetry,
+    /// The meter given to the builder, if any.
+    pub(super) meter: Option<Meter>,
 }
 
 /// The client of `connected`, encoding with `codec`; its counts are
@@ -46,6 +49,7 @@ pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClien
         loader,
         reach: (directory, rebind),
         sinks,
+        meter,
     } = connected;
     let gate = Arc::new(Gate::default());
     let readers = Readers::new(
@@ -115,6 +119,6 @@ pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClien
         lookups,
     });
     let counted = Arc::downgrade(&inner) as Weak<dyn Counts>;
-    crate::observe::watch(&group, &metrics, counted);
+    crate::observe::watch(&group, &metrics, counted, meter.as_ref());
     ProsodyClient { inner }
 }

@@ -9,9 +9,9 @@ use prosody_core::loader::BrokerLoader;
 use prosody_core::metrics::{Metered, Metrics};
 use prosody_core::state::Registry;
 use prosody_core::store::{AnyStores, Stores};
-use prosody_memory::{MemoryBroker, MemoryStores};
+use prosody_memory::MemoryStores;
 use prosody_state::{CacheLookups, CachedStores, StateCache};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 #[cfg(feature = "cassandra")]
 mod cassandra;
@@ -42,13 +42,6 @@ fn no_kafka() -> ConfigError {
                  set mock, or give the builder a broker"
             .to_owned(),
     }
-}
-
-/// The in-memory broker every mock client of this process shares, unless
-/// the builder names another.
-pub(crate) fn shared_mock_broker() -> MemoryBroker {
-    static BROKER: OnceLock<MemoryBroker> = OnceLock::new();
-    BROKER.get_or_init(MemoryBroker::new).clone()
 }
 
 /// A backend's stores as chosen, with their type: [`Backing::compose`]

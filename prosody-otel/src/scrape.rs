@@ -1,6 +1,6 @@
 //! The process's scrape reader: the metrics the probe server serves as
 //! Prometheus text at `/metrics`, read from the same instruments that the
-//! OTLP export reads, and their encoding (in [`mod@encode`]).
+//! OTLP export reads, and their encoding ([`encode`]).
 
 mod encode;
 mod names;
@@ -8,7 +8,7 @@ mod names;
 mod tests;
 mod text;
 
-pub(crate) use encode::encode;
+pub use encode::encode;
 
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -22,18 +22,25 @@ use std::time::Duration;
 /// Invariant: registered with at most one meter provider (the process's);
 /// collecting before that, or after its shutdown, is an error.
 #[derive(Clone, Debug)]
-pub(crate) struct ScrapeReader(Arc<ManualReader>);
+pub struct ScrapeReader(Arc<ManualReader>);
 
 /// The process's scrape reader.
-pub(crate) fn reader() -> ScrapeReader {
+pub fn reader() -> ScrapeReader {
     static READER: OnceLock<ScrapeReader> = OnceLock::new();
     READER.get_or_init(ScrapeReader::new).clone()
+}
+
+impl Default for ScrapeReader {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ScrapeReader {
     /// A reader of its own, registered with no provider yet: the process
     /// has one ([`reader`]); tests make theirs.
-    pub(crate) fn new() -> Self {
+    #[must_use]
+    pub fn new() -> Self {
         Self(Arc::new(
             ManualReader::builder()
                 .with_temporality(Temporality::Cumulative)
@@ -42,7 +49,7 @@ impl ScrapeReader {
     }
 
     /// The instruments' values now.
-    pub(crate) fn collect_now(&self) -> Result<ResourceMetrics, OTelSdkError> {
+    pub fn collect_now(&self) -> Result<ResourceMetrics, OTelSdkError> {
         let mut metrics = ResourceMetrics::default();
         self.0.collect(&mut metrics)?;
         Ok(metrics)

@@ -46,7 +46,8 @@ use tracing::debug;
 const TARGET_INFO: &str = "target_info";
 
 /// The metrics as Prometheus text, format 0.0.4.
-pub(crate) fn encode(metrics: &ResourceMetrics) -> String {
+#[must_use]
+pub fn encode(metrics: &ResourceMetrics) -> String {
     let mut families = Families::default();
     families.resource(metrics.resource());
     // Sorted before they are added, so which of two conflicting metrics

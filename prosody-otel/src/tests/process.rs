@@ -2,15 +2,15 @@
 //! number of calls.
 
 use super::Vars;
-use crate::otel::{OtelError, log};
+use crate::{OtelError, log};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use std::sync::{Arc, Mutex};
 
 #[test]
 fn the_process_meter_provider_is_one_and_read_by_the_scrape_reader() {
-    let first = crate::otel::meter_provider().unwrap();
-    let second = crate::otel::meter_provider().unwrap();
+    let first = crate::meter_provider().unwrap();
+    let second = crate::meter_provider().unwrap();
     let add = |provider: &opentelemetry_sdk::metrics::SdkMeterProvider, n| {
         provider
             .meter("prosody-test")

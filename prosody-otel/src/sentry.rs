@@ -1,7 +1,7 @@
 //! Failed handler calls to Sentry (the `sentry` feature).
 //!
 //! [`SentryReporter`] is an error reporter
-//! ([`ClientBuilder::error_reporter`](crate::ClientBuilder::error_reporter))
+//! (`prosody::ClientBuilder::error_reporter`)
 //! that captures each failed handler call as a Sentry event, only when the
 //! application has initialised Sentry (with the `sentry` crate, 0.49): the
 //! hub it reports to has an enabled client. It never initialises Sentry,
@@ -16,24 +16,18 @@
 //! error chain as its exceptions, the handler's error last, as Sentry
 //! orders a chain.
 //!
-//! ```
-//! use prosody::sentry::SentryReporter;
-//! use prosody::ProsodyClient;
+//! A client takes it as its hook,
+//! `ProsodyClient::builder().error_reporter(SentryReporter::new())`:
 //!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! ```
+//! use prosody_core::report::Reporter;
+//! use prosody_otel::sentry::SentryReporter;
+//!
+//! fn hook(_: impl Reporter) {}
+//!
 //! // With `let _guard = sentry::init(...)` first in `main`; without it,
 //! // nothing is captured.
-//! let client = ProsodyClient::builder()
-//!     .mock(true)
-//!     .group_id("orders")
-//!     .source_system("shop")
-//!     .error_reporter(SentryReporter::new())
-//!     .build()
-//!     .await?;
-//! client.shutdown().await;
-//! # Ok(())
-//! # }
+//! hook(SentryReporter::new());
 //! ```
 
 use prosody_core::Category;

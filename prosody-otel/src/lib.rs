@@ -1,5 +1,12 @@
-//! OpenTelemetry: spans and metrics exported over OTLP (gRPC or HTTP, with
-//! TLS), and the library's log filter, `PROSODY_LOG`.
+//! Telemetry export for prosody: spans and metrics over OTLP (gRPC or
+//! HTTP, with TLS), the process's providers, the Prometheus text of its
+//! metrics ([`scrape`]), the library's log filter (`PROSODY_LOG`) and,
+//! with the `sentry` feature, the Sentry reporter of failed handler calls.
+//!
+//! The facade re-exports it as `prosody::otel` (and `prosody::sentry`)
+//! under its default `otel` feature; without that feature the facade
+//! builds none of it (no tonic, reqwest or rustls) and records its metrics
+//! on the `opentelemetry` globals.
 //!
 //! [`install`] makes the process's `tracing` subscriber: logs filtered by
 //! `PROSODY_LOG` (default `info`) and the OpenTelemetry layer, so spans
@@ -7,10 +14,10 @@
 //! OTLP endpoint is set:
 //!
 //! ```no_run
-//! # fn main() -> Result<(), prosody::otel::OtelError> {
-//! prosody::otel::install()?;
+//! # fn main() -> Result<(), prosody_otel::OtelError> {
+//! prosody_otel::install()?;
 //! // ... run the service ...
-//! prosody::otel::shutdown_telemetry()?;
+//! prosody_otel::shutdown_telemetry()?;
 //! # Ok(())
 //! # }
 //! ```
@@ -22,8 +29,8 @@
 //! use tracing_subscriber::layer::SubscriberExt as _;
 //! use tracing_subscriber::util::SubscriberInitExt as _;
 //!
-//! # fn main() -> Result<(), prosody::otel::OtelError> {
-//! tracing_subscriber::registry().with(prosody::otel::layer()?).init();
+//! # fn main() -> Result<(), prosody_otel::OtelError> {
+//! tracing_subscriber::registry().with(prosody_otel::layer()?).init();
 //! # Ok(())
 //! # }
 //! ```
@@ -36,6 +43,9 @@ mod export;
 mod failure;
 mod log;
 mod resource;
+pub mod scrape;
+#[cfg(feature = "sentry")]
+pub mod sentry;
 mod tls;
 
 #[cfg(test)]
@@ -139,7 +149,7 @@ pub enum OtelError {
     /// The process already has a global `tracing` subscriber; [`install`]
     /// never replaces it.
     #[error(
-        "a global tracing subscriber is already installed and is kept; add prosody::otel::layer() to it instead"
+        "a global tracing subscriber is already installed and is kept; add prosody_otel::layer() to it instead"
     )]
     Subscriber,
     /// Flushing or shutting down failed.

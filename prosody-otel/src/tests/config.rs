@@ -2,7 +2,7 @@
 //! it, and the resource comes from the environment given.
 
 use super::{Vars, path, scratch};
-use crate::otel::{OtelError, log, resource};
+use crate::{OtelError, log, resource};
 
 #[test]
 fn each_configuration_error_names_its_variable() {
