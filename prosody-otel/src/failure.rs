@@ -3,7 +3,7 @@
 //! "Failed to flush"), so the HTTP client and the metric exporter keep it
 //! for the flush that asks.
 
-use super::export::Signal;
+use super::signal::Signal;
 use super::{OtelError, lock};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::MetricExporter;

@@ -46,6 +46,7 @@ mod resource;
 pub mod scrape;
 #[cfg(feature = "sentry")]
 pub mod sentry;
+mod signal;
 mod tls;
 
 #[cfg(test)]

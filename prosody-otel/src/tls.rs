@@ -5,7 +5,7 @@
 //! variables, so the library hands the certificates to tonic (gRPC) and to
 //! a rustls configuration (HTTP).
 
-use super::export::{Setting, Signal, lookup};
+use super::signal::{Setting, Signal, lookup};
 use super::{Env, OtelError};
 use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig, Identity};
 use rustls::pki_types::pem::PemObject as _;
