@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-mod answer;
 mod backend;
 mod builder;
 mod client;
@@ -19,6 +18,7 @@ mod probe;
 #[cfg(doctest)]
 mod promises;
 mod published;
+mod reply;
 mod request;
 mod send;
 mod slot;

@@ -1,11 +1,11 @@
 //! Requests to named subsystems: a client sends a record and waits for the
 //! answers of the subsystems it names (see the README's Requests section).
 
-use crate::answer::Responder;
 use crate::config::PeerSettings;
 use crate::config::default_interface;
 use crate::directory::ClientDirectory;
 use crate::error::ClientError;
+use crate::reply::Responder;
 use crate::send::Sender;
 use prosody_core::broker::OutgoingRecord;
 use prosody_core::peer::{Asked, PeerEntry, PeerId, RequestId};

@@ -3,6 +3,7 @@
 use crate::backend::{Backend, BackendProducer};
 use crate::config::{Mode, Qos};
 use prosody_core::EventRequest;
+use prosody_core::HandlerError;
 use prosody_core::dedup::DedupLayer;
 use prosody_core::defer::DeferLayer;
 use prosody_core::failure::FailureLayer;
@@ -13,7 +14,9 @@ use prosody_core::report::ReportSink;
 use prosody_core::retry::{RetryConfig, RetryLayer};
 use prosody_core::scheduler::{SchedulerLayer, SchedulerService};
 use prosody_core::shutdown::{ShutdownLayer, ShutdownService};
-use prosody_core::telemetry::{Links, ProducerSink, TelemetryLayer, TelemetryService};
+use prosody_core::telemetry::{
+    Links, ProducerSink, TelemetryEvent, TelemetryLayer, TelemetryService, TelemetrySink,
+};
 use prosody_core::timeout::{TimeoutLayer, TimeoutService};
 use prosody_core::{
     Codec, Encoded, EventHandler, EventService, HandlerService, JsonCodec, Response,
@@ -30,7 +33,45 @@ type Common<H, C> = ShutdownService<
 /// topic, or none (mock mode, or `telemetry_enabled` false); and failed
 /// calls to the error reporter, when one is set
 /// ([`ClientBuilder::error_reporter`](crate::ClientBuilder::error_reporter)).
-pub type ClientTelemetry = (Option<ProducerSink>, Option<ReportSink>);
+///
+/// Invariant: each event reaches each sink that is there and enabled,
+/// once; clones share the sinks.
+#[derive(Clone, Debug)]
+pub struct ClientTelemetry {
+    sinks: (Option<ProducerSink>, Option<ReportSink>),
+}
+
+impl ClientTelemetry {
+    pub(crate) fn new(events: Option<ProducerSink>, reports: Option<ReportSink>) -> Self {
+        Self {
+            sinks: (events, reports),
+        }
+    }
+
+    /// The lifecycle-event sink, if there is one.
+    pub(crate) fn events(&self) -> Option<&ProducerSink> {
+        self.sinks.0.as_ref()
+    }
+
+    /// The failure-report sink, if there is one.
+    pub(crate) fn reports(&self) -> Option<&ReportSink> {
+        self.sinks.1.as_ref()
+    }
+}
+
+impl TelemetrySink for ClientTelemetry {
+    fn enabled(&self) -> bool {
+        self.sinks.enabled()
+    }
+
+    fn emit(&self, event: TelemetryEvent) {
+        self.sinks.emit(event);
+    }
+
+    fn failure(&self, event: &TelemetryEvent, error: &HandlerError) {
+        self.sinks.failure(event, error);
+    }
+}
 
 /// A client's defer stage: offsets in the partition's stores, records read
 /// back from the client's broker; the records its backlogs retry pass
@@ -129,7 +170,7 @@ pub struct Layers<C = JsonCodec> {
 impl<C> Layers<C> {
     /// The client's lifecycle-event sink, if it has one.
     pub(crate) fn telemetry_sink(&self) -> Option<&ProducerSink> {
-        self.telemetry.0.as_ref()
+        self.telemetry.events()
     }
 }
 
@@ -139,7 +180,8 @@ impl<C: Codec> Layers<C> {
         producer: &BackendProducer,
         loader: BrokerLoader<Backend>,
         codec: C,
-        (telemetry, links): (ClientTelemetry, Links),
+        telemetry: ClientTelemetry,
+        links: Links,
     ) -> Self {
         let dedup = DedupLayer::new(qos.dedup.clone());
         Self {
@@ -228,7 +270,7 @@ impl<C: Codec> Layers<C> {
 
     /// The client's failure-report sink, if it has one.
     pub(crate) fn report_sink(&self) -> Option<&ReportSink> {
-        self.telemetry.1.as_ref()
+        self.telemetry.reports()
     }
 
     /// Failure reports dropped so far because the report sink's queue was

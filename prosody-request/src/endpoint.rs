@@ -24,7 +24,7 @@
 mod refusals;
 pub use refusals::{Refusal, Refusals};
 
-use crate::inbox::{Delivery, Inbox};
+use crate::inbox::{Inbox, Receipt};
 use crate::wire::{MAX_REPLY_BYTES, Reply};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
@@ -361,8 +361,8 @@ async fn judge(request: Request<Incoming>, shared: &Shared) -> Verdict {
     };
     match Reply::decode(&bytes) {
         Ok(reply) => match shared.inbox.deliver(reply) {
-            Delivery::Delivered => Verdict::Delivered,
-            Delivery::Dropped => Verdict::Dropped,
+            Receipt::Delivered => Verdict::Delivered,
+            Receipt::Dropped => Verdict::Dropped,
         },
         Err(error) => {
             debug!(%error, "peer endpoint: a body that is not a reply");

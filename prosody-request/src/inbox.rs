@@ -47,7 +47,7 @@ struct Waiting {
 
 /// What became of a delivered answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
+pub enum Receipt {
     /// Handed to the request waiting for it.
     Delivered,
     /// Dropped: it is for another peer, no request of its id waits here
@@ -88,14 +88,14 @@ impl Inbox {
         self.peer
     }
 
-    /// How many answers were dropped ([`Delivery::Dropped`]).
+    /// How many answers were dropped ([`Receipt::Dropped`]).
     #[must_use]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
     /// Hands `reply` to the request it answers.
-    pub fn deliver(&self, reply: Reply) -> Delivery {
+    pub fn deliver(&self, reply: Reply) -> Receipt {
         let delivered = reply.to == self.peer
             && lock(&self.waiting)
                 .get_mut(&reply.id)
@@ -114,11 +114,11 @@ impl Inbox {
                     }
                 });
         if delivered {
-            Delivery::Delivered
+            Receipt::Delivered
         } else {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(id = %reply.id, subsystem = %reply.subsystem, "an answer nobody waits for was dropped");
-            Delivery::Dropped
+            Receipt::Dropped
         }
     }
 

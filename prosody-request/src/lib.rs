@@ -53,7 +53,7 @@ mod send;
 mod wire;
 
 pub use endpoint::{Endpoint, EndpointError, REPLY_PATH, Refusal, Refusals};
-pub use inbox::{Delivery, Inbox, Outcomes, Waiter};
+pub use inbox::{Inbox, Outcomes, Receipt, Waiter};
 pub use outcome::{Outcome, ResponseError};
 pub use peers::{Peers, RouteError};
 pub use send::{SendError, Sender};

@@ -1,7 +1,7 @@
 //! Where answers go: to an inbox of this process directly; to a peer
 //! elsewhere through its directory entry and endpoint.
 
-use crate::inbox::{Delivery, Inbox};
+use crate::inbox::{Inbox, Receipt};
 use crate::send::{SendError, Sender};
 use crate::wire::Reply;
 use prosody_contracts::peer::{PeerEntry, PeerId};
@@ -76,8 +76,8 @@ impl<D: PeerDirectory> Peers<D> {
     ///
     /// [`RouteError`] naming why the reply did not reach the peer's
     /// endpoint. A reply that reached it and was dropped there (its request
-    /// no longer waits) is `Ok(Delivery::Dropped)`.
-    pub async fn send(&self, reply: Reply) -> Result<Delivery, RouteError> {
+    /// no longer waits) is `Ok(Receipt::Dropped)`.
+    pub async fn send(&self, reply: Reply) -> Result<Receipt, RouteError> {
         if let Some(inbox) = Inbox::local(reply.to) {
             return Ok(inbox.deliver(reply));
         }

@@ -8,7 +8,7 @@
 //! talked to.
 
 use crate::endpoint::{MAX_STREAMS, REPLY_PATH};
-use crate::inbox::Delivery;
+use crate::inbox::Receipt;
 use crate::wire::Reply;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -153,7 +153,7 @@ impl Sender {
         address: &str,
         reply: &Reply,
         timeout: Duration,
-    ) -> Result<Delivery, SendError> {
+    ) -> Result<Receipt, SendError> {
         let request = request(address, reply)?;
         let client = self.client(address);
         let response = match tokio::time::timeout(timeout, client.request(request)).await {
@@ -172,8 +172,8 @@ impl Sender {
             }
         };
         match response.status() {
-            StatusCode::ACCEPTED => Ok(Delivery::Delivered),
-            StatusCode::NOT_FOUND => Ok(Delivery::Dropped),
+            StatusCode::ACCEPTED => Ok(Receipt::Delivered),
+            StatusCode::NOT_FOUND => Ok(Receipt::Dropped),
             status => Err(SendError::Refused {
                 address: address.to_owned(),
                 status: status.as_u16(),

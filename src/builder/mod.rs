@@ -8,6 +8,7 @@ use crate::client::ProsodyClient;
 use crate::config::Cluster;
 use crate::config::{ConfigError, Mode, Options, ProbePort, Settings};
 use crate::connect;
+use crate::stack::ClientTelemetry;
 use opentelemetry::metrics::Meter;
 use parts::Connected;
 use prosody_core::broker::Broker;
@@ -225,7 +226,7 @@ fn sinks(
     broker: &Backend,
     producer: &BackendProducer,
     reporter: Option<Box<dyn Reporter>>,
-) -> Result<(Option<ProducerSink>, Option<ReportSink>), ConfigError> {
+) -> Result<ClientTelemetry, ConfigError> {
     // Lifecycle events go to Kafka only: mock mode emits none.
     let telemetry = match &settings.qos.telemetry {
         Some(topic) if broker.is_kafka() => Some(
@@ -249,5 +250,5 @@ fn sinks(
         ),
         None => None,
     };
-    Ok((telemetry, reports))
+    Ok(ClientTelemetry::new(telemetry, reports))
 }

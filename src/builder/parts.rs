@@ -69,7 +69,8 @@ pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClien
         &producer,
         loader,
         codec.clone(),
-        (sinks, settings.observe.links()),
+        sinks,
+        settings.observe.links(),
     );
     let sender = Sender::new(
         Arc::clone(&gate),

@@ -117,7 +117,7 @@ async fn a_reply_sent_reaches_the_waiting_request() {
     let sent = reply(inbox.peer(), asked.id(), "billing", r#"{"charged":true}"#);
     let address = endpoint.local_addr().to_string();
     let delivery = within(sender().send(&address, &sent, SEND)).await;
-    assert_eq!(delivery, Ok(Delivery::Delivered));
+    assert_eq!(delivery, Ok(Receipt::Delivered));
     let outcomes = waiter
         .collect::<serde_json::Value>(Instant::now() + SEND)
         .await;
@@ -135,7 +135,7 @@ async fn a_reply_nobody_waits_for_is_dropped() {
     let stray = reply(inbox.peer(), RequestId::random().unwrap(), "billing", "1");
     let address = endpoint.local_addr().to_string();
     let delivery = within(sender().send(&address, &stray, SEND)).await;
-    assert_eq!(delivery, Ok(Delivery::Dropped));
+    assert_eq!(delivery, Ok(Receipt::Dropped));
     assert_eq!((inbox.dropped(), endpoint.refused()), (1, 0));
     endpoint.shutdown().await;
 }
@@ -246,7 +246,7 @@ async fn concurrent_replies_share_a_connection() {
     }
     let mut dropped = 0;
     while let Some(sent) = within(sends.join_next()).await {
-        assert_eq!(sent.unwrap(), Ok(Delivery::Dropped));
+        assert_eq!(sent.unwrap(), Ok(Receipt::Dropped));
         dropped += 1;
     }
     assert_eq!((dropped, inbox.dropped()), (200, 200));
@@ -261,7 +261,7 @@ async fn a_send_after_shutdown_is_unreachable() {
     let sender = sender();
     let stray = reply(inbox.peer(), RequestId::random().unwrap(), "billing", "1");
     let sent = within(sender.send(&address, &stray, SEND)).await;
-    assert_eq!(sent, Ok(Delivery::Dropped));
+    assert_eq!(sent, Ok(Receipt::Dropped));
     within(endpoint.shutdown()).await;
     let error = within(sender.send(&address, &stray, SEND))
         .await

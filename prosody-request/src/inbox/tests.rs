@@ -65,10 +65,10 @@ proptest! {
                     && !first.contains_key(name);
                 if counts {
                     first.insert(name.to_owned(), arrival.value);
-                    prop_assert_eq!(inbox.deliver(reply), Delivery::Delivered);
+                    prop_assert_eq!(inbox.deliver(reply), Receipt::Delivered);
                 } else {
                     dropped += 1;
-                    prop_assert_eq!(inbox.deliver(reply), Delivery::Dropped);
+                    prop_assert_eq!(inbox.deliver(reply), Receipt::Dropped);
                 }
             }
             let outcomes = waiter
@@ -89,7 +89,7 @@ proptest! {
                 subsystem: asked[0].to_owned(),
                 answer: Answer::Failed("late".into()),
             };
-            prop_assert_eq!(inbox.deliver(late), Delivery::Dropped);
+            prop_assert_eq!(inbox.deliver(late), Receipt::Dropped);
             Ok(())
         })?;
     }

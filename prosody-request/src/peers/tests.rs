@@ -52,7 +52,7 @@ async fn a_reply_follows_the_directory_to_its_requester() {
     let waiter = inbox.wait(&asked);
     assert_eq!(
         peers.send(reply(&asked, "1")).await.unwrap(),
-        Delivery::Delivered
+        Receipt::Delivered
     );
     let outcomes = waiter
         .collect::<u32>(tokio::time::Instant::now() + TIMEOUT)
@@ -69,7 +69,7 @@ async fn a_reply_follows_the_directory_to_its_requester() {
     let _moved = listening(&directory, &inbox).await;
     assert_eq!(
         peers.send(reply(&asked, "2")).await.unwrap(),
-        Delivery::Delivered
+        Receipt::Delivered
     );
     let outcomes = waiter
         .collect::<u32>(tokio::time::Instant::now() + TIMEOUT)
@@ -87,7 +87,7 @@ async fn a_local_requester_needs_no_directory_and_an_unknown_one_fails() {
     let _waiter = inbox.wait(&asked);
     assert_eq!(
         peers.send(reply(&asked, "1")).await.unwrap(),
-        Delivery::Delivered
+        Receipt::Delivered
     );
 
     let stranger = Asked::new(

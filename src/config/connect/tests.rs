@@ -3,7 +3,7 @@ use crate::config::{ConfigError, Options};
 use crate::env::Env;
 use proptest::prelude::*;
 use prosody_core::peer::{Asked, PeerEntry, PeerId, RequestId};
-use prosody_request::{Answer, Delivery, Endpoint, Inbox, Reply, Sender};
+use prosody_request::{Answer, Endpoint, Inbox, Receipt, Reply, Sender};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -152,7 +152,7 @@ async fn an_answer_reaches_a_requester_advertised_as_a_uri() {
             Duration::from_secs(5),
         )
         .await;
-    assert_eq!(sent.expect("sent"), Delivery::Delivered);
+    assert_eq!(sent.expect("sent"), Receipt::Delivered);
     let outcomes = waiter
         .collect::<u32>(tokio::time::Instant::now() + Duration::from_secs(5))
         .await;

@@ -3,7 +3,7 @@
 use crate::directory::ClientDirectory;
 use prosody_core::peer::{Answer, Asked, RequestId};
 use prosody_core::runtime::Answerer;
-use prosody_request::{Delivery, Inbox, Peers, Reply};
+use prosody_request::{Inbox, Peers, Receipt, Reply};
 use std::sync::Arc;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
@@ -68,8 +68,8 @@ impl Answerer for Responder {
 }
 
 /// Logs an answer its requester no longer waited for.
-fn dropped(id: RequestId, delivery: Delivery) {
-    if delivery == Delivery::Dropped {
+fn dropped(id: RequestId, delivery: Receipt) {
+    if delivery == Receipt::Dropped {
         debug!(%id, "the requester no longer waits for this answer");
     }
 }
