@@ -48,11 +48,11 @@ pub use config::{
 pub use error::ClientError;
 pub use health::ConsumerState;
 pub use prosody_core::{
-    BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
+    Backoff, BoxError, Category, Codec, CodecError, Context, DecodeError, Demand, Encoded, Event,
     EventHandler, EventRequest, EventService, Excise, HandlerError, HandlerService, Headers,
-    JsonCodec, Key, Message, ResultExt, Timer, Timestamp, Topic, broker, dedup, defer, failure,
-    loader, log, metrics, monopolization, report, retry, scheduler, shutdown, telemetry, timeout,
-    timers, trace,
+    JsonCodec, Key, Message, Response, ResultExt, Settlement, Timer, Timestamp, Topic, broker,
+    dedup, defer, failure, loader, log, metrics, monopolization, report, retry, scheduler,
+    shutdown, telemetry, timeout, timers, trace,
 };
 pub use prosody_core::{peer, store};
 #[cfg(feature = "kafka")]

@@ -59,8 +59,8 @@ pub(crate) fn access(stores: impl Stores) -> Arc<PartitionStores> {
     ))
 }
 
-/// `context` as the runtime makes it: with its event's unit of work (over
-/// stores in memory), so its permit waits go to the event's meter.
+/// `context` as the runtime makes it: with its event's unit of work, over
+/// stores in memory.
 pub(crate) fn as_in_runtime(context: Context) -> Context {
     context.with_work(crate::work::UnitOfWork::new(access(MemoryStores::new())))
 }

@@ -51,6 +51,19 @@ use std::future::Future;
 ///         self.commits.fetch_add(1, Ordering::Relaxed);
 ///         self.inner.commit(partition, batch).await
 ///     }
+///
+///     // Counted too: what the inner stores write at once is a commit.
+///     fn commit_now(
+///         &self,
+///         partition: &TopicPartition,
+///         batch: Batch,
+///     ) -> Result<Result<(), StoreError>, Batch> {
+///         let written = self.inner.commit_now(partition, batch);
+///         if written.is_ok() {
+///             self.commits.fetch_add(1, Ordering::Relaxed);
+///         }
+///         written
+///     }
 /// }
 /// ```
 pub trait Wrapped: Clone + Send + Sync + 'static {

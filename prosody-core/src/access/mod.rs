@@ -43,16 +43,22 @@ pub(crate) enum Notice {
 /// fails, or is dropped before it returns, may have landed in part, so it
 /// sends [`Notice::Resync`] instead: the task reads the store again rather
 /// than guess.
+/// A reader's (no owner) writes nothing and takes nothing: every commit is
+/// refused, and opening and closing leave the stores alone.
 pub(crate) struct PartitionStores {
     stores: AnyStores,
     partition: TopicPartition,
+    /// The owner's side: `None` for a partition this member only reads.
+    owner: Option<Owner>,
+}
+
+/// What the member that owns a partition keeps of it beside its stores.
+struct Owner {
+    /// Tells the partition task of the timer changes committed.
     notices: mpsc::UnboundedSender<Notice>,
     /// The partition's deferred keys and records: read at open, then
     /// after each commit that changes deferrals.
     deferred: Arc<Tally>,
-    /// Refuses every commit: the stores of a partition this member reads
-    /// but does not own.
-    read_only: bool,
 }
 
 /// A commit whose outcome is not known yet: dropped while armed, it asks
@@ -82,51 +88,55 @@ impl PartitionStores {
         Self {
             stores,
             partition,
-            notices,
-            deferred,
-            read_only: false,
+            owner: Some(Owner { notices, deferred }),
         }
     }
 
     /// `partition` of `stores` for reading alone (a partition of a
-    /// published collection): every commit is refused.
+    /// published collection), allocating nothing of an owner's.
     pub(crate) fn reader(stores: AnyStores, partition: TopicPartition) -> Self {
-        let (notices, _) = mpsc::unbounded_channel();
         Self {
-            read_only: true,
-            ..Self::new(stores, partition, notices, Arc::default())
+            stores,
+            partition,
+            owner: None,
         }
     }
 
     /// Takes the partition ([`Stores::open`]), then reads its deferred
     /// counts (a failed read is logged: the gauges report none until a
-    /// commit tells).
+    /// commit tells). A reader takes nothing.
     pub(crate) async fn open(&self) -> Result<(), StoreError> {
+        let Some(owner) = &self.owner else {
+            return Ok(());
+        };
         self.stores.open(&self.partition).await?;
-        self.count().await;
+        self.count(owner).await;
         Ok(())
     }
 
     /// Reads the partition's deferred counts: at once where the stores
     /// can, else with a read.
-    async fn count(&self) {
-        if self
+    async fn count(&self, owner: &Owner) {
+        if owner
             .deferred
             .refresh(|| self.stores.counts_now(&self.partition))
         {
             return;
         }
         match self.stores.counts(&self.partition).await {
-            Ok(counts) => self.deferred.set(counts),
+            Ok(counts) => owner.deferred.set(counts),
             Err(error) => {
                 debug!(partition = %self.partition, %error, "reading the deferred counts failed");
             }
         }
     }
 
-    /// The member let the partition go ([`Stores::close`]).
+    /// The member let the partition go ([`Stores::close`]); a reader
+    /// held nothing.
     pub(crate) fn close(&self) {
-        self.stores.close(&self.partition);
+        if self.owner.is_some() {
+            self.stores.close(&self.partition);
+        }
     }
 
     /// Writes a batch to the partition's stores, then tells the partition
@@ -135,9 +145,9 @@ impl PartitionStores {
         if batch.is_empty() {
             return Ok(());
         }
-        if self.read_only {
+        let Some(owner) = &self.owner else {
             return Err(StoreError::rejected("a published collection is read-only"));
-        }
+        };
         let deferrals = !batch.deferrals.is_empty();
         let notices: Vec<Notice> = batch
             .timers
@@ -160,7 +170,7 @@ impl PartitionStores {
         // Sends `Resync` unless the commit returns `Ok`: also when the
         // commit is dropped midway (by the attempt's deadline, say).
         let mut unsure = Unsure {
-            notices: &self.notices,
+            notices: &owner.notices,
             armed: !notices.is_empty(),
         };
         self.stores.commit(&self.partition, batch).await?;
@@ -168,10 +178,10 @@ impl PartitionStores {
         for notice in notices {
             // The partition task is gone after a revocation: its next owner
             // loads the store.
-            let _ = self.notices.send(notice);
+            let _ = owner.notices.send(notice);
         }
         if deferrals {
-            self.count().await;
+            self.count(owner).await;
         }
         Ok(())
     }
@@ -184,7 +194,10 @@ impl PartitionStores {
         if batch.is_empty() {
             return Ok(Ok(()));
         }
-        if self.read_only || !batch.timers.is_empty() || !batch.state.is_empty() {
+        let Some(owner) = &self.owner else {
+            return Err(batch);
+        };
+        if !batch.timers.is_empty() || !batch.state.is_empty() {
             return Err(batch);
         }
         if batch.deferrals.is_empty() {
@@ -194,7 +207,8 @@ impl PartitionStores {
         if written.is_ok() {
             // A store that writes at once counts at once; one that cannot
             // is read again at the next commit.
-            self.deferred
+            owner
+                .deferred
                 .refresh(|| self.stores.counts_now(&self.partition));
         }
         Ok(written)

@@ -247,15 +247,17 @@ where
         .instrument(span)
         .await;
     attempts.answer(&shared, &attempt);
-    match attempt {
-        Attempt::Terminal(cause) => Fate::Terminal(cause),
-        Attempt::Unsettled => Fate::Unsettled,
+    match (attempt, job) {
+        (Attempt::Terminal(cause), _) => Fate::Terminal(cause),
+        (Attempt::Unsettled, _) => Fate::Unsettled,
         // Put off by the defer stage: it stays stored.
-        Attempt::PutOff(at) => Fate::Delayed(to_seconds(at)),
-        Attempt::Response(_) | Attempt::Failed(_) => {
-            if let Job::Timer(fire) = job {
-                remove(&shared, &attempts, fire).await;
-            }
+        (Attempt::PutOff(at), Job::Timer(_)) => Fate::Delayed(to_seconds(at)),
+        // Only a timer is put off: a record settles, on every path.
+        (Attempt::PutOff(_) | Attempt::Response(_) | Attempt::Failed(_), Job::Record(_)) => {
+            Fate::Settled
+        }
+        (Attempt::Response(_) | Attempt::Failed(_), Job::Timer(fire)) => {
+            remove(&shared, &attempts, fire).await;
             Fate::Settled
         }
     }

@@ -32,9 +32,8 @@ pub(crate) enum Rider {
 }
 
 /// The unit of work of one handler attempt: its timer changes, its keyed
-/// state writes, the riders of the stages around it (a dedup record, a
-/// deferred head's completion) and, once the event settled, the stack's
-/// response (the handler's output).
+/// state writes and the riders of the stages around it (a dedup record, a
+/// deferred head's completion), staged and committed once; nothing else.
 ///
 /// Invariant: an attempt's changes reach the store only through its one
 /// [`commit`](UnitOfWork::commit), made after its handler succeeded
@@ -115,7 +114,7 @@ impl UnitOfWork {
     }
 
     /// The unit of another event of the key: nothing staged, not
-    /// committed, nothing put off; its state begins afresh with its attempt.
+    /// committed; its state begins afresh with its attempt.
     #[must_use]
     pub(crate) fn detached(&self) -> Self {
         Self {

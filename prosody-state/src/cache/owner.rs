@@ -77,8 +77,8 @@ impl Weighter<Slot, Known> for ByCells {
 /// read from the store is not kept (its remaining TTL is not known); an
 /// absence is, since only a write ends it, unless a commit settled while
 /// it was read. A cell near its expiry is left to the store. The cache
-/// lives with the partition's store access, so a partition taken again
-/// starts empty.
+/// lives while its partition is open (`CachedStores` opens and closes
+/// it), so a partition taken again starts empty.
 pub(crate) struct OwnerCache {
     slots: Mutex<Slots>,
 }

@@ -23,7 +23,7 @@ use futures_util::stream::{self, StreamExt};
 use prosody_core::broker::{TopicPartition, partition_for_key};
 use prosody_core::key::Key;
 use prosody_core::state::{Reading, Spec, StateError};
-use prosody_core::store::{Direction, ItemRange, Stores};
+use prosody_core::store::{AnyStores, Direction, ItemRange, Stores};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -45,6 +45,8 @@ pub trait Gate: Send + Sync + 'static {
 /// every read passes the gate first.
 pub struct Source<S> {
     stores: S,
+    /// The same stores erased once, for the views of its reads.
+    erased: AnyStores,
     topic: Arc<str>,
     partitions: i32,
     gate: Option<Arc<dyn Gate>>,
@@ -96,6 +98,7 @@ impl<S: Stores> Source<S> {
     #[must_use]
     pub fn new(stores: S, topic: impl Into<Arc<str>>, partitions: i32) -> Self {
         Self {
+            erased: stores.clone().erase(),
             stores,
             topic: topic.into(),
             partitions: partitions.max(1),
@@ -129,7 +132,7 @@ impl<S: Stores> Source<S> {
         let key = Key::from(key);
         let partition = partition_for_key(key.as_bytes(), self.partitions);
         let partition = TopicPartition::new(Arc::clone(&self.topic), partition);
-        Reading::new(self.stores.clone(), partition, key, spec)
+        Reading::new(self.erased.clone(), partition, key, spec)
     }
 
     /// The items of `range` in `direction` of `key`'s collection `spec`,
@@ -189,6 +192,7 @@ impl<S: Clone> Clone for Source<S> {
     fn clone(&self) -> Self {
         Self {
             stores: self.stores.clone(),
+            erased: self.erased.clone(),
             topic: Arc::clone(&self.topic),
             partitions: self.partitions,
             gate: self.gate.clone(),

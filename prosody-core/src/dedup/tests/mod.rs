@@ -1,21 +1,17 @@
 use super::{DedupConfig, DedupLayer};
-use crate::broker::TopicPartition;
 use crate::clock::Timestamp;
 use crate::context::Context;
 use crate::error::{Category, HandlerError};
 use crate::event::{Event, Excise, Headers, Message, Timer};
 use crate::handler::EventRequest;
-use crate::store::dedup::DedupKey;
-use crate::store::{Batch, StoreError, Wrapped};
 use crate::testkit;
 use crate::work::{Rider, UnitOfWork};
 use crate::{Response, Settlement};
 use proptest::prelude::*;
-use prosody_memory::MemoryStores;
 use std::collections::HashSet;
-use std::future::{Future, ready};
+use std::future::ready;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -23,61 +19,9 @@ use tower::util::MapRequest;
 use tower::{Layer, Service, ServiceExt};
 
 mod cache;
+mod store;
 
-/// A store that remembers keys (ignoring ttls) and can be made to fail;
-/// with `peeks`, it answers lookups at once too (as a store in memory).
-#[derive(Clone, Default)]
-struct TestStore {
-    inner: MemoryStores,
-    keys: Arc<Mutex<HashSet<DedupKey>>>,
-    fail_lookups: Arc<AtomicBool>,
-    fail_inserts: Arc<AtomicBool>,
-    lookups: Arc<AtomicUsize>,
-    peeks: bool,
-}
-
-impl TestStore {
-    fn peeking() -> Self {
-        Self {
-            peeks: true,
-            ..Self::default()
-        }
-    }
-}
-
-/// Only the dedup reads answer from this store's keys; it takes no commit.
-impl Wrapped for TestStore {
-    type Inner = MemoryStores;
-
-    fn inner(&self) -> &MemoryStores {
-        &self.inner
-    }
-
-    fn contains(&self, key: DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.lookups.fetch_add(1, Ordering::Relaxed);
-        ready(if self.fail_lookups.load(Ordering::Relaxed) {
-            Err(StoreError::unavailable("lookup down"))
-        } else {
-            Ok(self.keys.lock().unwrap().contains(&key))
-        })
-    }
-
-    fn contains_now(&self, key: DedupKey) -> Option<bool> {
-        self.peeks.then(|| self.keys.lock().unwrap().contains(&key))
-    }
-
-    async fn commit(&self, _: &TopicPartition, _: Batch) -> Result<(), StoreError> {
-        Err(StoreError::rejected("no commits here"))
-    }
-
-    fn commit_now(
-        &self,
-        _: &TopicPartition,
-        batch: Batch,
-    ) -> Result<Result<(), StoreError>, Batch> {
-        Err(batch)
-    }
-}
+use store::TestStore;
 
 /// `layer` over `inner`, each request reaching `store` through its unit of
 /// work, as the runtime hands a partition's stores to its stages.
