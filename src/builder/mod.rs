@@ -43,6 +43,17 @@ impl ProsodyClient<JsonCodec> {
     }
 }
 
+// The option table's setters, one per row (their shapes' types named
+// here, where they expand).
+mod setters {
+    use super::ClientBuilder;
+    use crate::config::{GroupProtocol, ReadTtl, SaslMechanism, SecurityProtocol, SpanLink};
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    crate::config::option_rows!(crate::config::schema::setters);
+}
+
 impl<C> ClientBuilder<C> {
     pub(crate) fn options_mut(&mut self) -> &mut Options {
         &mut self.options
@@ -131,6 +142,9 @@ impl<C: Codec> ClientBuilder<C> {
     /// shared by the clients of a group; without it, the `opentelemetry`
     /// globals' (`opentelemetry::global::meter("prosody")`, which records
     /// nothing until the application sets a global meter provider).
+    /// Each client built with a given meter registers its own instruments
+    /// and counter callbacks on it, which live as long as the meter: give
+    /// a long-lived process one client per meter, or leave the default.
     /// Spans need no such setting: they are `tracing` spans, exported by
     /// whatever OpenTelemetry layer the application's subscriber has
     /// (`prosody::otel::layer`, or its own).

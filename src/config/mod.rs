@@ -11,7 +11,7 @@ mod peer;
 pub(crate) use peer::{PeerSettings, default_interface};
 mod qos;
 mod rules;
-mod schema;
+pub(crate) mod schema;
 mod state;
 mod table;
 mod unknown;
@@ -26,8 +26,8 @@ pub use observe::{ProbePort, SpanLink};
 pub use qos::Mode;
 pub(crate) use qos::Qos;
 pub use state::ReadTtl;
-pub(crate) use table::Options;
 use table::Values;
+pub(crate) use table::{Options, option_rows};
 
 use crate::env::{Env, EnvError};
 use prosody_core::RuntimeConfig;

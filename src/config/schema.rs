@@ -107,19 +107,6 @@ macro_rules! options {
             }
         }
 
-        impl<C> $crate::builder::ClientBuilder<C> {
-            $(
-                $crate::config::schema::setter! {
-                    [
-                        $(#[$doc])*
-                        #[doc = ""]
-                        #[doc = $crate::config::schema::env_doc!($variable, $presence $(($default))?)]
-                    ]
-                    $name: $shape
-                }
-            )*
-        }
-
         /// Every row's option and variable.
         pub(crate) const VARIABLES: &[(&str, &str)] = &[$((stringify!($name), $variable),)*];
 
@@ -144,6 +131,37 @@ macro_rules! options {
             .into_iter()
             .flatten()
             .collect()
+        }
+    };
+}
+
+/// The builder's setters of the option table's rows (`option_rows!`),
+/// each documented with its variable and default: expanded where the
+/// builder is, so that `ClientBuilder` is the builder's own name there.
+macro_rules! setters {
+    (
+        $(#[$meta:meta])*
+        pub(crate) struct Options {
+            $( $(#[$xmeta:meta])* $xname:ident: $xty:ty, )*
+        }
+        $(
+            $(#[$doc:meta])*
+            $name:ident: $shape:ident, $variable:literal, $presence:ident $(($default:literal))?
+            $(, check $rule:path $(=> $out:ty)?)?
+            $(, test($sample:expr, |$s:ident| $read:expr))?;
+        )*
+    ) => {
+        impl<C> ClientBuilder<C> {
+            $(
+                $crate::config::schema::setter! {
+                    [
+                        $(#[$doc])*
+                        #[doc = ""]
+                        #[doc = $crate::config::schema::env_doc!($variable, $presence $(($default))?)]
+                    ]
+                    $name: $shape
+                }
+            )*
         }
     };
 }
@@ -370,7 +388,9 @@ macro_rules! set {
     };
 }
 
-pub(crate) use {checked, env_doc, layered, options, parser, present, resolved, setter, stored};
+pub(crate) use {
+    checked, env_doc, layered, options, parser, present, resolved, setter, setters, stored,
+};
 #[cfg(test)]
 pub(crate) use {documented, set, test_row};
 
