@@ -1,12 +1,12 @@
 //! The stage's slow paths: setting a record aside, storing a key's later
 //! records behind it, and draining a key's backlog when its timer fires.
 
-use super::future::{Boxed, Failed, failed};
+use super::decide::{Boxed, Failed, after, failed};
 use super::{Origin, Shared};
 use crate::Settlement;
 use crate::answer;
 use crate::broker::TopicPartition;
-use crate::clock::{self, Timestamp};
+use crate::clock::Timestamp;
 use crate::codec;
 use crate::context::{Context, Demand};
 use crate::error::{Category, HandlerError};
@@ -18,12 +18,11 @@ use crate::metrics::Action;
 use crate::peer::Answer;
 use crate::response;
 use crate::store::defer::Deferral;
-use crate::store::timer::{TimerKind, from_seconds};
+use crate::store::timer::TimerKind;
 use crate::store::{Batch, DeferWrite, TimerChange};
 use crate::work::Rider;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 use tower::{Service, ServiceExt};
 use tracing::{debug, error, warn};
 
@@ -36,23 +35,6 @@ struct ShuttingDown;
 #[derive(Debug, thiserror::Error)]
 #[error("this context has no timers, so the event cannot be deferred")]
 struct NoTimers;
-
-/// The second at which a retry `delay` from now is set: the first whole
-/// second at or after `now + delay` (timers have second precision, and
-/// rounding down could run it early), and after `not_before` (the firing
-/// timer's own second, which the runtime removes once the firing settles).
-pub(super) fn after(delay: Duration, not_before: Option<Timestamp>) -> Timestamp {
-    let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-    let due = clock::now().as_millis().saturating_add(delay);
-    let second = due.div_euclid(1000) + i64::from(due.rem_euclid(1000) != 0);
-    let at = from_seconds(second);
-    match not_before {
-        Some(fired) if at <= fired => {
-            Timestamp::from_millis(fired.as_millis().saturating_add(1000))
-        }
-        _ => at,
-    }
-}
 
 /// Sets a failed record aside: its key's defer timer first, then its
 /// offset, so a stored offset always has a timer. Either write failing

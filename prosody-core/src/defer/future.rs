@@ -1,19 +1,14 @@
 //! The response future of the defer service.
 
+use super::decide::{Boxed, Failed, failed};
 use super::{Origin, Shared, backlog};
 use crate::Settlement;
-use crate::error::{Category, HandlerError};
-use crate::metrics::Action;
-use crate::store::timer::TimerKind;
-use futures_util::future::BoxFuture;
+use crate::error::HandlerError;
 use pin_project::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
-
-/// A boxed future of the stage's slow paths (deferring, lookups, retries).
-pub(crate) type Boxed<R> = BoxFuture<'static, Result<R, HandlerError>>;
 
 #[pin_project(project = StateProjection)]
 enum State<F, R> {
@@ -105,51 +100,3 @@ where
 #[derive(Debug, thiserror::Error)]
 #[error("the defer future was polled after it completed")]
 struct PolledAfterCompletion;
-
-/// What to do with the result of an inner call.
-pub(super) enum Failed<R> {
-    /// Return it as it is (or as an application timer put off).
-    Returned(Result<R, HandlerError>),
-    /// Defer the record it failed on.
-    Defer(HandlerError),
-}
-
-/// Counts the result in the gate and decides: a success or a non-transient
-/// error returns as is; a transient failure the gate lets through is
-/// deferred (a record) or put off (an application timer); any other
-/// returns to the retry stage.
-pub(super) fn failed<R: Settlement, L>(
-    shared: &Shared<L>,
-    origin: &Origin,
-    result: Result<R, HandlerError>,
-) -> Failed<R> {
-    let error = match result {
-        Ok(response) => {
-            shared.record(false);
-            return Failed::Returned(Ok(response));
-        }
-        Err(error) => error,
-    };
-    let context = origin.context();
-    if error.category() != Category::Transient || context.is_shutting_down() {
-        return Failed::Returned(Err(error));
-    }
-    if !shared.record(true) {
-        return Failed::Returned(Err(error));
-    }
-    match (origin, context.work()) {
-        (Origin::Record { .. }, _) => Failed::Defer(error),
-        // A commit that failed partway may have removed the timer already
-        // (its first change): only the retry stage can finish the job.
-        (Origin::Timer { .. }, Some(work)) if work.commit_started() => Failed::Returned(Err(error)),
-        (Origin::Timer { deferrals, .. }, Some(_)) => {
-            let delay = shared.config.backoff().delay(deferrals.saturating_add(1));
-            let at = backlog::after(delay, None);
-            context.meter().count(Action::Deferred);
-            tracing::warn!(%error, key = %context.key(), ?delay, kind = ?TimerKind::Application,
-                "timer failed; it runs again after the delay");
-            Failed::Returned(Ok(R::put_off(at)))
-        }
-        (Origin::Timer { .. }, None) => Failed::Returned(Err(error)),
-    }
-}

@@ -53,6 +53,7 @@
 
 mod backlog;
 mod config;
+mod decide;
 mod future;
 mod gate;
 mod layer;
