@@ -44,9 +44,9 @@ pub trait Gate: Send + Sync + 'static {
 /// Invariant: `partitions` is at least 1, so every key has a partition;
 /// every read passes the gate first.
 pub struct Source<S> {
-    stores: S,
-    /// The same stores erased once, for the views of its reads.
+    /// The group's stores, `S` erased once, for the views of its reads.
     erased: AnyStores,
+    stores: PhantomData<fn() -> S>,
     topic: Arc<str>,
     partitions: i32,
     gate: Option<Arc<dyn Gate>>,
@@ -98,8 +98,8 @@ impl<S: Stores> Source<S> {
     #[must_use]
     pub fn new(stores: S, topic: impl Into<Arc<str>>, partitions: i32) -> Self {
         Self {
-            erased: stores.clone().erase(),
-            stores,
+            erased: stores.erase(),
+            stores: PhantomData,
             topic: topic.into(),
             partitions: partitions.max(1),
             gate: None,
@@ -188,11 +188,11 @@ impl<S: Stores> Source<S> {
     }
 }
 
-impl<S: Clone> Clone for Source<S> {
+impl<S> Clone for Source<S> {
     fn clone(&self) -> Self {
         Self {
-            stores: self.stores.clone(),
             erased: self.erased.clone(),
+            stores: PhantomData,
             topic: Arc::clone(&self.topic),
             partitions: self.partitions,
             gate: self.gate.clone(),
