@@ -22,7 +22,24 @@ async fn topics_are_created_described_and_deleted() -> Result<(), AdminError> {
         retention: Some(Duration::from_secs(2 * 3600)),
     };
     admin.create_topic(&name, &options).await?;
-    let topic = admin.describe_topic(&name).await?;
+    // Creation reaches the metadata shortly after the request returns, as
+    // deletion does below.
+    let created = async {
+        loop {
+            match admin.describe_topic(&name).await {
+                Err(AdminError::UnknownTopic(_)) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                described => return described,
+            }
+        }
+    };
+    let topic = tokio::time::timeout(Duration::from_secs(30), created)
+        .await
+        .map_err(|_| AdminError::Invalid {
+            option: "describe_topic",
+            reason: "the created topic did not appear".into(),
+        })??;
     assert_eq!((topic.partitions, topic.replication_factor), (3, 1));
     assert_eq!(
         topic.configs.get("cleanup.policy").map(String::as_str),
