@@ -122,7 +122,7 @@ impl Queues {
 /// Its writes are inherent methods, which
 /// [`MemoryStores`](crate::MemoryStores) commits through; those stores pass
 /// the shared conformance suite (`prosody_conformance::store::defer`, see
-/// `tests/defer.rs`).
+/// `tests/suite/defer.rs`).
 /// Memory holds one entry per key with deferred offsets and one per such
 /// offset: a key's entry is removed when its last offset completes (see the
 /// removal path on the internal `Queues` type). Nothing is bounded by a

@@ -59,7 +59,7 @@ fn each_variable_is_classified() {
 
 /// Each unknown variable is warned of once, however many clients are
 /// built; variables that are options, or read elsewhere, are not. (The
-/// log lines themselves: `tests/variables.rs`.)
+/// log lines themselves: `tests/suite/variables.rs`.)
 #[test]
 fn each_unknown_variable_is_warned_of_once() {
     let environment = || {
