@@ -6,6 +6,7 @@
 
 #![allow(clippy::expect_used, reason = "test code fails loudly")]
 
+use crate::support;
 use prosody::broker::{
     Broker, BrokerError, Consumer, ConsumerConfig, ConsumerEvent, Record, TopicPartition,
 };
@@ -194,7 +195,7 @@ impl std::io::Write for Logs {
 #[tokio::test(start_paused = true)]
 async fn a_consumer_that_never_leaves_holds_shutdown_up_only_to_its_floor() {
     let logs = Logs::default();
-    let _default = tracing::subscriber::set_default(logs.subscriber());
+    let _default = support::capture(logs.subscriber());
     let budget = Duration::from_secs(10);
     let broker = Tweaked {
         broker: MemoryBroker::new(),
@@ -235,7 +236,7 @@ async fn a_consumer_that_never_leaves_holds_shutdown_up_only_to_its_floor() {
 #[tokio::test(start_paused = true)]
 async fn a_client_dropped_unshut_says_what_it_left() {
     let logs = Logs::default();
-    let _default = tracing::subscriber::set_default(logs.subscriber());
+    let _default = support::capture(logs.subscriber());
     let client = consuming(Duration::from_secs(10)).await;
     let (started, mut handling) = mpsc::unbounded_channel();
     client
@@ -263,7 +264,7 @@ async fn a_client_dropped_unshut_says_what_it_left() {
     );
 
     let logs = Logs::default();
-    let _default = tracing::subscriber::set_default(logs.subscriber());
+    let _default = support::capture(logs.subscriber());
     let shut = consuming(Duration::from_secs(10)).await;
     let (started, mut handling) = mpsc::unbounded_channel();
     shut.subscribe(Hangs(started))

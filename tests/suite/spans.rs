@@ -10,6 +10,7 @@
     reason = "test code fails loudly"
 )]
 
+use crate::support;
 use opentelemetry::trace::{SpanContext, TraceContextExt as _, TracerProvider as _};
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -76,7 +77,7 @@ async fn run(message_spans: SpanLink) -> Traced {
         .build();
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = support::capture(subscriber);
 
     let client = builder()
         .message_spans(message_spans)
@@ -210,7 +211,7 @@ async fn a_failure_logged_at_once_carries_its_records_span() {
         .with_max_level(tracing::Level::DEBUG)
         .with_ansi(false)
         .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = support::capture(subscriber);
 
     let client = builder()
         .mode(prosody::Mode::BestEffort)

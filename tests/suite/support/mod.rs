@@ -287,3 +287,24 @@ impl<C: Consumer> Consumer for ProbedConsumer<C> {
         self.inner.close()
     }
 }
+
+/// Makes `subscriber` this thread's default until the guard drops, for a
+/// test that reads what was logged.
+///
+/// First, once per process, a bare registry becomes the global default.
+/// Tracing caches each callsite's interest for the whole process, and
+/// while one dispatcher alone is registered it asks the registering
+/// thread's: a callsite that another suite of this binary first reaches
+/// on a thread with no subscriber would be cached as never, and this
+/// test's line lost. With a global default there are always two.
+pub fn capture<S>(subscriber: S) -> tracing::subscriber::DefaultGuard
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        // Another suite may have set one already; any will do.
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    });
+    tracing::subscriber::set_default(subscriber)
+}
