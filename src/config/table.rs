@@ -258,7 +258,7 @@ macro_rules! option_rows {
             test(|n| millis(n, 1, 600_000), |s| duration(s.kafka.connect_timeout));
         /// How the Kafka clients talk to the brokers.
         security_protocol: SecurityProtocol, "PROSODY_SECURITY_PROTOCOL", default("plaintext"),
-            test(|n| if n % 2 == 0 { "plaintext" } else { "ssl" }.to_owned(),
+            test(|n| if n % 2 == 0 || cfg!(not(feature = "tls")) { "plaintext" } else { "ssl" }.to_owned(),
                  |s| s.kafka.security_protocol.to_string());
         /// The SASL mechanism, required with a SASL security protocol.
         sasl_mechanism: SaslMechanism, "PROSODY_SASL_MECHANISM", optional;

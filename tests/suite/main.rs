@@ -18,11 +18,9 @@
 
 mod support;
 
-mod backlog;
 mod client;
 mod defer;
 mod duplicates;
-mod gauges;
 mod handoff;
 mod metrics;
 mod modes;
@@ -37,6 +35,12 @@ mod stores;
 mod timeout;
 mod timers;
 mod variables;
+
+// Suites that read `/metrics`, which the `otel` feature serves.
+#[cfg(feature = "otel")]
+mod backlog;
+#[cfg(feature = "otel")]
+mod gauges;
 
 #[cfg(feature = "cassandra")]
 mod cassandra_slab_size;

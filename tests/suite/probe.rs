@@ -10,7 +10,6 @@
     reason = "test code fails loudly"
 )]
 
-use prosody::broker::{Broker as _, OutgoingRecord, Producer as _};
 use prosody::{
     ConsumerState, Context, EventHandler, Excise, HandlerError, MemoryBroker, Message,
     ProsodyClient, Timer,
@@ -200,8 +199,10 @@ async fn mock_mode_serves_no_probes_unless_asked() {
 /// export reads too: a handled record shows in the consumed count and the
 /// handler-call histogram, labelled with its group and partition, and the
 /// whole page parses as Prometheus text.
+#[cfg(feature = "otel")]
 #[tokio::test]
 async fn metrics_are_served_beside_the_probes() {
+    use prosody::broker::{Broker as _, OutgoingRecord, Producer as _};
     let broker = MemoryBroker::new();
     broker.create_topic("metered", 1).unwrap();
     let client = ProsodyClient::builder()

@@ -19,8 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 
-use crate::support;
-
 static BALANCES: MapDef<i64> = MapDef::new("balances").published(true);
 static RETIRED: MapDef<i64> = MapDef::new("balances");
 static OTHER: ValueDef<i64> = ValueDef::new("other").published(true);
@@ -206,6 +204,7 @@ async fn a_reader_sees_committed_state_within_its_window() {
 /// The reading client's metrics count its readers' cache: the first read
 /// of a key goes to the owners' store (a miss), the next two within the
 /// window are answered by the cache (hits).
+#[cfg(feature = "otel")]
 #[tokio::test]
 async fn the_readers_cache_hits_and_misses_are_measured() {
     let broker = MemoryBroker::new();
@@ -246,7 +245,7 @@ async fn the_readers_cache_hits_and_misses_are_measured() {
         .await
         .unwrap();
     let (_, _, page) =
-        support::http::fetch(client.probe_address().expect("probe"), "/metrics").await;
+        crate::support::http::fetch(client.probe_address().expect("probe"), "/metrics").await;
     let count = |name: &str| {
         page.lines()
             .find(|line| {

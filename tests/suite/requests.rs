@@ -15,8 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::support;
-
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Longer than a deferred record's two retries take.
 const DEFERRED: Duration = Duration::from_secs(60);
@@ -319,6 +317,7 @@ proptest! {
 
 /// Each subsystem's outcome is counted, under the subsystem's name and
 /// the outcome, and its round trip measured, in the requester's metrics.
+#[cfg(feature = "otel")]
 #[tokio::test]
 async fn request_outcomes_are_counted_per_subsystem() {
     let broker = MemoryBroker::new();
@@ -345,7 +344,7 @@ async fn request_outcomes_are_counted_per_subsystem() {
     };
     client.subscribe(idle).await.expect("subscribe");
     let (_, _, page) =
-        support::http::fetch(client.probe_address().expect("probe"), "/metrics").await;
+        crate::support::http::fetch(client.probe_address().expect("probe"), "/metrics").await;
     let count = |subsystem: &str, outcome: &str| {
         page.lines()
             .find(|line| {

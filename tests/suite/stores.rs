@@ -125,6 +125,7 @@ impl Wrapped for Picky {
 /// On Kafka, no store that outlives the process means no client: the
 /// build fails naming what to set, before it reaches for the cluster (the
 /// servers here answer nothing).
+#[cfg(feature = "kafka")]
 #[tokio::test]
 async fn kafka_without_a_durable_store_does_not_build() {
     let error = ProsodyClient::builder()
