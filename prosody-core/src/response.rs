@@ -17,12 +17,16 @@ pub enum Response<T> {
     /// backlog, an event whose changes landed already.
     Unhandled,
     /// The event settled with this failure: routed to the failure topic,
-    /// or dropped (best-effort). The message is the one a requester is told.
-    Failed(Box<str>),
+    /// or dropped (best-effort). The message is the one a requester is told;
+    /// boxed once more so the response stays two words.
+    Failed(Box<String>),
     /// A firing application timer the defer stage put off: it stays stored
     /// and runs again at this time.
     PutOff(Timestamp),
 }
+
+// Every stage's future moves the response, eight stages deep: keep it two words.
+const _: () = assert!(size_of::<Response<()>>() <= 16);
 
 impl<T> Response<T> {
     /// The handler's output, if it succeeded.
@@ -72,7 +76,7 @@ impl<T: Serialize + Send + 'static> Settlement for Response<T> {
     }
 
     fn failed(error: &HandlerError) -> Self {
-        Self::Failed(failure(error).into())
+        Self::Failed(Box::new(failure(error)))
     }
 
     fn put_off(at: Timestamp) -> Self {
@@ -98,7 +102,7 @@ impl<T: Serialize + Send + 'static> Settlement for Response<T> {
                     Answer::Failed(format!("the response does not serialize as JSON: {error}"))
                 }
             }),
-            Self::Failed(message) => Some(Answer::Failed(message.to_string())),
+            Self::Failed(message) => Some(Answer::Failed(String::clone(message))),
             Self::Unhandled | Self::PutOff(_) => None,
         }
     }

@@ -54,7 +54,7 @@
 //! let settled = stack.oneshot(message("order-7")).await.map_err(|error| error.to_string())?;
 //!
 //! // Settled with its failure, not handled.
-//! assert_eq!(settled, Response::Failed("unknown currency".into()));
+//! assert_eq!(settled, Response::Failed(Box::new("unknown currency".into())));
 //! let routed = kept.0.lock().map_err(|_| "poisoned")?;
 //! assert_eq!(&*routed[0].topic, "orders.failed");
 //! assert_eq!(routed[0].headers.get_str(CATEGORY_HEADER), Some("permanent"));

@@ -76,7 +76,7 @@ async fn a_permanent_failure_is_routed_once_with_its_record_and_error_headers() 
     }
     assert_eq!(
         service.oneshot(request).await.ok(),
-        Some(Response::Failed("handler says no".into())),
+        Some(Response::Failed(Box::new("handler says no".into()))),
         "the event settles with its failure"
     );
     let sent = producer.sent.lock().expect("sent");

@@ -26,7 +26,7 @@
 //! let stack = ServiceBuilder::new().layer(LogLayer::new()).service(failing);
 //! // Logged once, then settled with its failure.
 //! let settled = stack.oneshot(request("order-7")).await?;
-//! assert_eq!(settled, Response::Failed("no such customer".into()));
+//! assert_eq!(settled, Response::Failed(Box::new("no such customer".into())));
 //! # Ok(())
 //! # }
 //! ```

@@ -20,11 +20,11 @@ async fn outcome(error: fn() -> HandlerError) -> Result<Response<u8>, Category> 
 async fn transient_and_permanent_failures_settle_and_terminal_passes() {
     assert_eq!(
         outcome(|| HandlerError::transient("t")).await,
-        Ok(Response::Failed("t".into()))
+        Ok(Response::Failed(Box::new("t".into())))
     );
     assert_eq!(
         outcome(|| HandlerError::permanent("p")).await,
-        Ok(Response::Failed("p".into()))
+        Ok(Response::Failed(Box::new("p".into())))
     );
     assert_eq!(
         outcome(|| HandlerError::terminal("x")).await,

@@ -144,7 +144,10 @@ impl UnitOfWork {
     pub(crate) async fn write(&self, batch: Batch) -> Result<(), StoreError> {
         match self.access.commit_now(batch) {
             Ok(written) => written,
-            Err(batch) => self.access.commit(batch).await,
+            // Boxed: the stores' commit waits on I/O and boxes its own call
+            // anyway, and its state (hundreds of bytes) would otherwise sit
+            // in every handler call's future, through the commit.
+            Err(batch) => Box::pin(self.access.commit(batch)).await,
         }
     }
 
