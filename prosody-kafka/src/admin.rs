@@ -3,7 +3,7 @@
 //! Every option comes from its argument, else its `PROSODY_*` environment
 //! variable, else the broker's default. (librdkafka's mock cluster has no
 //! admin handlers: the option handling is tested here, the requests on a
-//! real broker in `tests/admin.rs`.)
+//! real broker in `tests/suite/admin.rs`.)
 
 use crate::KafkaConfig;
 use crate::error::backend;

@@ -138,7 +138,7 @@ impl Entries {
 /// expires entries. Its one write, [`insert`](Self::insert), is inherent;
 /// [`MemoryStores`](crate::MemoryStores) commits through it, and those
 /// stores pass the shared conformance suite
-/// (`prosody_conformance::store::dedup`, see `tests/dedup.rs`).
+/// (`prosody_conformance::store::dedup`, see `tests/suite/dedup.rs`).
 /// Memory holds live entries plus expired ones not yet swept, never more
 /// than its capacity; see the removal path on the (internal) `Entries` type.
 #[derive(Clone, Debug)]

@@ -116,7 +116,7 @@ impl Leases {
 /// [`MemoryStores`](crate::MemoryStores) holds one, shared by its clones
 /// as a real directory is shared by every group; those stores pass the
 /// shared conformance suite (`prosody_conformance::store::directory`, see
-/// `tests/directory.rs`).
+/// `tests/suite/directory.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryPeerDirectory {
     directory: Arc<Mutex<Directory>>,

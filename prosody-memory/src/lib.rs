@@ -7,7 +7,7 @@
 //! so under a paused clock a whole system built on it is deterministic.
 //!
 //! It passes the shared conformance suite
-//! (`prosody_conformance::broker`, see `tests/conformance.rs`).
+//! (`prosody_conformance::broker`, see `tests/suite/conformance.rs`).
 //!
 //! ```
 //! use prosody_contracts::broker::{

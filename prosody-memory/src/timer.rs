@@ -173,7 +173,7 @@ impl Timers {
 /// `PartitionTimers` type. Its writes are inherent methods, which
 /// [`MemoryStores`](crate::MemoryStores) commits through; those stores pass
 /// the shared conformance suite (`prosody_conformance::store::timer`, see
-/// `tests/timer.rs`).
+/// `tests/suite/timer.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryTimerStore {
     timers: Arc<Mutex<Timers>>,

@@ -5,8 +5,8 @@
 //!
 //! Run one suite by its module path, e.g. `cargo test --test suite
 //! simulation::`. Suites that cannot share a process stay binaries of
-//! their own: `durable` and `requests_real` (crash tests that run this
-//! binary again as members), `kafka_outage` (it stops and starts the
+//! their own: `durable` and `requests_real` (crash tests that run their
+//! own binary again as members), `kafka_outage` (it stops and starts the
 //! Kafka server) and `sentry` (its feature).
 
 #![allow(
@@ -42,11 +42,11 @@ mod backlog;
 #[cfg(feature = "otel")]
 mod gauges;
 
-#[cfg(feature = "cassandra")]
+#[cfg(all(feature = "kafka", feature = "cassandra"))]
 mod cassandra_slab_size;
 #[cfg(all(feature = "kafka", feature = "cassandra"))]
 mod kafka;
-#[cfg(feature = "kafka")]
+#[cfg(all(feature = "kafka", feature = "otel"))]
 mod kafka_lag;
 #[cfg(all(feature = "kafka", feature = "cassandra"))]
 mod kafka_real;

@@ -283,6 +283,38 @@ fn setting(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Silences panic messages on this thread (the scenarios' runtime runs on
+/// it, and their scripted panics with it) until dropped, however the
+/// thread leaves: the other suites of this binary share the process's
+/// panic hook and keep theirs.
+struct Quiet;
+
+impl Quiet {
+    fn on_this_thread() -> Self {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !QUIET.with(std::cell::Cell::get) {
+                    previous(info);
+                }
+            }));
+        });
+        QUIET.with(|quiet| quiet.set(true));
+        Self
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        QUIET.with(|quiet| quiet.set(false));
+    }
+}
+
 #[test]
 fn scenarios_keep_every_promise() {
     let seeds: Vec<u64> = if let Some(seed) = setting("SIM_SEED") {
@@ -297,8 +329,7 @@ fn scenarios_keep_every_promise() {
         (0..count).chain(extra.copied()).collect()
     };
     // Scripted panics are expected: keep them out of the output.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    let quiet = Quiet::on_this_thread();
     let mut failures: Vec<(u64, String)> = Vec::new();
     for &seed in &seeds {
         if failures.len() == REPORTED {
@@ -308,7 +339,7 @@ fn scenarios_keep_every_promise() {
             failures.push((seed, problem));
         }
     }
-    std::panic::set_hook(hook);
+    drop(quiet);
     let Some(&(first, _)) = failures.first() else {
         return;
     };

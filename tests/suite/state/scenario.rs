@@ -186,10 +186,6 @@ pub fn check_on<S: Stores>(
         .enable_all()
         .build()
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
-        .with_test_writer()
-        .try_init();
     runtime.block_on(async {
         let stores = stores().await;
         scenario(
