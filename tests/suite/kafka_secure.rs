@@ -60,6 +60,10 @@ impl Secured {
             .group_id(services::unique("secure_group"))
             .source_system("producer")
             .connect_timeout(Duration::from_secs(10))
+            // A first send over SASL_SSL to a new topic can take longer
+            // than the default second on a loaded machine; this suite
+            // proves the credentials, not the latency.
+            .send_timeout(Duration::from_secs(30))
             .disable_probe()
             // Stores in memory, whatever PROSODY_CASSANDRA_NODES says.
             .stores(MemoryStores::new())
