@@ -93,6 +93,19 @@ impl Backend {
         }
     }
 
+    /// The producer of sends a caller waits on (the client's `send` and
+    /// requests): on Kafka one of its own that does not wait for a batch
+    /// to fill ([`KafkaBroker::immediate`]), elsewhere the broker's.
+    pub(crate) fn immediate_producer(&self) -> Result<BackendProducer, BrokerError> {
+        match &self.0 {
+            #[cfg(feature = "kafka")]
+            Brokers::Kafka(broker) => Ok(BackendProducer(Producers::Kafka(
+                broker.immediate().producer()?,
+            ))),
+            _ => self.producer(),
+        }
+    }
+
     /// Whether the records live in Kafka (not in this process).
     pub(crate) fn is_kafka(&self) -> bool {
         match self.0 {

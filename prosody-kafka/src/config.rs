@@ -14,6 +14,9 @@ const MIN_DELIVERY_TIMEOUT: Duration = Duration::from_millis(10);
 /// The longest [`KafkaConfig::delivery_timeout`], librdkafka's maximum.
 const MAX_DELIVERY_TIMEOUT: Duration = Duration::from_millis(2_147_483_647);
 
+/// The longest [`KafkaConfig::linger`], librdkafka's maximum `linger.ms`.
+const MAX_LINGER: Duration = Duration::from_secs(900);
+
 /// The default of [`KafkaConfig::discard_threshold`].
 pub const DEFAULT_DISCARD_THRESHOLD: usize = 100;
 
@@ -35,6 +38,9 @@ pub struct KafkaConfig {
     statistics_interval: Option<std::time::Duration>,
     /// librdkafka's `message.timeout.ms` for the producer.
     delivery_timeout: Option<Duration>,
+    /// librdkafka's `linger.ms` for the producer (its default, 5 ms, when
+    /// `None`).
+    linger: Option<Duration>,
     group_protocol: GroupProtocol,
 }
 
@@ -64,6 +70,7 @@ impl KafkaConfig {
             discard_threshold: DEFAULT_DISCARD_THRESHOLD,
             statistics_interval: None,
             delivery_timeout: None,
+            linger: None,
             group_protocol: GroupProtocol::Classic,
         })
     }
@@ -88,8 +95,26 @@ impl KafkaConfig {
         self
     }
 
+    /// How long the producer waits for more records to fill a batch
+    /// (librdkafka's `linger.ms`, 5 ms by default): a `linger.ms` (or its
+    /// alias `queue.buffering.max.ms`) set with [`with`](Self::with)
+    /// wins. Whatever the wait, records batch while earlier ones are in
+    /// flight. Whole milliseconds, at most librdkafka's 900,000.
+    #[must_use]
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.linger = Some(linger.min(MAX_LINGER));
+        self
+    }
+
+    /// The same settings, lingering 0 ms unless a linger is set.
+    pub(crate) fn immediate(&self) -> Self {
+        let mut config = self.clone();
+        config.linger.get_or_insert(Duration::ZERO);
+        config
+    }
+
     /// The producer's configuration: idempotent, Kafka's partitioner, the
-    /// delivery timeout, then the overrides.
+    /// delivery timeout and the linger, then the overrides.
     pub(crate) fn producer(&self) -> ClientConfig {
         let delivery = self
             .delivery_timeout
@@ -111,6 +136,11 @@ impl KafkaConfig {
         let overridden = self.sets("message.timeout.ms") || self.sets("delivery.timeout.ms");
         if let (Some(millis), false) = (&delivery, overridden) {
             settings.push(("message.timeout.ms", millis.as_str()));
+        }
+        let linger = self.linger.map(|linger| linger.as_millis().to_string());
+        let lingers = self.sets("linger.ms") || self.sets("queue.buffering.max.ms");
+        if let (Some(millis), false) = (&linger, lingers) {
+            settings.push(("linger.ms", millis.as_str()));
         }
         self.client(&settings)
     }
@@ -257,6 +287,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("discard_threshold", &self.discard_threshold)
             .field("statistics_interval", &self.statistics_interval)
             .field("delivery_timeout", &self.delivery_timeout)
+            .field("linger", &self.linger)
             .field("group_protocol", &self.group_protocol)
             .finish()
     }
@@ -266,6 +297,32 @@ impl std::fmt::Debug for KafkaConfig {
 mod tests {
     use super::KafkaConfig;
     use std::time::Duration;
+
+    /// The producer's linger is librdkafka's default until set; a
+    /// `linger.ms` or `queue.buffering.max.ms` the user sets wins, and
+    /// ours is then not set beside it (librdkafka reads the map in no set
+    /// order).
+    #[test]
+    fn the_linger_reaches_the_producer_and_an_override_wins()
+    -> Result<(), prosody_contracts::broker::BrokerError> {
+        let plain = KafkaConfig::new(["kafka:9092"])?;
+        assert_eq!(plain.producer().get("linger.ms"), None);
+        let set = plain.clone().linger(Duration::ZERO);
+        assert_eq!(set.producer().get("linger.ms"), Some("0"));
+        assert_eq!(set.client(&[]).get("linger.ms"), None, "not on consumers");
+        let overridden = set.clone().with("linger.ms", "20");
+        assert_eq!(overridden.producer().get("linger.ms"), Some("20"));
+        let alias = set.with("queue.buffering.max.ms", "30");
+        assert_eq!(alias.producer().get("linger.ms"), None);
+        assert_eq!(alias.producer().get("queue.buffering.max.ms"), Some("30"));
+        let long = plain.clone().linger(Duration::from_secs(3600));
+        assert_eq!(long.producer().get("linger.ms"), Some("900000"));
+        // An immediate producer lingers 0 ms, unless a linger was set.
+        assert_eq!(plain.immediate().producer().get("linger.ms"), Some("0"));
+        let chosen = plain.linger(Duration::from_millis(2)).immediate();
+        assert_eq!(chosen.producer().get("linger.ms"), Some("2"));
+        Ok(())
+    }
 
     /// The producer gives a record up at the delivery timeout the client
     /// derives from `send_timeout`, unless a property set by the user says

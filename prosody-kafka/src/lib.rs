@@ -63,6 +63,23 @@ impl KafkaBroker {
         }
     }
 
+    /// The same cluster and settings, with a producer of its own that
+    /// sends each record as soon as it can (`linger.ms` 0, unless the
+    /// settings set a linger: [`KafkaConfig::linger`], or `linger.ms`
+    /// through [`KafkaConfig::with`]): for sends a caller waits on, such as a
+    /// request, where librdkafka's default wait of 5 ms for a batch to fill
+    /// is most of a round trip. Records still batch while earlier ones are
+    /// in flight. Clones of the returned broker share its producer; it
+    /// shares this broker's reader.
+    #[must_use]
+    pub fn immediate(&self) -> Self {
+        Self {
+            config: self.config.immediate(),
+            producer: Arc::default(),
+            reader: Arc::clone(&self.reader),
+        }
+    }
+
     /// Waits until the cluster answers a metadata request from a client
     /// with these settings, for at most `timeout`. A refused login or TLS
     /// handshake fails at once, naming librdkafka's reason; an unreachable

@@ -11,7 +11,7 @@ use crate::connect;
 use crate::stack::ClientTelemetry;
 use opentelemetry::metrics::Meter;
 use parts::Connected;
-use prosody_core::broker::Broker;
+use prosody_core::broker::{Broker, BrokerError};
 use prosody_core::loader::BrokerLoader;
 use prosody_core::report::{FailureReport, ReportSink, Reporter};
 use prosody_core::store::Stores;
@@ -214,15 +214,19 @@ impl<C: Codec> ClientBuilder<C> {
             )
             .await?;
         }
-        let producer = broker.producer().map_err(|e| ConfigError::Invalid {
+        let made = |e: BrokerError| ConfigError::Invalid {
             option: "bootstrap_servers",
             reason: format!("the producer could not be made: {e}"),
-        })?;
+        };
+        // Lifecycle events and routed failures batch; the client's own
+        // sends and requests go out at once.
+        let producer = broker.producer().map_err(made)?;
+        let sends = broker.immediate_producer().map_err(made)?;
         let sinks = sinks(&settings, &broker, &producer, self.reporter)?;
         let connected = Connected {
             settings,
             broker,
-            producer,
+            producer: (producer, sends),
             composed: connect::Composed { stores, lookups },
             loader,
             reach: (directory, rebind),

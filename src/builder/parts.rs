@@ -28,7 +28,9 @@ use tokio::sync::OnceCell;
 pub(super) struct Connected {
     pub(super) settings: Settings,
     pub(super) broker: Backend,
-    pub(super) producer: BackendProducer,
+    /// The batching producer (lifecycle events, routed failures), and the
+    /// one of sends a caller waits on (`send`, requests).
+    pub(super) producer: (BackendProducer, BackendProducer),
     pub(super) composed: Composed,
     pub(super) loader: BrokerLoader<Backend>,
     /// How other groups are reached: their entries, and their stores.
@@ -44,7 +46,7 @@ pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClien
     let Connected {
         settings,
         broker,
-        producer,
+        producer: (producer, sends),
         composed: Composed { stores, lookups },
         loader,
         reach: (directory, rebind),
@@ -75,7 +77,7 @@ pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClien
     let sender = Sender::new(
         Arc::clone(&gate),
         codec,
-        producer,
+        sends,
         Arc::clone(&settings.source_system),
         settings.send_timeout,
         settings.runtime.metrics.clone(),
