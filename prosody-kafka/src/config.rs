@@ -8,7 +8,8 @@ use std::time::Duration;
 const LIBRDKAFKA_DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The shortest [`KafkaConfig::delivery_timeout`]: librdkafka refuses a
-/// `message.timeout.ms` below `linger.ms` (5 ms by default).
+/// `message.timeout.ms` at or below a `linger.ms` that is set (and lowers
+/// its default of 5 ms under a shorter one).
 const MIN_DELIVERY_TIMEOUT: Duration = Duration::from_millis(10);
 
 /// The longest [`KafkaConfig::delivery_timeout`], librdkafka's maximum.
@@ -99,7 +100,9 @@ impl KafkaConfig {
     /// (librdkafka's `linger.ms`, 5 ms by default): a `linger.ms` (or its
     /// alias `queue.buffering.max.ms`) set with [`with`](Self::with)
     /// wins. Whatever the wait, records batch while earlier ones are in
-    /// flight. Whole milliseconds, at most librdkafka's 900,000.
+    /// flight. Whole milliseconds (a shorter part is dropped), at most
+    /// librdkafka's 900,000, and kept below the delivery timeout (which
+    /// librdkafka requires).
     #[must_use]
     pub fn linger(mut self, linger: Duration) -> Self {
         self.linger = Some(linger.min(MAX_LINGER));
@@ -137,7 +140,13 @@ impl KafkaConfig {
         if let (Some(millis), false) = (&delivery, overridden) {
             settings.push(("message.timeout.ms", millis.as_str()));
         }
-        let linger = self.linger.map(|linger| linger.as_millis().to_string());
+        // librdkafka refuses a linger at or above the delivery timeout.
+        let below = self
+            .effective_delivery_timeout()
+            .saturating_sub(Duration::from_millis(1));
+        let linger = self
+            .linger
+            .map(|linger| linger.min(below).as_millis().to_string());
         let lingers = self.sets("linger.ms") || self.sets("queue.buffering.max.ms");
         if let (Some(millis), false) = (&linger, lingers) {
             settings.push(("linger.ms", millis.as_str()));
@@ -316,11 +325,20 @@ mod tests {
         assert_eq!(alias.producer().get("linger.ms"), None);
         assert_eq!(alias.producer().get("queue.buffering.max.ms"), Some("30"));
         let long = plain.clone().linger(Duration::from_secs(3600));
-        assert_eq!(long.producer().get("linger.ms"), Some("900000"));
-        // An immediate producer lingers 0 ms, unless a linger was set.
+        // Below librdkafka's default delivery timeout of 300 s.
+        assert_eq!(long.producer().get("linger.ms"), Some("299999"));
+        // Below the delivery timeout, which librdkafka requires.
+        let capped = long.delivery_timeout(Duration::from_secs(1));
+        assert_eq!(capped.producer().get("linger.ms"), Some("999"));
+        // An immediate producer lingers 0 ms, unless a linger was chosen:
+        // by `linger`, or by the user's `linger.ms` (or its alias).
         assert_eq!(plain.immediate().producer().get("linger.ms"), Some("0"));
-        let chosen = plain.linger(Duration::from_millis(2)).immediate();
+        let chosen = plain.clone().linger(Duration::from_millis(2)).immediate();
         assert_eq!(chosen.producer().get("linger.ms"), Some("2"));
+        let users = plain.clone().with("linger.ms", "7").immediate();
+        assert_eq!(users.producer().get("linger.ms"), Some("7"));
+        let alias = plain.with("queue.buffering.max.ms", "8").immediate();
+        assert_eq!(alias.producer().get("linger.ms"), None);
         Ok(())
     }
 

@@ -36,7 +36,9 @@ use tokio::sync::mpsc;
 const FETCH_MAX_BYTES: &str = "8388608";
 
 /// A Kafka cluster: makes group members and producers, and reads records
-/// back by offset. Clones share one producer and one reader.
+/// back by offset. Clones share one producer and one reader;
+/// [`immediate`](Self::immediate) makes a broker with a producer of its
+/// own.
 #[derive(Clone)]
 pub struct KafkaBroker {
     config: KafkaConfig,
@@ -65,8 +67,8 @@ impl KafkaBroker {
 
     /// The same cluster and settings, with a producer of its own that
     /// sends each record as soon as it can (`linger.ms` 0, unless the
-    /// settings set a linger: [`KafkaConfig::linger`], or `linger.ms`
-    /// through [`KafkaConfig::with`]): for sends a caller waits on, such as a
+    /// settings set a linger: [`KafkaConfig::linger`], or `linger.ms` or
+    /// its alias `queue.buffering.max.ms` through [`KafkaConfig::with`]): for sends a caller waits on, such as a
     /// request, where librdkafka's default wait of 5 ms for a batch to fill
     /// is most of a round trip. Records still batch while earlier ones are
     /// in flight. Clones of the returned broker share its producer; it

@@ -226,7 +226,10 @@ impl<C: Codec> ClientBuilder<C> {
         let connected = Connected {
             settings,
             broker,
-            producer: (producer, sends),
+            producers: parts::Producers {
+                batching: producer,
+                immediate: sends,
+            },
             composed: connect::Composed { stores, lookups },
             loader,
             reach: (directory, rebind),

@@ -28,9 +28,7 @@ use tokio::sync::OnceCell;
 pub(super) struct Connected {
     pub(super) settings: Settings,
     pub(super) broker: Backend,
-    /// The batching producer (lifecycle events, routed failures), and the
-    /// one of sends a caller waits on (`send`, requests).
-    pub(super) producer: (BackendProducer, BackendProducer),
+    pub(super) producers: Producers,
     pub(super) composed: Composed,
     pub(super) loader: BrokerLoader<Backend>,
     /// How other groups are reached: their entries, and their stores.
@@ -40,13 +38,25 @@ pub(super) struct Connected {
     pub(super) meter: Option<Meter>,
 }
 
+/// The client's producers: on Kafka two, each with its own settings.
+pub(super) struct Producers {
+    /// Lifecycle events and the failure topic's copies: batches.
+    pub(super) batching: BackendProducer,
+    /// Sends a caller waits on (`send`, `excise`, requests): no linger.
+    pub(super) immediate: BackendProducer,
+}
+
 /// The client of `connected`, encoding with `codec`; its counts are
 /// reported while it lives.
 pub(super) fn assemble<C: Codec>(codec: C, connected: Connected) -> ProsodyClient<C> {
     let Connected {
         settings,
         broker,
-        producer: (producer, sends),
+        producers:
+            Producers {
+                batching: producer,
+                immediate: sends,
+            },
         composed: Composed { stores, lookups },
         loader,
         reach: (directory, rebind),
