@@ -140,15 +140,16 @@ impl KafkaConfig {
         if let (Some(millis), false) = (&delivery, overridden) {
             settings.push(("message.timeout.ms", millis.as_str()));
         }
+        // A linger the user set wins, and ours is then not set beside it;
         // librdkafka refuses a linger at or above the delivery timeout.
-        let below = self
-            .effective_delivery_timeout()
-            .saturating_sub(Duration::from_millis(1));
-        let linger = self
-            .linger
-            .map(|linger| linger.min(below).as_millis().to_string());
-        let lingers = self.sets("linger.ms") || self.sets("queue.buffering.max.ms");
-        if let (Some(millis), false) = (&linger, lingers) {
+        let users = self.sets("linger.ms") || self.sets("queue.buffering.max.ms");
+        let linger = self.linger.filter(|_| !users).map(|linger| {
+            let below = self
+                .effective_delivery_timeout()
+                .saturating_sub(Duration::from_millis(1));
+            linger.min(below).as_millis().to_string()
+        });
+        if let Some(millis) = &linger {
             settings.push(("linger.ms", millis.as_str()));
         }
         self.client(&settings)

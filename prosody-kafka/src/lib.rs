@@ -68,11 +68,11 @@ impl KafkaBroker {
     /// The same cluster and settings, with a producer of its own that
     /// sends each record as soon as it can (`linger.ms` 0, unless the
     /// settings set a linger: [`KafkaConfig::linger`], or `linger.ms` or
-    /// its alias `queue.buffering.max.ms` through [`KafkaConfig::with`]): for sends a caller waits on, such as a
-    /// request, where librdkafka's default wait of 5 ms for a batch to fill
-    /// is most of a round trip. Records still batch while earlier ones are
-    /// in flight. Clones of the returned broker share its producer; it
-    /// shares this broker's reader.
+    /// its alias `queue.buffering.max.ms` through [`KafkaConfig::with`]).
+    /// For sends a caller waits on, such as a request, where librdkafka's
+    /// default wait of 5 ms for a batch to fill is most of a round trip.
+    /// Records still batch while earlier ones are in flight. Clones of the
+    /// returned broker share its producer; it shares this broker's reader.
     #[must_use]
     pub fn immediate(&self) -> Self {
         Self {

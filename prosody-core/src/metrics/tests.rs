@@ -251,6 +251,11 @@ fn watching(readings: Readings) -> (Arc<One>, Arc<dyn Held>, impl Fn(&str) -> Op
     (runtime, held, value)
 }
 
+/// `millis` (a test's small span) in seconds.
+fn seconds(millis: i64) -> f64 {
+    f64::from(i32::try_from(millis).unwrap_or(i32::MAX)) / 1000.0
+}
+
 /// The gauges read each held partition's state at collection: lag is the
 /// high watermark minus the committed offset, and ages count from the
 /// oldest unsettled record and the oldest timer not yet taken.
@@ -283,7 +288,7 @@ async fn the_gauges_read_the_partitions_held() {
     assert!((2.5..3.5).contains(&age), "{age}");
     let timer_lag = value("prosody.timer.lag");
     // The wall clock moves on while the gauges are read: allow it half a second.
-    let due_ago = f64::from(i32::try_from(now - timer_due).unwrap_or(i32::MAX)) / 1000.0;
+    let due_ago = seconds(now - timer_due);
     assert!(
         (due_ago..due_ago + 0.5).contains(&timer_lag),
         "{timer_lag}, due {due_ago} s before the test began"
@@ -378,7 +383,7 @@ async fn the_timer_lag_has_a_series_only_while_a_timer_waits() {
         ..IDLE
     }));
     let lag = value("prosody.timer.lag").expect("a due timer");
-    let due_ago = f64::from(i32::try_from(now - (second - 3) * 1000).unwrap_or(i32::MAX)) / 1000.0;
+    let due_ago = seconds(now - (second - 3) * 1000);
     assert!(
         (due_ago..due_ago + 0.5).contains(&lag),
         "{lag}, due {due_ago} s ago"
