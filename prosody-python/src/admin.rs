@@ -24,7 +24,7 @@ impl NativeAdmin {
     #[new]
     #[pyo3(signature = (bootstrap_servers))]
     fn new(bootstrap_servers: Option<Vec<String>>) -> PyResult<Self> {
-        let _guard = pyo3_async_runtimes::tokio::get_runtime().enter();
+        let _guard = crate::engine()?.enter();
         AdminClient::new(bootstrap_servers)
             .map(|a| Self(Arc::new(a)))
             .map_err(admin)
@@ -56,7 +56,7 @@ impl NativeAdmin {
             retention,
         };
         let admin = Arc::clone(&self.0);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             admin
                 .create_topic(&name, &options)
                 .await
@@ -66,7 +66,7 @@ impl NativeAdmin {
 
     fn delete_topic<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
         let admin = Arc::clone(&self.0);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             admin.delete_topic(&name).await.map_err(self::admin)
         })
     }

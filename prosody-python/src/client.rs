@@ -98,15 +98,8 @@ impl NativeClient {
         let builder = ProsodyClient::builder()
             .options(&options)
             .map_err(errors::config)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            // Built on the engine's runtime, so the tasks the client
-            // spawns run there, apart from the threads that complete
-            // Python's awaitables (and take the GIL to do it).
-            let built = crate::engine()?.spawn(builder.build());
-            let client = built
-                .await
-                .map_err(errors::runtime)?
-                .map_err(errors::config)?;
+        crate::awaitable::awaitable(py, async move {
+            let client = builder.build().await.map_err(errors::config)?;
             Ok(NativeClient {
                 client: Arc::new(client),
                 collections,
@@ -128,7 +121,7 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let payload = to_json(payload)?;
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             client
                 .send(&topic, key, &payload)
                 .await
@@ -143,7 +136,7 @@ impl NativeClient {
         key: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             client.excise(&topic, key).await.map_err(errors::client)
         })
     }
@@ -161,7 +154,7 @@ impl NativeClient {
         let payload = to_json(payload)?;
         let timeout = seconds(timeout)?;
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let outcomes = client
                 .request::<Value>(&topic, key, &payload, &names(&subsystems), timeout)
                 .await
@@ -181,7 +174,7 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = seconds(timeout)?;
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let outcomes = client
                 .request_excise::<Value>(&topic, key, &names(&subsystems), timeout)
                 .await
@@ -210,14 +203,14 @@ impl NativeClient {
 
     fn unsubscribe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             client.unsubscribe().await.map_err(errors::client)
         })
     }
 
     fn shutdown<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             client.shutdown().await;
             Ok(())
         })
@@ -245,7 +238,7 @@ impl NativeClient {
         let collection =
             Collection::from_json(&to_json(collection)?).map_err(PyValueError::new_err)?;
         let client = Arc::clone(&self.client);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let reader = Reader::open(&client, &subsystem, &collection)
                 .await
                 .map_err(errors::op)?;
@@ -319,9 +312,9 @@ impl NativeReader {
     fn scan(&self, op: String, key: String, args: &Bound<'_, PyTuple>) -> PyResult<NativeScan> {
         let args = items(args)?;
         let reader = Arc::clone(&self.0);
-        Ok(NativeScan::start(move |sink| async move {
+        NativeScan::start(move |sink| async move {
             Op::new(op, args).scan_published(&reader, &key, &sink).await;
-        }))
+        })
     }
 
     /// Runs the read `op` on `key`'s collection.
@@ -334,7 +327,7 @@ impl NativeReader {
     ) -> PyResult<Bound<'py, PyAny>> {
         let args = items(args)?;
         let reader = Arc::clone(&self.0);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let reply = reader
                 .read(&key, Op::new(op, args))
                 .await

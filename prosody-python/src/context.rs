@@ -33,10 +33,9 @@ impl NativeContext {
 
     fn collection(&self, name: &str) -> PyResult<Arc<Collection>> {
         self.collections.get(name).cloned().ok_or_else(|| {
-            errors::package_error(
-                "PermanentStateError",
-                format!("state collection {name} is not registered in state_collections"),
-            )
+            errors::PermanentStateError::new_err(format!(
+                "state collection {name} is not registered in state_collections"
+            ))
         })
     }
 }
@@ -67,7 +66,7 @@ impl NativeContext {
 
     fn scheduled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let context = self.context.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let times = context.scheduled().await.map_err(timers)?;
             Ok(times.into_iter().map(seconds).collect::<Vec<f64>>())
         })
@@ -79,7 +78,7 @@ impl NativeContext {
 
     fn on_cancel<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let cancelled = self.context.on_cancel();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             cancelled.await;
             Ok(())
         })
@@ -104,13 +103,10 @@ impl NativeContext {
         if registered == (kind, payload) {
             return Ok(());
         }
-        Err(errors::package_error(
-            "PermanentStateError",
-            format!(
-                "state collection {name} is registered as a {} of {} items, not a {kind} of {payload} items",
-                registered.0, registered.1
-            ),
-        ))
+        Err(errors::PermanentStateError::new_err(format!(
+            "state collection {name} is registered as a {} of {} items, not a {kind} of {payload} items",
+            registered.0, registered.1
+        )))
     }
 
     /// Scans the current key's collection `name` (`items`, `keys`,
@@ -119,9 +115,9 @@ impl NativeContext {
         let collection = self.collection(name)?;
         let args = items(args)?;
         let context = self.context.clone();
-        Ok(NativeScan::start(move |sink| async move {
+        NativeScan::start(move |sink| async move {
             Op::new(op, args).scan(&context, &collection, &sink).await;
-        }))
+        })
     }
 
     /// Runs `op` on the current key's collection `name`.
@@ -135,7 +131,7 @@ impl NativeContext {
         let collection = self.collection(name)?;
         let args = items(args)?;
         let context = self.context.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let reply = Op::new(op, args)
                 .run(&context, &collection)
                 .await

@@ -6,22 +6,12 @@ use prosody_bind::OpError;
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-/// An instance of the class `name` of `prosody.errors` (the package's
-/// own exception classes), raised with `message`.
-pub(crate) fn package_error(name: &'static str, message: String) -> PyErr {
-    Python::attach(|py| {
-        let class = py
-            .import("prosody.errors")
-            .and_then(|module| module.getattr(name));
-        match class {
-            Ok(class) => match class.call1((message,)) {
-                Ok(error) => PyErr::from_value(error),
-                Err(error) => error,
-            },
-            Err(error) => error,
-        }
-    })
-}
+// The package's own exception classes. An error of theirs is made
+// without the GIL (on the engine's threads too) and its class is looked
+// up when it is raised, on a Python thread.
+pyo3::import_exception!(prosody.errors, NullValueError);
+pyo3::import_exception!(prosody.errors, TransientStateError);
+pyo3::import_exception!(prosody.errors, PermanentStateError);
 
 /// A configuration error: `TypeError` for a name that is no option,
 /// `ValueError` for a value, `ConnectionError` for a server that refused
@@ -53,11 +43,11 @@ pub(crate) fn client(error: ClientError) -> PyErr {
 pub(crate) fn state(error: StateError) -> PyErr {
     let message = error.to_string();
     if matches!(error, StateError::NullValue { .. }) {
-        return package_error("NullValueError", message);
+        return NullValueError::new_err(message);
     }
     match error.category() {
-        Category::Transient => package_error("TransientStateError", message),
-        _ => package_error("PermanentStateError", message),
+        Category::Transient => TransientStateError::new_err(message),
+        _ => PermanentStateError::new_err(message),
     }
 }
 

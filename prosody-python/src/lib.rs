@@ -4,6 +4,7 @@
 //! dataclasses, the error classes and decorators) is in the package.
 
 mod admin;
+mod awaitable;
 mod client;
 mod context;
 mod convert;
@@ -16,10 +17,11 @@ use pyo3::prelude::*;
 use std::sync::OnceLock;
 use tokio::runtime::Runtime;
 
-/// The runtime of the engine's own tasks (consumers, stages, timers,
-/// answers): its threads never take the GIL, so a handler that holds it
-/// does not slow the engine. Awaitables handed to Python complete on the
-/// runtime of `pyo3_async_runtimes` instead.
+/// The runtime of the engine's tasks (consumers, stages, timers, answers,
+/// and the futures behind Python's awaitables). Invariant: its threads
+/// never take the GIL (calls and outcomes reach the event loop through a
+/// queue and a socket), so a handler that holds the GIL does not slow the
+/// engine, and the interpreter can exit while they run.
 pub(crate) fn engine() -> PyResult<&'static Runtime> {
     static ENGINE: OnceLock<Result<Runtime, String>> = OnceLock::new();
     let engine = ENGINE.get_or_init(|| {

@@ -18,14 +18,14 @@ const AHEAD: usize = 128;
 pub(crate) struct NativeScan(Arc<Mutex<mpsc::Receiver<Result<Scanned, OpError>>>>);
 
 impl NativeScan {
-    /// Starts `scan` (given its sink) on the runtime.
-    pub(crate) fn start<F>(scan: impl FnOnce(Sink) -> F) -> Self
+    /// Starts `scan` (given its sink) on the engine's runtime.
+    pub(crate) fn start<F>(scan: impl FnOnce(Sink) -> F) -> PyResult<Self>
     where
         F: Future<Output = ()> + Send + 'static,
     {
         let (sink, receiver) = mpsc::channel(AHEAD);
-        pyo3_async_runtimes::tokio::get_runtime().spawn(scan(sink));
-        Self(Arc::new(Mutex::new(receiver)))
+        crate::engine()?.spawn(scan(sink));
+        Ok(Self(Arc::new(Mutex::new(receiver))))
     }
 }
 
@@ -58,7 +58,7 @@ impl NativeScan {
     /// The next elements read (at least one), or `None` at the end.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let receiver = Arc::clone(&self.0);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::awaitable::awaitable(py, async move {
             let mut receiver = receiver.lock().await;
             let mut chunk = Vec::new();
             if receiver.recv_many(&mut chunk, AHEAD).await == 0 {

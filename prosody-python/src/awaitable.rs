@@ -1,0 +1,210 @@
+//! Rust futures as Python awaitables, completed on the event loop.
+//!
+//! Invariant: the engine's threads never take the GIL. A future runs on
+//! the engine's runtime; its outcome is queued for the loop that awaits
+//! it and a byte written to a socket the loop watches
+//! (`loop.add_reader`), the way handler calls reach the loop. The loop's
+//! own thread converts the outcome and completes the awaitable. So no
+//! thread of ours runs Python code, or holds Python objects mid-call,
+//! while the interpreter exits: a thread of ours caught inside Python
+//! when the interpreter finalizes is unwound without the GIL, and the
+//! unwinding frees Python objects beside the collector (a crash at exit).
+
+use futures_util::FutureExt as _;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::{IntoPyObjectExt as _, intern};
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::task::AbortHandle;
+
+/// Converts an outcome to Python, on the loop's thread.
+type Outcome = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+/// An awaitable's outcome, waiting for its loop.
+struct Settled {
+    future: Py<PyAny>,
+    outcome: Outcome,
+}
+
+struct Queue {
+    settled: Vec<Settled>,
+    /// A byte is on its way to the loop for the outcomes queued.
+    armed: bool,
+}
+
+/// The outcomes waiting for one event loop, and the socket that wakes it.
+struct Board {
+    queue: Mutex<Queue>,
+    reader: UnixStream,
+    writer: UnixStream,
+}
+
+impl Board {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues an outcome and wakes the loop if no wake-up is on its way;
+    /// takes no GIL.
+    fn push(&self, settled: Settled) {
+        let wake = {
+            let mut queue = self.lock();
+            queue.settled.push(settled);
+            !std::mem::replace(&mut queue.armed, true)
+        };
+        if wake {
+            // A full buffer already holds a wake-up; a closed loop never
+            // drains: either way there is nothing more to do.
+            let _ = (&self.writer).write(&[1]);
+        }
+    }
+}
+
+/// The completer of one event loop's awaitables (made on first use,
+/// watched by the loop for as long as it lives).
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct Settler(Arc<Board>);
+
+#[pymethods]
+impl Settler {
+    /// Completes every awaitable whose outcome is queued (on the loop);
+    /// one that was cancelled meanwhile is left as it is.
+    fn settle(&self, py: Python<'_>) {
+        let settled = {
+            let mut queue = self.0.lock();
+            queue.armed = false;
+            let mut bytes = [0_u8; 64];
+            while matches!((&self.0.reader).read(&mut bytes), Ok(n) if n > 0) {}
+            std::mem::take(&mut queue.settled)
+        };
+        for Settled { future, outcome } in settled {
+            if let Err(error) = complete(py, future.bind(py), outcome) {
+                tracing::warn!(%error, "an awaitable could not be completed");
+            }
+        }
+    }
+}
+
+fn complete(py: Python<'_>, future: &Bound<'_, PyAny>, outcome: Outcome) -> PyResult<()> {
+    if future.call_method0(intern!(py, "done"))?.is_truthy()? {
+        return Ok(());
+    }
+    match outcome(py) {
+        Ok(value) => future.call_method1(intern!(py, "set_result"), (value,))?,
+        Err(error) => future.call_method1(intern!(py, "set_exception"), (error.into_value(py),))?,
+    };
+    Ok(())
+}
+
+/// Aborts the Rust future of an awaitable cancelled in Python (a done
+/// callback; it does nothing for an awaitable that completed).
+#[pyclass(module = "prosody._prosody", frozen)]
+pub(crate) struct Abort(AbortHandle);
+
+#[pymethods]
+impl Abort {
+    fn __call__(&self, future: &Bound<'_, PyAny>) -> PyResult<()> {
+        if future
+            .call_method0(intern!(future.py(), "cancelled"))?
+            .is_truthy()?
+        {
+            self.0.abort();
+        }
+        Ok(())
+    }
+}
+
+/// The settler of `event_loop`, made and watched on first use.
+fn settler<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Settler>> {
+    static SETTLERS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = event_loop.py();
+    // Weak keys: a loop that is gone takes its settler (and socket) along.
+    let settlers = SETTLERS
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("weakref")?
+                    .getattr("WeakKeyDictionary")?
+                    .call0()?
+                    .unbind(),
+            )
+        })?
+        .bind(py);
+    if let Ok(found) = settlers
+        .call_method1(intern!(py, "get"), (event_loop,))?
+        .cast_into::<Settler>()
+    {
+        return Ok(found);
+    }
+    let (reader, writer) = UnixStream::pair()?;
+    reader.set_nonblocking(true)?;
+    writer.set_nonblocking(true)?;
+    let fd = reader.as_raw_fd();
+    let made = Bound::new(
+        py,
+        Settler(Arc::new(Board {
+            queue: Mutex::new(Queue {
+                settled: Vec::new(),
+                armed: false,
+            }),
+            reader,
+            writer,
+        })),
+    )?;
+    // Watched from an empty context, not the first caller's.
+    py.import("contextvars")?
+        .getattr("Context")?
+        .call0()?
+        .call_method1(
+            intern!(py, "run"),
+            (
+                event_loop.getattr(intern!(py, "add_reader"))?,
+                fd,
+                made.getattr(intern!(py, "settle"))?,
+            ),
+        )?;
+    settlers.set_item(event_loop, &made)?;
+    Ok(made)
+}
+
+/// `future` as an awaitable of the running event loop: it runs on the
+/// engine's runtime, and its output (or error, or a panic as
+/// `RuntimeError`) completes the awaitable on the loop. Cancelling the
+/// awaitable drops the future.
+pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    let runtime = crate::engine()?;
+    let event_loop = py
+        .import("asyncio")?
+        .call_method0(intern!(py, "get_running_loop"))?;
+    let board = Arc::clone(&settler(&event_loop)?.get().0);
+    let awaited = event_loop.call_method0(intern!(py, "create_future"))?;
+    let handle = awaited.clone().unbind();
+    let task = runtime.spawn(async move {
+        let output = AssertUnwindSafe(future).catch_unwind().await;
+        let outcome: Outcome = Box::new(move |py| match output {
+            Ok(Ok(value)) => value.into_py_any(py),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(PyRuntimeError::new_err(
+                "the engine's future for this awaitable panicked",
+            )),
+        });
+        board.push(Settled {
+            future: handle,
+            outcome,
+        });
+    });
+    awaited.call_method1(
+        intern!(py, "add_done_callback"),
+        (Abort(task.abort_handle()),),
+    )?;
+    Ok(awaited)
+}
