@@ -37,6 +37,8 @@ pub mod metrics;
 pub mod monopolization;
 pub mod report;
 mod response;
+#[cfg(test)]
+mod sizes;
 
 pub use backoff::Backoff;
 pub use context::{Context, Demand};

@@ -1,6 +1,6 @@
 //! The response future of the retry service.
 
-use super::RetryConfig;
+use super::Shared;
 use crate::Backoff;
 use crate::context::Demand;
 use crate::error::{Category, HandlerError};
@@ -20,16 +20,24 @@ use tracing::warn;
 enum State<F> {
     /// An attempt runs.
     Calling(#[pin] F),
-    /// Waiting out the delay before the next attempt, or the partition's
-    /// shutdown, whichever comes first.
-    Waiting {
-        #[pin]
-        sleep: Sleep,
-        #[pin]
-        shutdown: WaitForCancellationFutureOwned,
-    },
-    /// Waiting for the service to be ready for the next attempt.
-    Ready,
+    /// Between two attempts, which is rare: boxed, so a request that
+    /// succeeds at once carries none of it.
+    Pausing(Pin<Box<Pause>>),
+}
+
+/// The wait before the next attempt.
+#[pin_project]
+struct Pause {
+    /// The delay before the next attempt...
+    #[pin]
+    sleep: Sleep,
+    /// ...or the partition's shutdown, whichever comes first.
+    #[pin]
+    shutdown: WaitForCancellationFutureOwned,
+    /// The delay ran out: waiting for the service to be ready.
+    slept: bool,
+    /// The error the last attempt failed with.
+    last_error: HandlerError,
 }
 
 /// The attempts at one request.
@@ -38,15 +46,12 @@ pub struct ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
 {
-    /// What the retries' service is cloned from.
-    template: Arc<S>,
+    shared: Arc<Shared<S>>,
     /// The retries' service, once the first retry is due.
-    service: Option<S>,
+    service: Option<Box<S>>,
     request: EventRequest<P>,
-    config: Arc<RetryConfig>,
     /// Retries made so far.
     retries: u32,
-    last_error: Option<HandlerError>,
     #[pin]
     state: State<S::Future>,
 }
@@ -55,19 +60,12 @@ impl<S, P> ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
 {
-    pub(super) fn new(
-        template: Arc<S>,
-        request: EventRequest<P>,
-        config: Arc<RetryConfig>,
-        first: S::Future,
-    ) -> Self {
+    pub(super) fn new(shared: Arc<Shared<S>>, request: EventRequest<P>, first: S::Future) -> Self {
         Self {
-            template,
+            shared,
             service: None,
             request,
-            config,
             retries: 0,
-            last_error: None,
             state: State::Calling(first),
         }
     }
@@ -89,10 +87,8 @@ where
                         Ok(response) => return Poll::Ready(Ok(response)),
                         Err(error) => error,
                     };
-                    let exhausted = this
-                        .config
-                        .max_retries
-                        .is_some_and(|max| *this.retries >= max);
+                    let config = &this.shared.config;
+                    let exhausted = config.max_retries.is_some_and(|max| *this.retries >= max);
                     let shutting_down = this.request.context.is_shutting_down();
                     if error.category() != Category::Transient || exhausted || shutting_down {
                         return Poll::Ready(Err(error));
@@ -101,28 +97,32 @@ where
                     this.request.context.meter().count(Action::Retried);
                     let retry = *this.retries;
                     let jitter = Backoff::jitter(this.request.context.key(), retry);
-                    let delay = this.config.backoff().jittered(retry, jitter);
-                    warn!(%error, retry = *this.retries, ?delay, "transient failure; retrying");
-                    *this.last_error = Some(error);
-                    let shutdown = this.request.context.on_shutdown_owned();
-                    this.state.set(State::Waiting {
+                    let delay = config.backoff().jittered(retry, jitter);
+                    warn!(%error, retry, ?delay, "transient failure; retrying");
+                    let pause = Pause {
                         sleep: tokio::time::sleep(delay),
-                        shutdown,
-                    });
+                        shutdown: this.request.context.on_shutdown_owned(),
+                        slept: false,
+                        last_error: error,
+                    };
+                    this.state.set(State::Pausing(Box::pin(pause)));
                 }
-                StateProjection::Waiting { sleep, shutdown } => {
-                    if shutdown.poll(cx).is_ready() {
-                        let error = this
-                            .last_error
-                            .take()
-                            .unwrap_or_else(|| HandlerError::transient("shutting down"));
-                        return Poll::Ready(Err(error));
+                StateProjection::Pausing(pause) => {
+                    let pause = pause.as_mut().project();
+                    if !*pause.slept {
+                        if pause.shutdown.poll(cx).is_ready() {
+                            let error = std::mem::replace(
+                                pause.last_error,
+                                HandlerError::transient("shutting down"),
+                            );
+                            return Poll::Ready(Err(error));
+                        }
+                        ready!(pause.sleep.poll(cx));
+                        *pause.slept = true;
                     }
-                    ready!(sleep.poll(cx));
-                    this.state.set(State::Ready);
-                }
-                StateProjection::Ready => {
-                    let service = this.service.get_or_insert_with(|| S::clone(this.template));
+                    let service = this
+                        .service
+                        .get_or_insert_with(|| Box::new(this.shared.template.clone()));
                     ready!(service.poll_ready(cx))?;
                     let mut request = this.request.clone();
                     request.context = request

@@ -58,21 +58,30 @@ use tower::Service;
 /// The retry service; see the module documentation.
 ///
 /// The first attempt goes to `inner` at once; the retries, which are rare,
-/// go to a clone of `template`, made when the first retry is due. So a
-/// request costs no clone of the stack below.
+/// go to a clone of the shared template, made when the first retry is
+/// due. So a request costs no clone of the stack below.
 #[derive(Clone, Debug)]
 pub struct RetryService<S> {
     inner: S,
-    template: Arc<S>,
+    shared: Arc<Shared<S>>,
+}
+
+/// What every request of one retry service shares.
+#[derive(Debug)]
+pub(crate) struct Shared<S> {
+    /// What the retries' service is cloned from.
+    template: S,
     config: Arc<RetryConfig>,
 }
 
 impl<S: Clone> RetryService<S> {
     pub(crate) fn new(inner: S, config: Arc<RetryConfig>) -> Self {
         Self {
-            template: Arc::new(inner.clone()),
+            shared: Arc::new(Shared {
+                template: inner.clone(),
+                config,
+            }),
             inner,
-            config,
         }
     }
 }
@@ -94,11 +103,6 @@ where
         // `inner` is ready (this service's readiness is its): it makes the
         // first attempt now.
         let first = self.inner.call(request.clone());
-        ResponseFuture::new(
-            Arc::clone(&self.template),
-            request,
-            Arc::clone(&self.config),
-            first,
-        )
+        ResponseFuture::new(Arc::clone(&self.shared), request, first)
     }
 }

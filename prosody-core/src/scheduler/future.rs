@@ -40,19 +40,11 @@ impl fmt::Display for GaveUp {
 impl std::error::Error for GaveUp {}
 
 #[pin_project(project = StageProj)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "the waiting state is short-lived and boxing it would allocate per wait"
-)]
 enum Stage<S, F, P> {
-    /// Waiting for a permit; holds the readied inner service and the request.
-    Waiting {
-        receiver: oneshot::Receiver<Permit>,
-        #[pin]
-        shutdown: Shutdown,
-        call: Option<(S, EventRequest<P>)>,
-        since: Instant,
-    },
+    /// Waiting for a permit. Boxed: it holds the readied inner service and
+    /// the request, and every stage above would copy it on every call,
+    /// waiting or not.
+    Waiting(Pin<Box<Wait<S, P>>>),
     /// The inner call runs under its permit.
     Running {
         #[pin]
@@ -63,6 +55,16 @@ enum Stage<S, F, P> {
     Refused,
     /// Completed: the permit (or the channel) is already released.
     Done,
+}
+
+/// A call waiting for its permit.
+#[pin_project]
+struct Wait<S, P> {
+    receiver: oneshot::Receiver<Permit>,
+    #[pin]
+    shutdown: Shutdown,
+    call: Option<(S, EventRequest<P>)>,
+    since: Instant,
 }
 
 /// The future of one scheduled call: waits for a permit (giving up with a
@@ -101,12 +103,12 @@ where
     ) -> Self {
         let shutdown = request.context.on_stopping_owned();
         Self {
-            stage: Stage::Waiting {
+            stage: Stage::Waiting(Box::pin(Wait {
                 receiver,
                 shutdown,
                 call: Some((service, request)),
                 since: Instant::now(),
-            },
+            })),
         }
     }
 
@@ -128,24 +130,21 @@ where
         let mut stage = self.project().stage;
         loop {
             match stage.as_mut().project() {
-                StageProj::Waiting {
-                    receiver,
-                    shutdown,
-                    call,
-                    since,
-                } => {
-                    if shutdown.poll(cx).is_ready() {
+                StageProj::Waiting(wait) => {
+                    let wait = wait.as_mut().project();
+                    if wait.shutdown.poll(cx).is_ready() {
                         // Dropping the receiver returns a permit that may
                         // already sit in it.
                         stage.set(Stage::Done);
                         return Poll::Ready(Err(HandlerError::transient(GaveUp::Shutdown)));
                     }
-                    let received = ready!(Pin::new(receiver).poll(cx));
-                    let (Ok(permit), Some((mut service, request))) = (received, call.take()) else {
+                    let permit = ready!(Pin::new(wait.receiver).poll(cx));
+                    let (Ok(permit), Some((mut service, request))) = (permit, wait.call.take())
+                    else {
                         stage.set(Stage::Done);
                         return Poll::Ready(Err(HandlerError::transient(GaveUp::Closed)));
                     };
-                    let waited = since.elapsed();
+                    let waited = wait.since.elapsed();
                     if let Some(meter) = request.wait_meter() {
                         meter.add(waited);
                     }
@@ -177,7 +176,7 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let stage = match self.stage {
-            Stage::Waiting { .. } => "waiting",
+            Stage::Waiting(_) => "waiting",
             Stage::Running { .. } => "running",
             Stage::Refused => "refused",
             Stage::Done => "done",

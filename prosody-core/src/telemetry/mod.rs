@@ -62,6 +62,7 @@ use crate::error::HandlerError;
 use crate::event::Event;
 use crate::handler::EventRequest;
 use crate::trace;
+use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 use tower::Service;
 use tracing::Instrument;
@@ -82,7 +83,9 @@ where
 {
     type Response = S::Response;
     type Error = HandlerError;
-    type Future = Instrumented<ResponseFuture<S::Future, T>>;
+    /// Boxed: the stage sits at the bottom of the stack, so each stage
+    /// above would copy its state again on every call.
+    type Future = Pin<Box<Instrumented<ResponseFuture<S::Future, T>>>>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), HandlerError>> {
         self.inner.poll_ready(cx)
@@ -137,7 +140,9 @@ where
             kind,
             deadline: context.deadline(),
         });
-        ResponseFuture::new(self.inner.call(request), self.sink.clone(), event, measure)
-            .instrument(span)
+        Box::pin(
+            ResponseFuture::new(self.inner.call(request), self.sink.clone(), event, measure)
+                .instrument(span),
+        )
     }
 }
