@@ -52,8 +52,16 @@ fn nanos(duration: Duration) -> i128 {
 /// Outside a runtime this is the process anchor plus real elapsed time.
 #[must_use]
 pub fn now() -> Timestamp {
+    at(tokio::time::Instant::now())
+}
+
+/// The wall-clock time of `instant` (a reading of tokio's clock), on the
+/// same scale as [`now`]: a caller that holds a reading stamps it without
+/// reading the clock again.
+#[must_use]
+pub fn at(instant: tokio::time::Instant) -> Timestamp {
     let anchor = anchor();
-    let instant = tokio::time::Instant::now().into_std();
+    let instant = instant.into_std();
     let offset_nanos = match instant.checked_duration_since(anchor.instant) {
         Some(ahead) => nanos(ahead),
         None => -nanos(anchor.instant.duration_since(instant)),
@@ -65,7 +73,7 @@ pub fn now() -> Timestamp {
 
 #[cfg(test)]
 mod tests {
-    use super::now;
+    use super::{at, now};
     use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
@@ -74,5 +82,15 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(90)).await;
         let after = now();
         assert_eq!(after.as_millis() - before.as_millis(), 90_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reading_stamps_as_now_did_when_it_was_taken() {
+        let reading = tokio::time::Instant::now();
+        let stamped = now();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(at(reading), stamped);
+        assert_eq!(at(tokio::time::Instant::now()), now());
+        assert_eq!(now().as_millis() - at(reading).as_millis(), 1_500);
     }
 }

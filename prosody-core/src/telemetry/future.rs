@@ -36,14 +36,21 @@ pub struct ResponseFuture<F, T: TelemetrySink> {
     started: Option<Instant>,
 }
 
+/// The end of a call, from one clock reading: when it ended, how long it
+/// took, and its wall-clock time.
+fn ended(started: Instant) -> (Instant, std::time::Duration, crate::clock::Timestamp) {
+    let now = Instant::now();
+    (now, now.saturating_duration_since(started), clock::at(now))
+}
+
 impl<F, T: TelemetrySink> ResponseFuture<F, T> {
     pub(super) fn new(
         attempt: F,
         sink: T,
         event: Option<TelemetryEvent>,
         measure: Option<Measure>,
+        started: Option<Instant>,
     ) -> Self {
-        let started = (event.is_some() || measure.is_some()).then(Instant::now);
         Self {
             attempt,
             sink,
@@ -75,7 +82,7 @@ where
         let Some(started) = this.started.take() else {
             return Poll::Ready(result);
         };
-        let elapsed = started.elapsed();
+        let (_, elapsed, at) = ended(started);
         if let Some(measure) = this.measure.as_ref() {
             let ended = match &result {
                 Ok(_) => Ending::Success,
@@ -91,7 +98,7 @@ where
                     elapsed,
                 },
             };
-            event.at = clock::now();
+            event.at = at;
             if let Err(error) = &result {
                 this.sink.failure(&event, error);
             }
@@ -108,9 +115,9 @@ impl<F, T: TelemetrySink> PinnedDrop for ResponseFuture<F, T> {
         let Some(started) = this.started.take() else {
             return;
         };
-        let elapsed = started.elapsed();
+        let (now, elapsed, at) = ended(started);
         if let Some(measure) = this.measure.as_ref() {
-            let expired = measure.deadline.is_some_and(|at| Instant::now() >= at);
+            let expired = measure.deadline.is_some_and(|deadline| now >= deadline);
             let ended = if expired {
                 Ending::Cancelled
             } else {
@@ -120,7 +127,7 @@ impl<F, T: TelemetrySink> PinnedDrop for ResponseFuture<F, T> {
         }
         if let Some(mut event) = this.event.take() {
             event.lifecycle = Lifecycle::Abandoned { elapsed };
-            event.at = clock::now();
+            event.at = at;
             this.sink.emit(event);
         }
     }

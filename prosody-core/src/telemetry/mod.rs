@@ -64,6 +64,7 @@ use crate::handler::EventRequest;
 use crate::trace;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
+use tokio::time::Instant;
 use tower::Service;
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
@@ -120,7 +121,16 @@ where
             ),
         };
         trace::relate(&span, cause, link);
-        let event = self.sink.enabled().then(|| TelemetryEvent {
+        let measure = context.meter().enabled().then(|| future::Measure {
+            meter: context.meter().clone(),
+            kind,
+            deadline: context.deadline(),
+        });
+        let enabled = self.sink.enabled();
+        // One clock reading for the call's start: its duration's and its
+        // dispatched event's.
+        let started = (enabled || measure.is_some()).then(Instant::now);
+        let event = enabled.then(|| TelemetryEvent {
             lifecycle: Lifecycle::Dispatched,
             kind,
             topic: context.topic().clone(),
@@ -130,19 +140,20 @@ where
             key: context.key().clone(),
             attempt: context.attempt(),
             demand: context.demand(),
-            at: clock::now(),
+            at: started.map_or_else(clock::now, clock::at),
         });
         if let Some(event) = &event {
             self.sink.emit(event.clone());
         }
-        let measure = context.meter().enabled().then(|| future::Measure {
-            meter: context.meter().clone(),
-            kind,
-            deadline: context.deadline(),
-        });
         Box::pin(
-            ResponseFuture::new(self.inner.call(request), self.sink.clone(), event, measure)
-                .instrument(span),
+            ResponseFuture::new(
+                self.inner.call(request),
+                self.sink.clone(),
+                event,
+                measure,
+                started,
+            )
+            .instrument(span),
         )
     }
 }
