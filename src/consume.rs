@@ -83,18 +83,29 @@ impl Consuming {
         H: EventHandler<Payload = C::Value>,
         H::Output: Serialize,
     {
+        let keep = layers.takes_parsed();
         match layers.mode() {
-            Mode::Pipeline => self.subscribe_with(layers.pipeline(handler)).await,
-            Mode::BestEffort => self.subscribe_with(layers.best_effort(handler)).await,
+            Mode::Pipeline => self.start(layers.pipeline(handler), keep).await,
+            Mode::BestEffort => self.start(layers.best_effort(handler), keep).await,
             Mode::LowLatency => match layers.low_latency(handler) {
-                Some(stack) => self.subscribe_with(stack).await,
+                Some(stack) => self.start(stack, keep).await,
                 None => Err(ClientError::NotConfigured),
             },
         }
     }
 
-    /// Starts consuming with a complete stack, then the probe server.
+    /// Starts consuming with a complete stack, then the probe server. Its
+    /// codec is unknown: records are not parsed for it.
     pub(crate) async fn subscribe_with<S>(&self, stack: S) -> Result<(), ClientError>
+    where
+        S: EventService<Encoded>,
+    {
+        self.start(stack, false).await
+    }
+
+    /// Starts consuming with `stack`, keeping records' JSON parse for its
+    /// codec when `keep_parse`.
+    async fn start<S>(&self, stack: S, keep_parse: bool) -> Result<(), ClientError>
     where
         S: EventService<Encoded>,
     {
@@ -121,7 +132,10 @@ impl Consuming {
             consumer,
             stack,
             self.stores.clone(),
-            self.runtime.clone(),
+            RuntimeConfig {
+                keep_parse,
+                ..self.runtime.clone()
+            },
         ));
         self.probe.start();
         Ok(())

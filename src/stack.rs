@@ -291,6 +291,12 @@ impl<C: Codec> Layers<C> {
         LogLayer::new()
     }
 
+    /// Whether the client's codec takes a payload's JSON parse (the
+    /// runtime then parses each JSON object once).
+    pub(crate) fn takes_parsed(&self) -> bool {
+        self.codec.takes_parsed()
+    }
+
     /// The innermost service of a stack: `handler`, with the client's codec
     /// to decode what it is given.
     #[must_use]

@@ -58,7 +58,7 @@ pub fn message(
         timestamp: Timestamp::default(),
         raw_key: Some(Bytes::copy_from_slice(key.as_bytes())),
         key: key.into(),
-        payload: Encoded,
+        payload: Encoded::new(),
         raw: Bytes::from(json!({"id": n, "type": "bench.event"}).to_string()),
         id: with_id.then(|| Arc::from(n.to_string())),
         headers: Headers::new(),

@@ -6,6 +6,7 @@ use crate::key::Key;
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -30,6 +31,25 @@ pub trait Codec: Clone + Send + Sync + 'static {
 
     /// Decodes a payload.
     fn decode(&self, bytes: &[u8]) -> Result<Self::Value, CodecError>;
+
+    /// Whether [`Codec::decode_parsed`] uses a JSON parse of the payload:
+    /// then the runtime keeps the parse it makes of a JSON object to read
+    /// its `id`, and the payload is parsed once. `false` by default.
+    fn takes_parsed(&self) -> bool {
+        false
+    }
+
+    /// Decodes a payload from `parsed`, its JSON parse, or from its
+    /// `bytes`: whichever gives what [`Codec::decode`] of the bytes gives.
+    /// By default, from the bytes.
+    fn decode_parsed(
+        &self,
+        parsed: serde_json::Value,
+        bytes: &[u8],
+    ) -> Result<Self::Value, CodecError> {
+        drop(parsed);
+        self.decode(bytes)
+    }
 
     /// Encodes a payload.
     fn encode(&self, value: &Self::Value) -> Result<Vec<u8>, CodecError>;
@@ -75,6 +95,22 @@ where
         serde_json::from_slice(bytes).map_err(CodecError::new)
     }
 
+    /// Only a codec of [`serde_json::Value`] takes the parse: it is the
+    /// decoded payload itself. Other types decode from the bytes, as
+    /// [`JsonCodec::decode`] does (a typed decode of a parse would accept a
+    /// repeated field that one of the bytes refuses).
+    fn takes_parsed(&self) -> bool {
+        TypeId::of::<T>() == TypeId::of::<serde_json::Value>()
+    }
+
+    fn decode_parsed(&self, parsed: serde_json::Value, bytes: &[u8]) -> Result<T, CodecError> {
+        let mut slot = Some(parsed);
+        match (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
+            Some(value) => value.take().map_or_else(|| self.decode(bytes), Ok),
+            None => self.decode(bytes),
+        }
+    }
+
     fn encode(&self, value: &T) -> Result<Vec<u8>, CodecError> {
         serde_json::to_vec(value).map_err(CodecError::new)
     }
@@ -112,6 +148,15 @@ pub fn record_key(record: &Record) -> Key {
 /// The event a record carries for `key`, not decoded: an excise for a
 /// tombstone, else a message with its `id`.
 pub fn encoded(key: &Key, record: &Record) -> Event<Encoded> {
+    encoded_keeping(key, record, false)
+}
+
+/// As [`encoded`]; with `keep`, a payload that is a JSON object is parsed
+/// once, its `id` read from the parse and the parse kept in the
+/// [`Encoded`] payload for the codec (see [`Codec::takes_parsed`]).
+/// Either way the `id` is the one [`encoded`] reads, for any payload that
+/// is JSON text.
+pub fn encoded_keeping(key: &Key, record: &Record, keep: bool) -> Event<Encoded> {
     let Some(payload) = &record.payload else {
         return Event::Excise(Excise {
             topic: record.topic.clone(),
@@ -123,8 +168,13 @@ pub fn encoded(key: &Key, record: &Record) -> Event<Encoded> {
             headers: record.headers.clone(),
         });
     };
+    let (id, encoded) = if keep {
+        crate::envelope::parse(payload)
+    } else {
+        (crate::envelope::id(payload), Encoded::new())
+    };
     Event::Message(Message {
-        id: crate::envelope::id(payload),
+        id,
         raw: payload.clone(),
         topic: record.topic.clone(),
         partition: record.partition,
@@ -132,7 +182,7 @@ pub fn encoded(key: &Key, record: &Record) -> Event<Encoded> {
         timestamp: record.timestamp,
         key: key.clone(),
         raw_key: record.key.clone(),
-        payload: Encoded,
+        payload: encoded,
         headers: record.headers.clone(),
     })
 }
@@ -151,9 +201,13 @@ fn check_key(raw_key: Option<&Bytes>) -> Result<(), DecodeError> {
 /// and its payload must decode with `codec`. Timers carry neither.
 pub fn decode<K: Codec>(codec: &K, event: Event<Encoded>) -> Result<Event<K::Value>, DecodeError> {
     match event {
-        Event::Message(message) => {
+        Event::Message(mut message) => {
             check_key(message.raw_key.as_ref())?;
-            let payload = codec.decode(&message.raw).map_err(DecodeError::Payload)?;
+            let payload = match message.payload.take() {
+                Some(parsed) => codec.decode_parsed(parsed, &message.raw),
+                None => codec.decode(&message.raw),
+            }
+            .map_err(DecodeError::Payload)?;
             Ok(Event::Message(message.with_payload(payload)))
         }
         Event::Excise(excise) => {
@@ -166,7 +220,10 @@ pub fn decode<K: Codec>(codec: &K, event: Event<Encoded>) -> Result<Event<K::Val
 
 #[cfg(test)]
 mod tests {
-    use super::{Codec, JsonCodec};
+    use super::{Codec, JsonCodec, encoded_keeping};
+    use crate::broker::Record;
+    use crate::event::Event;
+    use crate::key::Key;
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
@@ -226,5 +283,56 @@ mod tests {
         let codec = JsonCodec::<Value>::new();
         let err = codec.decode(b"{not json").err().map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("key must be a string")));
+    }
+
+    fn record(payload: &[u8]) -> Record {
+        Record {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            timestamp: crate::Timestamp::default(),
+            key: Some("k".into()),
+            payload: Some(payload.to_vec().into()),
+            headers: crate::event::Headers::default(),
+        }
+    }
+
+    #[test]
+    fn the_parse_goes_to_a_value_codec_once_and_a_clone_decodes_the_bytes() {
+        let key = Key::from("k");
+        let Event::Message(mut message) = encoded_keeping(&key, &record(br#"{"id":1}"#), true)
+        else {
+            panic!("a message");
+        };
+        assert_eq!(message.id.as_deref(), Some("1"));
+        let copy = message.clone();
+        assert!(message.payload.take().is_some());
+        assert!(
+            copy.payload.clone().take().is_none(),
+            "a clone holds no parse"
+        );
+        let Event::Message(mut unkept) = encoded_keeping(&key, &record(br#"{"id":1}"#), false)
+        else {
+            panic!("a message");
+        };
+        assert_eq!(unkept.id.as_deref(), Some("1"));
+        assert!(unkept.payload.take().is_none());
+    }
+
+    #[test]
+    fn only_a_codec_of_values_takes_the_parse() {
+        assert!(JsonCodec::<Value>::new().takes_parsed());
+        assert!(!JsonCodec::<std::collections::BTreeMap<String, u32>>::new().takes_parsed());
+        // A typed codec decodes the bytes, so a repeated field is refused
+        // as without a parse.
+        let typed = JsonCodec::<std::collections::BTreeMap<String, u32>>::new();
+        let bytes = br#"{"a":1,"a":"x"}"#;
+        let parsed: Value = serde_json::from_slice(bytes).unwrap_or_default();
+        assert!(typed.decode_parsed(parsed, bytes).is_err());
+        let value = JsonCodec::<Value>::new();
+        assert_eq!(
+            value.decode_parsed(json!({"n": 1}), b"ignored").ok(),
+            Some(json!({"n": 1}))
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The fields the library reads from a JSON payload without decoding it:
 //! its `id`, for deduplication.
 
+use crate::event::Encoded;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
@@ -18,6 +20,34 @@ pub(crate) fn id(payload: &[u8]) -> Option<Arc<str>> {
     let id = reader.deserialize_map(Fields).ok()?;
     reader.end().ok()?;
     id
+}
+
+/// A payload parsed once: its `id` and, for a JSON object, the parse to
+/// decode it from. The `id` is [`id`]'s for any payload that is JSON
+/// text; a payload that is not (a name that is not UTF-8, say) has none
+/// here, and fails to decode as a [`serde_json::Value`] anyway, the only
+/// payload type that takes the parse.
+pub(crate) fn parse(payload: &[u8]) -> (Option<Arc<str>>, Encoded) {
+    let object = payload
+        .iter()
+        .find(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
+        .is_some_and(|first| *first == b'{');
+    if !object {
+        return (None, Encoded::new());
+    }
+    match serde_json::from_slice::<Value>(payload) {
+        Ok(value) => (id_of(&value), Encoded::parsed(value)),
+        Err(_) => (None, Encoded::new()),
+    }
+}
+
+/// The `id` of a parsed payload, as [`id`] reads it from the bytes.
+fn id_of(value: &Value) -> Option<Arc<str>> {
+    match value.get("id")? {
+        Value::String(text) => Some(Arc::from(text.as_str())),
+        Value::Number(number) => Some(Arc::from(number.to_string())),
+        _ => None,
+    }
 }
 
 /// Reads an object's fields, keeping the `id`.
@@ -131,7 +161,7 @@ impl<'de> Visitor<'de> for IdValue {
 
 #[cfg(test)]
 mod tests {
-    use super::id;
+    use super::{id, parse};
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
@@ -195,8 +225,35 @@ mod tests {
                 Some(Value::Number(number)) => Some(number.to_string()),
                 _ => None,
             };
-            prop_assert_eq!(id(&payload).as_deref().map(str::to_owned), expected);
+            prop_assert_eq!(id(&payload).as_deref().map(str::to_owned), expected.clone());
+            // Parsed once, the same id, and the parse is the decoded payload.
+            let (parsed_id, mut encoded) = parse(&payload);
+            prop_assert_eq!(parsed_id.as_deref().map(str::to_owned), expected);
+            prop_assert_eq!(encoded.take(), Some(decoded));
         }
+    }
+
+    #[test]
+    fn only_a_json_object_is_kept_parsed() {
+        for payload in [&b" \n{\"id\":7}"[..], br#"{"n":[1,{"id":2}]}"#] {
+            let (_, mut encoded) = parse(payload);
+            assert!(encoded.take().is_some(), "{payload:?}");
+        }
+        for payload in [
+            &b"[1,2]"[..],
+            b"\"text\"",
+            b"12",
+            b"not json",
+            br#"{"id":"a"} trailing"#,
+            b"{\"\xff\":1,\"id\":\"x\"}",
+        ] {
+            let (id, mut encoded) = parse(payload);
+            assert_eq!((id, encoded.take()), (None, None), "{payload:?}");
+        }
+        assert_eq!(
+            parse(br#"{"id":"first","id":"last"}"#).0.as_deref(),
+            Some("last")
+        );
     }
 
     #[test]

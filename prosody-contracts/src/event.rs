@@ -76,8 +76,40 @@ impl<N: Into<String>, V: Into<Bytes>> FromIterator<(N, V)> for Headers {
 /// handler runs, so a record that does not decode is a permanent failure of
 /// that call, and every stage above sees it as one: it takes the failure
 /// path of its mode like any other permanent error.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Encoded;
+///
+/// It may hold the payload parsed as JSON already: the runtime parses a
+/// JSON object once to read its `id`, and keeps the parse for a codec that
+/// takes one ([`Codec::takes_parsed`](crate::codec::Codec::takes_parsed)),
+/// so the handler service does not parse the bytes again. Invariant: a
+/// parse, when held, is of [`Message::raw`], and it is used at most once:
+/// a clone holds none, so a retried or deferred attempt decodes the bytes.
+#[derive(Debug, Default)]
+pub struct Encoded(Option<serde_json::Value>);
+
+impl Encoded {
+    /// A payload to decode from its bytes.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(None)
+    }
+
+    /// A payload with its JSON parse.
+    pub(crate) const fn parsed(value: serde_json::Value) -> Self {
+        Self(Some(value))
+    }
+
+    /// Takes the parse, if any.
+    pub(crate) fn take(&mut self) -> Option<serde_json::Value> {
+        self.0.take()
+    }
+}
+
+impl Clone for Encoded {
+    /// A clone holds no parse: the parse is used at most once.
+    fn clone(&self) -> Self {
+        Self(None)
+    }
+}
 
 /// A consumed message with its payload: decoded for the handler
 /// (`Message<P>`), still encoded in the stack (`Message<Encoded>`).

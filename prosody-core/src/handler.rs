@@ -443,7 +443,7 @@ mod tests {
     }
 
     async fn category_of(payload: &'static str) -> Category {
-        let (mut request, _, _) = testkit::message("k", Encoded, None);
+        let (mut request, _, _) = testkit::message("k", Encoded::new(), None);
         if let Event::Message(message) = &mut request.event {
             message.raw = Bytes::from_static(payload.as_bytes());
         }

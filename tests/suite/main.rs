@@ -19,6 +19,7 @@
 mod support;
 
 mod client;
+mod codec;
 mod defer;
 mod duplicates;
 mod handoff;

@@ -26,7 +26,7 @@
 //! #     let context = Context::new(Key::from(key), "orders".into(), 0, stop.child_token(), stop);
 //! #     let message = Message {
 //! #         topic: "orders".into(), partition: 0, offset: 41, timestamp: Timestamp::default(),
-//! #         key: Key::from(key), raw_key: Some(key.as_bytes().to_vec().into()), payload: Encoded,
+//! #         key: Key::from(key), raw_key: Some(key.as_bytes().to_vec().into()), payload: Encoded::new(),
 //! #         raw: b"{}".to_vec().into(), id: None, headers: Headers::new(),
 //! #     };
 //! #     EventRequest::new(Event::Message(message), context)

@@ -102,7 +102,11 @@ where
     fn call(&mut self, request: EventRequest<P>) -> Self::Future {
         // `inner` is ready (this service's readiness is its): it makes the
         // first attempt now.
-        let first = self.inner.call(request.clone());
-        ResponseFuture::new(Arc::clone(&self.shared), request, first)
+        // The first attempt takes the request itself (a payload's parse,
+        // which a clone does not carry, goes with it); the clone stays for
+        // the retries.
+        let kept = request.clone();
+        let first = self.inner.call(request);
+        ResponseFuture::new(Arc::clone(&self.shared), kept, first)
     }
 }

@@ -99,6 +99,8 @@ pub(crate) struct Shared<S> {
     pub(crate) stores: Arc<PartitionStores>,
     /// The client's state collections: `None` when it registered none.
     pub(crate) state: Option<Arc<Registry>>,
+    /// Whether a record's JSON parse is kept for the handler's codec.
+    pub(crate) keep_parse: bool,
     /// Held by every attempt, so a crashed member's consumer outlives them.
     #[expect(dead_code, reason = "held for its drop, never read")]
     pub(crate) lease: Arc<Lease>,
@@ -200,7 +202,7 @@ impl Attempts {
     ) -> EventRequest<Encoded> {
         let key = &self.key;
         let event = match job {
-            Job::Record(record) => codec::encoded(key, record),
+            Job::Record(record) => codec::encoded_keeping(key, record, shared.keep_parse),
             Job::Timer(fire) => Event::Timer(
                 Timer::new(key.clone(), from_seconds(fire.due.second))
                     .with_kind(fire.due.kind)

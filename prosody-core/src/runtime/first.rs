@@ -203,6 +203,7 @@ mod tests {
             backoff: Backoff::new(Duration::from_millis(1), Duration::from_millis(1)),
             stores: testkit::access(prosody_memory::MemoryStores::new()),
             state: None,
+            keep_parse: false,
             lease: Arc::default(),
             stack: Mutex::new(stack.clone()),
         };

@@ -70,6 +70,12 @@ pub struct RuntimeConfig {
     pub answerer: Option<Arc<dyn Answerer>>,
     /// The client's instruments ([`Metrics::off`] records nothing).
     pub metrics: Metrics,
+    /// Whether the stack's codec takes a JSON parse of the payload
+    /// ([`Codec::takes_parsed`](crate::Codec::takes_parsed)): then a
+    /// record that is a JSON object is parsed once, for its `id` and for
+    /// the handler. `false` parses the `id` alone, and the handler service
+    /// decodes the bytes.
+    pub keep_parse: bool,
 }
 
 impl RuntimeConfig {
@@ -89,6 +95,7 @@ impl RuntimeConfig {
             state: Arc::default(),
             answerer: None,
             metrics: Metrics::off(),
+            keep_parse: false,
         }
     }
 }

@@ -230,6 +230,7 @@ where
                     backoff: Backoff::new(self.config.retry_base, self.config.max_retry_delay),
                     stores: Arc::clone(&stores),
                     state: (!self.config.state.is_empty()).then(|| Arc::clone(&self.config.state)),
+                    keep_parse: self.config.keep_parse,
                     lease: Arc::clone(&self.lease),
                     stack: std::sync::Mutex::new(self.service.clone()),
                 }),

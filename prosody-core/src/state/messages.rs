@@ -166,7 +166,7 @@ mod tests {
             timestamp: crate::Timestamp::from_millis(0),
             key: "k".into(),
             raw_key: None,
-            payload: Encoded,
+            payload: Encoded::new(),
             raw: bytes::Bytes::new(),
             id: None,
             headers: crate::Headers::default(),

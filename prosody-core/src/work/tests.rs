@@ -210,7 +210,7 @@ mod commit {
                 landed: Arc::default(),
             };
             let (result, returned, started) = runtime.block_on(async {
-                let (request, _shutdown, _cancel) = testkit::message("k", Encoded, None);
+                let (request, _shutdown, _cancel) = testkit::message("k", Encoded::new(), None);
                 let EventRequest { mut event, context, .. } = request;
                 if let Event::Message(message) = &mut event {
                     message.raw = Bytes::from_static(b"{}");

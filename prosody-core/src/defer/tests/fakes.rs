@@ -387,7 +387,7 @@ impl Harness {
         key: &str,
         offset: i64,
     ) -> (EventRequest<Encoded>, CancellationToken) {
-        let (mut request, shutdown, _cancel) = testkit::message(key, Encoded, None);
+        let (mut request, shutdown, _cancel) = testkit::message(key, Encoded::new(), None);
         if let Event::Message(message) = &mut request.event {
             message.offset = offset;
             message.raw = Bytes::from(serde_json::to_vec(&json!({ "offset": offset })).unwrap());
@@ -423,7 +423,7 @@ pub(super) fn timer(
     time: Timestamp,
     timers: UnitOfWork,
 ) -> (EventRequest<Encoded>, CancellationToken) {
-    let (mut request, shutdown, _cancel) = testkit::message(key, Encoded, None);
+    let (mut request, shutdown, _cancel) = testkit::message(key, Encoded::new(), None);
     request.event = Event::Timer(Timer::new(key, time).with_kind(kind));
     request.context = request.context.with_work(timers);
     (request, shutdown)
