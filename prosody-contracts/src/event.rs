@@ -3,6 +3,7 @@
 use crate::clock::Timestamp;
 use crate::key::Key;
 use bytes::Bytes;
+use std::fmt;
 use std::sync::Arc;
 
 /// A topic name; cheap to clone.
@@ -83,8 +84,20 @@ impl<N: Into<String>, V: Into<Bytes>> FromIterator<(N, V)> for Headers {
 /// so the handler service does not parse the bytes again. Invariant: a
 /// parse, when held, is of [`Message::raw`], and it is used at most once:
 /// a clone holds none, so a retried or deferred attempt decodes the bytes.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Encoded(Option<serde_json::Value>);
+
+impl fmt::Debug for Encoded {
+    /// Never the payload's content: it is [`Message::raw`]'s, and a
+    /// request's debug output may reach a log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Encoded(parsed)"
+        } else {
+            "Encoded"
+        })
+    }
+}
 
 impl Encoded {
     /// A payload to decode from its bytes.
