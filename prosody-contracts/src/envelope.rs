@@ -23,10 +23,8 @@ pub(crate) fn id(payload: &[u8]) -> Option<Arc<str>> {
 }
 
 /// A payload parsed once: its `id` and, for a JSON object, the parse to
-/// decode it from. The `id` is [`id`]'s for any payload that is JSON
-/// text; a payload that is not (a name that is not UTF-8, say) has none
-/// here, and fails to decode as a [`serde_json::Value`] anyway, the only
-/// payload type that takes the parse.
+/// decode it from. The `id` is always [`id`]'s: a payload that does not
+/// parse as a [`serde_json::Value`] has its `id` read as [`id`] reads it.
 pub(crate) fn parse(payload: &[u8]) -> (Option<Arc<str>>, Encoded) {
     let object = payload
         .iter()
@@ -37,7 +35,9 @@ pub(crate) fn parse(payload: &[u8]) -> (Option<Arc<str>>, Encoded) {
     }
     match serde_json::from_slice::<Value>(payload) {
         Ok(value) => (id_of(&value), Encoded::parsed(value)),
-        Err(_) => (None, Encoded::new()),
+        // Not a `Value` (nested deeper than its parser goes, say), though
+        // maybe JSON text: its `id` as `id` reads it, and the bytes.
+        Err(_) => (id(payload), Encoded::new()),
     }
 }
 
@@ -245,10 +245,22 @@ mod tests {
             b"12",
             b"not json",
             br#"{"id":"a"} trailing"#,
-            b"{\"\xff\":1,\"id\":\"x\"}",
         ] {
             let (id, mut encoded) = parse(payload);
             assert_eq!((id, encoded.take()), (None, None), "{payload:?}");
+        }
+        // Not a `Value` (too deep for its parser; a name that is not
+        // UTF-8), yet the `id` is the one read without a parse.
+        let deep = format!(
+            r#"{{"id":"deep","n":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for payload in [deep.as_bytes(), b"{\"\xff\":1,\"id\":\"x\"}"] {
+            let (parsed, mut encoded) = parse(payload);
+            assert!(encoded.take().is_none());
+            assert!(parsed.is_some());
+            assert_eq!(parsed, id(payload));
         }
         assert_eq!(
             parse(br#"{"id":"first","id":"last"}"#).0.as_deref(),
