@@ -19,7 +19,7 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::panic::AssertUnwindSafe;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::task::AbortHandle;
 
@@ -67,7 +67,8 @@ impl Board {
 }
 
 /// The completer of one event loop's awaitables (made on first use,
-/// watched by the loop for as long as it lives).
+/// watched by the loop for as long as it lives; dropped, with what it
+/// still holds, when a later loop finds this one closed).
 #[pyclass(module = "prosody._prosody", frozen)]
 pub(crate) struct Settler(Arc<Board>);
 
@@ -84,10 +85,32 @@ impl Settler {
             std::mem::take(&mut queue.settled)
         };
         for Settled { future, outcome } in settled {
-            if let Err(error) = complete(py, future.bind(py), outcome) {
-                tracing::warn!(%error, "an awaitable could not be completed");
+            let future = future.bind(py);
+            // One awaitable that cannot be completed as it should still
+            // ends (with a `RuntimeError`), and the rest of the batch too.
+            let failure = match catch_unwind(AssertUnwindSafe(|| complete(py, future, outcome))) {
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => error.to_string(),
+                Err(_) => "converting its outcome panicked".to_owned(),
+            };
+            tracing::warn!(%failure, "an awaitable could not be completed as it should");
+            let error =
+                PyRuntimeError::new_err(format!("the awaitable could not be completed: {failure}"));
+            let ended = future
+                .call_method0(intern!(py, "done"))
+                .and_then(|done| done.is_truthy());
+            if matches!(ended, Ok(false)) {
+                let _ = future.call_method1(intern!(py, "set_exception"), (error.into_value(py),));
             }
         }
+    }
+}
+
+impl Settler {
+    /// Drops the outcomes queued for a loop that will never settle them
+    /// (it closed): they hold its futures, and through them the loop.
+    fn abandon(&self) {
+        drop(std::mem::take(&mut self.0.lock().settled));
     }
 }
 
@@ -140,6 +163,22 @@ fn settler<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Settler>>
         .cast_into::<Settler>()
     {
         return Ok(found);
+    }
+    // A new loop: the settlers of closed ones go first. An outcome queued
+    // after its loop closed holds a future of that loop, which would keep
+    // the loop (its key here) alive, and its socket open, for good.
+    let entries = settlers
+        .call_method0(intern!(py, "items"))?
+        .try_iter()?
+        .map(|entry| entry?.extract())
+        .collect::<PyResult<Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)>>>()?;
+    for (other, settler) in entries {
+        if other.call_method0(intern!(py, "is_closed"))?.is_truthy()? {
+            if let Ok(settler) = settler.cast_into::<Settler>() {
+                settler.get().abandon();
+            }
+            settlers.del_item(&other)?;
+        }
     }
     let (reader, writer) = UnixStream::pair()?;
     reader.set_nonblocking(true)?;

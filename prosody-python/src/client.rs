@@ -201,19 +201,24 @@ impl NativeClient {
         Ok(calls)
     }
 
+    /// Runs to its end even if the awaitable is cancelled (a drain cut
+    /// short would leave settled records uncommitted).
     fn unsubscribe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = Arc::clone(&self.client);
+        let stopping = crate::engine()?.spawn(async move { client.unsubscribe().await });
         crate::awaitable::awaitable(py, async move {
-            client.unsubscribe().await.map_err(errors::client)
+            stopping
+                .await
+                .map_err(errors::runtime)?
+                .map_err(errors::client)
         })
     }
 
+    /// Runs to its end even if the awaitable is cancelled.
     fn shutdown<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = Arc::clone(&self.client);
-        crate::awaitable::awaitable(py, async move {
-            client.shutdown().await;
-            Ok(())
-        })
+        let stopping = crate::engine()?.spawn(async move { client.shutdown().await });
+        crate::awaitable::awaitable(py, async move { stopping.await.map_err(errors::runtime) })
     }
 
     fn consumer_state(&self) -> String {

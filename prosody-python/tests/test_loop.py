@@ -5,14 +5,17 @@ exit while the engine still runs."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import time
+import weakref
 from typing import Any
 
 import pytest
 
 from prosody import Context, EventHandler, ExciseMessage, Message, Timer
 
-from support import mock_client, unique, within
+from support import DEADLINE, mock_client, unique, within
 
 
 class Watched(asyncio.SelectorEventLoop):
@@ -87,3 +90,35 @@ def test_each_loop_gets_its_own_completions() -> None:
             loop.run_until_complete(within(client.shutdown()))
         finally:
             loop.close()
+
+
+def test_a_closed_loop_whose_awaitable_completes_later_is_let_go() -> None:
+    # An awaitable left behind on a loop that closed completes on the
+    # engine afterwards: its outcome, queued for the closed loop, must not
+    # keep that loop alive once another loop starts.
+    first = asyncio.new_event_loop()
+    client, topic = first.run_until_complete(mock_client())
+
+    async def left_behind() -> None:
+        # The send starts (its engine work with it) and is left pending.
+        asyncio.ensure_future(client.send(topic, "k", {}))
+        await asyncio.sleep(0)
+
+    first.run_until_complete(left_behind())
+    first.close()
+    gone = weakref.ref(first)
+    del first
+    deadline = time.monotonic() + DEADLINE
+    while gone() is not None and time.monotonic() < deadline:
+        later = asyncio.new_event_loop()
+        try:
+            later.run_until_complete(within(client.excise(topic, "other")))
+        finally:
+            later.close()
+        gc.collect()
+    assert gone() is None, "a closed loop is held by an outcome queued for it"
+    last = asyncio.new_event_loop()
+    try:
+        last.run_until_complete(within(client.shutdown()))
+    finally:
+        last.close()
