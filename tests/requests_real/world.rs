@@ -209,6 +209,8 @@ pub async fn member(subsystem: String) -> ExitCode {
         ))
         .subsystem(subsystem.as_str())
         .source_system("members")
+        // Answers are sends too (see the caller's).
+        .send_timeout(Duration::from_secs(30))
         .state_collections([HANDLED.spec()])
         .kafka_property("session.timeout.ms", "6000")
         .kafka_property("heartbeat.interval.ms", "1000")
