@@ -10,15 +10,13 @@
 //! when the interpreter finalizes is unwound without the GIL, and the
 //! unwinding frees Python objects beside the collector (a crash at exit).
 
+use crate::bell::Bell;
 use futures_util::FutureExt as _;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::{IntoPyObjectExt as _, intern};
 use std::future::Future;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::task::AbortHandle;
@@ -41,8 +39,7 @@ struct Queue {
 /// The outcomes waiting for one event loop, and the socket that wakes it.
 struct Board {
     queue: Mutex<Queue>,
-    reader: UnixStream,
-    writer: UnixStream,
+    bell: Bell,
 }
 
 impl Board {
@@ -59,9 +56,7 @@ impl Board {
             !std::mem::replace(&mut queue.armed, true)
         };
         if wake {
-            // A full buffer already holds a wake-up; a closed loop never
-            // drains: either way there is nothing more to do.
-            let _ = (&self.writer).write(&[1]);
+            self.bell.ring();
         }
     }
 }
@@ -80,8 +75,7 @@ impl Settler {
         let settled = {
             let mut queue = self.0.lock();
             queue.armed = false;
-            let mut bytes = [0_u8; 64];
-            while matches!((&self.0.reader).read(&mut bytes), Ok(n) if n > 0) {}
+            self.0.bell.hush();
             std::mem::take(&mut queue.settled)
         };
         for Settled { future, outcome } in settled {
@@ -180,10 +174,8 @@ fn settler<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Settler>>
             settlers.del_item(&other)?;
         }
     }
-    let (reader, writer) = UnixStream::pair()?;
-    reader.set_nonblocking(true)?;
-    writer.set_nonblocking(true)?;
-    let fd = reader.as_raw_fd();
+    let bell = Bell::new()?;
+    let fd = bell.fileno();
     let made = Bound::new(
         py,
         Settler(Arc::new(Board {
@@ -191,8 +183,7 @@ fn settler<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Settler>>
                 settled: Vec::new(),
                 armed: false,
             }),
-            reader,
-            writer,
+            bell,
         })),
     )?;
     // Watched from an empty context, not the first caller's.

@@ -9,6 +9,7 @@
 //! cancellation the same way. So a loop that is blocked only delays its
 //! calls (the probes see a stall); it never blocks the engine.
 
+use crate::bell::Bell;
 use crate::context::{Collections, NativeContext};
 use crate::convert::{NativeMessage, seconds, to_json, to_py};
 use prosody::{Context, Excise, Message, Timer};
@@ -17,9 +18,6 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
@@ -97,8 +95,7 @@ struct Queue {
 struct Shared {
     queue: Mutex<Queue>,
     collections: Collections,
-    reader: UnixStream,
-    writer: UnixStream,
+    bell: Bell,
 }
 
 impl Shared {
@@ -116,9 +113,7 @@ impl Shared {
             !std::mem::replace(&mut queue.armed, true)
         };
         if wake {
-            // A full buffer already holds a wake-up; a closed loop never
-            // drains: either way there is nothing more to do.
-            let _ = (&self.writer).write(&[1]);
+            self.bell.ring();
         }
     }
 }
@@ -129,9 +124,6 @@ pub(crate) struct Inbox(Arc<Shared>);
 
 impl Inbox {
     pub(crate) fn new(collections: Collections) -> std::io::Result<Self> {
-        let (reader, writer) = UnixStream::pair()?;
-        reader.set_nonblocking(true)?;
-        writer.set_nonblocking(true)?;
         Ok(Self(Arc::new(Shared {
             queue: Mutex::new(Queue {
                 entries: Vec::new(),
@@ -139,8 +131,7 @@ impl Inbox {
                 closed: false,
             }),
             collections,
-            reader,
-            writer,
+            bell: Bell::new()?,
         })))
     }
 }
@@ -176,7 +167,7 @@ impl Inbox {
 
     /// The socket the loop watches for readability.
     fn fileno(&self) -> i32 {
-        self.0.reader.as_raw_fd()
+        self.0.bell.fileno()
     }
 
     /// Every call queued since the last take, as tuples
@@ -190,8 +181,7 @@ impl Inbox {
         let entries = {
             let mut queue = lock(&self.0.queue);
             queue.armed = false;
-            let mut bytes = [0_u8; 64];
-            while matches!((&self.0.reader).read(&mut bytes), Ok(n) if n > 0) {}
+            self.0.bell.hush();
             std::mem::take(&mut queue.entries)
         };
         let calls = PyList::empty(py);

@@ -5,6 +5,7 @@
 
 mod admin;
 mod awaitable;
+mod bell;
 mod client;
 mod context;
 mod convert;
