@@ -37,6 +37,7 @@ mod memory;
 mod raw;
 
 use counting::{Counting, READS};
+use memory::{cpu_line, cpu_seconds};
 use std::cell::Cell;
 
 use futures_util::StreamExt;
@@ -102,21 +103,6 @@ fn setting(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// CPU seconds (user and system) this process has used so far.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the
-    // 12th and 13th of them, in clock ticks of 1/100 s.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: f64 = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|field| field.parse::<f64>().ok())
-        .sum();
-    ticks / 100.0
 }
 
 /// Counts handled records and wakes the waiter at the target.
@@ -307,8 +293,8 @@ async fn library(
     let (start, cpu) = *counter.first.get().unwrap();
     let wall = start.elapsed().as_secs_f64();
     println!(
-        "  CPU busy {:.2} cores, {:.2} store calls per record",
-        (cpu_seconds() - cpu) / wall,
+        "  {}, {:.2} store calls per record",
+        cpu_line(cpu_seconds() - cpu, wall, records),
         calls.load(Ordering::Relaxed) as f64 / records as f64
     );
     let rate = records as f64 / wall;
@@ -345,14 +331,16 @@ async fn library(
 /// The bare loop's rate (printed with its peak) and the correct loop's.
 async fn raw_loops(target: &Target, records: usize) -> (f64, f64) {
     memory::reset_peak();
-    let raw = raw::raw(&target.servers, &target.topic, records, false).await;
+    let (raw, cpu) = raw::raw(&target.servers, &target.topic, records, false).await;
     let raw_peak = memory::status_mib("VmHWM");
+    println!("  {cpu}");
     println!(
         "{:<34} {raw:>9.0} records/s  peak RSS {raw_peak:.0} MiB",
         "raw rdkafka StreamConsumer"
     );
     memory::reset_peak();
-    let correct = raw::raw(&target.servers, &target.topic, records, true).await;
+    let (correct, cpu) = raw::raw(&target.servers, &target.topic, records, true).await;
+    println!("  {cpu}");
     (raw, correct)
 }
 

@@ -31,11 +31,12 @@ pub fn check_holds(servers: &str, topic: &str, partitions: i32, records: usize) 
     );
 }
 
-/// Records per second of a consumer that reads `records` records of
-/// `topic`: as they come with librdkafka's defaults (`correct` false), or
-/// with the library's fetch back-off, decoding each payload's JSON,
-/// storing its offset and committing every second (`correct`).
-pub async fn raw(servers: &str, topic: &str, records: usize, correct: bool) -> f64 {
+/// Records per second, and the CPU used (`memory::cpu_line`), of a
+/// consumer that reads `records` records of `topic`: as they come with
+/// librdkafka's defaults (`correct` false), or with the library's fetch
+/// back-off, decoding each payload's JSON, storing its offset and
+/// committing every second (`correct`).
+pub async fn raw(servers: &str, topic: &str, records: usize, correct: bool) -> (f64, String) {
     let group = format!("raw-{topic}-{correct}");
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", servers)
@@ -57,7 +58,7 @@ pub async fn raw(servers: &str, topic: &str, records: usize, correct: bool) -> f
     let mut committed = Instant::now();
     while seen < records {
         let message = stream.next().await.unwrap().unwrap();
-        start.get_or_insert_with(Instant::now);
+        start.get_or_insert_with(|| (Instant::now(), super::memory::cpu_seconds()));
         if correct {
             let payload = message.payload().unwrap_or_default();
             let value: serde_json::Value = serde_json::from_slice(payload).unwrap();
@@ -72,9 +73,12 @@ pub async fn raw(servers: &str, topic: &str, records: usize, correct: bool) -> f
         }
         seen += 1;
     }
-    let rate = records as f64 / start.unwrap().elapsed().as_secs_f64();
+    let (start, cpu) = start.unwrap();
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = super::memory::cpu_line(super::memory::cpu_seconds() - cpu, wall, records);
+    let rate = records as f64 / wall;
     if correct {
         consumer.commit_consumer_state(CommitMode::Sync).unwrap();
     }
-    rate
+    (rate, cpu)
 }

@@ -37,16 +37,57 @@ pub(crate) const CHANNEL: usize = 8;
 /// wait between the thread and the owner, besides the batch in hand.
 const BATCH: usize = 128;
 
-/// Records held for a paused partition before rdkafka itself pauses it,
-/// at most. Most pauses are short (backpressure until the partition's work
-/// halves), and a real pause costs a fetch round trip on resume, so a pause
-/// first only holds what arrives; past its share of [`HELD`] (between 256
-/// and this many) it stops the fetching.
-const HOLD_LIMIT: usize = 4096;
+/// The bytes held for every paused partition together, about: each
+/// assigned partition may hold its share (at least [`MIN_HOLD`]) before
+/// rdkafka itself pauses it. Most pauses are short (backpressure until the
+/// partition's work halves), and rdkafka's pause drops what it prefetched
+/// for the partition, to fetch and decode again on resume (on real Kafka,
+/// several times the consumer's own cost per record when pauses come
+/// often: BENCHMARKS.md), so a pause first only holds what arrives.
+/// Counted in bytes, as rdkafka bounds its prefetch: the consumer's memory
+/// does not grow with smaller records.
+const HELD_BYTES: usize = 32 << 20;
 
-/// The records held for every paused partition together, about: each
-/// assigned partition may hold its share.
-const HELD: usize = 65_536;
+/// The least a partition may hold, whatever the number assigned.
+const MIN_HOLD: usize = 1 << 20;
+
+/// What a held record costs besides its key, payload and headers: its
+/// fields and allocations, about.
+const RECORD_COST: usize = 128;
+
+/// The bytes a held record counts for.
+fn held_size(record: &Record) -> usize {
+    let data = record.key.as_ref().map_or(0, Bytes::len)
+        + record.payload.as_ref().map_or(0, Bytes::len)
+        + record
+            .headers
+            .iter()
+            .map(|(name, value)| name.len() + value.len())
+            .sum::<usize>();
+    data + RECORD_COST
+}
+
+/// The records held for a paused partition, and their size.
+///
+/// Invariant: `bytes` is the sum of [`held_size`] over `records`.
+#[derive(Debug, Default)]
+struct Held {
+    records: VecDeque<Record>,
+    bytes: usize,
+}
+
+impl Held {
+    fn push(&mut self, record: Record) {
+        self.bytes = self.bytes.saturating_add(held_size(&record));
+        self.records.push_back(record);
+    }
+
+    fn pop(&mut self) -> Option<Record> {
+        let record = self.records.pop_front()?;
+        self.bytes = self.bytes.saturating_sub(held_size(&record));
+        Some(record)
+    }
+}
 
 /// How long a commit may take. A member that lost its assignment (evicted
 /// for missing heartbeats) can have its commit wait on the rebalance that
@@ -65,9 +106,9 @@ type Rd = BaseConsumer<Member>;
 /// only while the partition is assigned and not paused. Records fetched
 /// for a partition that is paused are held, and delivered first once it
 /// resumes, so pausing loses and repeats nothing. Holding is bounded: past
-/// the partition's share of 65,536 records (256 to 4,096) rdkafka stops
-/// fetching it (`halted`) until it resumes, and what rdkafka had queued
-/// for it is fetched again then.
+/// the partition's share of 32 MiB (at least 1 MiB; key, payload, headers
+/// and 128 bytes a record) rdkafka stops fetching it (`halted`) until it
+/// resumes, and what rdkafka had queued for it is fetched again then.
 pub struct KafkaConsumer {
     /// `None` once shut: the close thread took it, to be the last owner.
     consumer: Option<Arc<Rd>>,
@@ -80,7 +121,10 @@ pub struct KafkaConsumer {
     paused: FastSet<TopicPartition>,
     /// Paused partitions rdkafka stopped fetching too.
     halted: FastSet<TopicPartition>,
-    held: FastMap<TopicPartition, VecDeque<Record>>,
+    held: FastMap<TopicPartition, Held>,
+    /// The bytes all paused partitions may hold together: [`HELD_BYTES`]
+    /// (less in tests).
+    hold_budget: usize,
     /// Resumed partitions with held records, to deliver first.
     ready: VecDeque<TopicPartition>,
     /// The rest of the batch last received from the thread.
@@ -113,6 +157,7 @@ impl KafkaConsumer {
             paused: FastSet::default(),
             halted: FastSet::default(),
             held: FastMap::default(),
+            hold_budget: HELD_BYTES,
             ready: VecDeque::new(),
             batch: VecDeque::new(),
             stop,
@@ -137,9 +182,10 @@ impl KafkaConsumer {
     /// fetching it.
     fn hold(&mut self, partition: TopicPartition, record: Record) -> Result<(), BrokerError> {
         let held = self.held.entry(partition.clone()).or_default();
-        held.push_back(record);
-        let limit = (HELD / self.assigned.len().max(1)).clamp(256, HOLD_LIMIT);
-        if held.len() >= limit && !self.halted.contains(&partition) {
+        held.push(record);
+        let share =
+            (self.hold_budget / self.assigned.len().max(1)).max(MIN_HOLD.min(self.hold_budget));
+        if held.bytes >= share && !self.halted.contains(&partition) {
             let list = list(&partition, Offset::Invalid)?;
             self.rd()?.pause(&list).map_err(backend)?;
             self.halted.insert(partition);
@@ -152,7 +198,7 @@ impl KafkaConsumer {
         while let Some(partition) = self.ready.front().cloned() {
             let paused = self.paused.contains(&partition);
             let record = match self.held.get_mut(&partition) {
-                Some(queue) if !paused => queue.pop_front(),
+                Some(held) if !paused => held.pop(),
                 _ => None,
             };
             if let Some(record) = record {

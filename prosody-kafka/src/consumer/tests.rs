@@ -8,7 +8,7 @@
     reason = "test code fails loudly"
 )]
 
-use super::{HOLD_LIMIT, KafkaConsumer};
+use super::{Held, KafkaConsumer, held_size};
 use crate::KafkaBroker;
 use crate::mock::MockKafka;
 use prosody_contracts::broker::{
@@ -35,9 +35,10 @@ async fn next(consumer: &mut KafkaConsumer) -> ConsumerEvent {
         .expect("a poll that succeeds")
 }
 
-/// A partition that was paused past the hold limit (so rdkafka stopped
-/// fetching it), or paused while being revoked, is fetched again when the
-/// group gives it back: a partition assigned anew starts unpaused.
+/// A partition that was paused past its share of the hold budget (so
+/// rdkafka stopped fetching it), or paused while being revoked, is fetched
+/// again when the group gives it back: a partition assigned anew starts
+/// unpaused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
     let cluster = MockKafka::start(1).unwrap();
@@ -46,8 +47,9 @@ async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
     let producer = broker.producer().unwrap();
     let mut sends = JoinSet::new();
     for partition in 0..2 {
-        for n in 0..HOLD_LIMIT + 100 {
-            let mut record = OutgoingRecord::new("t", "k", n.to_string());
+        // About 420 KiB a partition, past its share of the budget below.
+        for n in 0..100 {
+            let mut record = OutgoingRecord::new("t", "k", format!("{n:04096}"));
             record.partition = Some(partition);
             let producer = producer.clone();
             sends.spawn(async move { producer.send(record, Duration::from_secs(30)).await });
@@ -58,6 +60,7 @@ async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
     }
 
     let mut first = broker.consumer(&config()).await.unwrap();
+    first.hold_budget = 256 << 10;
     let mut assigned = Vec::new();
     while assigned.len() < 2 {
         match next(&mut first).await {
@@ -147,5 +150,44 @@ async fn a_consumer_for_records_larger_than_its_default_fetch_reads_them() {
             }
         }
         consumer.close().await;
+    }
+}
+
+/// What a partition holds is counted in bytes as records come and go, so
+/// its share of the hold budget bounds its memory, not its record count.
+#[test]
+fn held_bytes_follow_the_records_held() {
+    let mut held = Held::default();
+    let mut sizes = std::collections::VecDeque::new();
+    for n in 0..200_usize {
+        let mut record = prosody_contracts::broker::Record {
+            key: Some(bytes::Bytes::from(vec![b'k'; n % 7])),
+            payload: (n % 3 != 0).then(|| bytes::Bytes::from(vec![b'p'; n * 13])),
+            ..test_record()
+        };
+        if n % 5 == 0 {
+            record.headers.push(format!("h{n}"), vec![b'v'; n]);
+        }
+        sizes.push_back(held_size(&record));
+        held.push(record);
+        if n % 4 == 3 {
+            held.pop().expect("a record held");
+            sizes.pop_front();
+        }
+        assert_eq!(held.bytes, sizes.iter().sum::<usize>(), "after record {n}");
+    }
+    while held.pop().is_some() {}
+    assert_eq!(held.bytes, 0, "nothing held, nothing counted");
+}
+
+fn test_record() -> prosody_contracts::broker::Record {
+    prosody_contracts::broker::Record {
+        topic: "t".into(),
+        partition: 0,
+        offset: 0,
+        timestamp: prosody_contracts::clock::Timestamp::default(),
+        key: None,
+        payload: None,
+        headers: prosody_contracts::event::Headers::new(),
     }
 }
