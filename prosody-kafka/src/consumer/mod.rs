@@ -6,13 +6,16 @@
 //! broker contract from that channel and calls rdkafka for offsets,
 //! commits and pauses.
 
+mod hold;
+
 use crate::error::{backend, retriable_failure};
 use crate::member::{Member, Polled};
 use bytes::Bytes;
+use hold::Holds;
 use prosody_contracts::Timestamp;
 use prosody_contracts::broker::{BrokerError, Consumer, ConsumerEvent, Record, TopicPartition};
 use prosody_contracts::event::{Headers, Topic};
-use prosody_contracts::hash::{FastMap, FastSet};
+use prosody_contracts::hash::FastSet;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers as _, Message as _};
@@ -37,58 +40,6 @@ pub(crate) const CHANNEL: usize = 8;
 /// wait between the thread and the owner, besides the batch in hand.
 const BATCH: usize = 128;
 
-/// The bytes held for every paused partition together, about: each
-/// assigned partition may hold its share (at least [`MIN_HOLD`]) before
-/// rdkafka itself pauses it. Most pauses are short (backpressure until the
-/// partition's work halves), and rdkafka's pause drops what it prefetched
-/// for the partition, to fetch and decode again on resume (on real Kafka,
-/// several times the consumer's own cost per record when pauses come
-/// often: BENCHMARKS.md), so a pause first only holds what arrives.
-/// Counted in bytes, as rdkafka bounds its prefetch: the consumer's memory
-/// does not grow with smaller records.
-const HELD_BYTES: usize = 32 << 20;
-
-/// The least a partition may hold, whatever the number assigned.
-const MIN_HOLD: usize = 1 << 20;
-
-/// What a held record costs besides its key, payload and headers: its
-/// fields and allocations, about.
-const RECORD_COST: usize = 128;
-
-/// The bytes a held record counts for.
-fn held_size(record: &Record) -> usize {
-    let data = record.key.as_ref().map_or(0, Bytes::len)
-        + record.payload.as_ref().map_or(0, Bytes::len)
-        + record
-            .headers
-            .iter()
-            .map(|(name, value)| name.len() + value.len())
-            .sum::<usize>();
-    data + RECORD_COST
-}
-
-/// The records held for a paused partition, and their size.
-///
-/// Invariant: `bytes` is the sum of [`held_size`] over `records`.
-#[derive(Debug, Default)]
-struct Held {
-    records: VecDeque<Record>,
-    bytes: usize,
-}
-
-impl Held {
-    fn push(&mut self, record: Record) {
-        self.bytes = self.bytes.saturating_add(held_size(&record));
-        self.records.push_back(record);
-    }
-
-    fn pop(&mut self) -> Option<Record> {
-        let record = self.records.pop_front()?;
-        self.bytes = self.bytes.saturating_sub(held_size(&record));
-        Some(record)
-    }
-}
-
 /// How long a commit may take. A member that lost its assignment (evicted
 /// for missing heartbeats) can have its commit wait on the rebalance that
 /// the poll thread holds for the owner's drain: the deadline breaks that
@@ -107,7 +58,7 @@ type Rd = BaseConsumer<Member>;
 /// for a partition that is paused are held, and delivered first once it
 /// resumes, so pausing loses and repeats nothing. Holding is bounded: past
 /// the partition's share of 32 MiB (at least 1 MiB; key, payload, headers
-/// and 128 bytes a record) rdkafka stops fetching it (`halted`) until it
+/// and about 200 bytes a record) rdkafka stops fetching it (`halted`) until it
 /// resumes, and what rdkafka had queued for it is fetched again then.
 pub struct KafkaConsumer {
     /// `None` once shut: the close thread took it, to be the last owner.
@@ -121,12 +72,7 @@ pub struct KafkaConsumer {
     paused: FastSet<TopicPartition>,
     /// Paused partitions rdkafka stopped fetching too.
     halted: FastSet<TopicPartition>,
-    held: FastMap<TopicPartition, Held>,
-    /// The bytes all paused partitions may hold together: [`HELD_BYTES`]
-    /// (less in tests).
-    hold_budget: usize,
-    /// Resumed partitions with held records, to deliver first.
-    ready: VecDeque<TopicPartition>,
+    holds: Holds,
     /// The rest of the batch last received from the thread.
     batch: VecDeque<Record>,
     stop: Arc<AtomicBool>,
@@ -156,9 +102,7 @@ impl KafkaConsumer {
             assigned: FastSet::default(),
             paused: FastSet::default(),
             halted: FastSet::default(),
-            held: FastMap::default(),
-            hold_budget: HELD_BYTES,
-            ready: VecDeque::new(),
+            holds: Holds::default(),
             batch: VecDeque::new(),
             stop,
             thread: Some(thread),
@@ -178,38 +122,16 @@ impl KafkaConsumer {
         }
     }
 
-    /// Holds a record of a paused partition; at the limit, stops rdkafka
-    /// fetching it.
-    fn hold(&mut self, partition: TopicPartition, record: Record) -> Result<(), BrokerError> {
-        let held = self.held.entry(partition.clone()).or_default();
-        held.push(record);
-        let share =
-            (self.hold_budget / self.assigned.len().max(1)).max(MIN_HOLD.min(self.hold_budget));
-        if held.bytes >= share && !self.halted.contains(&partition) {
-            let list = list(&partition, Offset::Invalid)?;
+    /// Holds a record of a paused partition; past its share of the hold
+    /// budget, stops rdkafka fetching it.
+    fn hold(&mut self, partition: &TopicPartition, record: Record) -> Result<(), BrokerError> {
+        let full = self.holds.hold(partition, record, self.assigned.len());
+        if full && !self.halted.contains(partition) {
+            let list = list(partition, Offset::Invalid)?;
             self.rd()?.pause(&list).map_err(backend)?;
-            self.halted.insert(partition);
+            self.halted.insert(partition.clone());
         }
         Ok(())
-    }
-
-    /// A held record of a resumed partition, if any.
-    fn take_held(&mut self) -> Option<Record> {
-        while let Some(partition) = self.ready.front().cloned() {
-            let paused = self.paused.contains(&partition);
-            let record = match self.held.get_mut(&partition) {
-                Some(held) if !paused => held.pop(),
-                _ => None,
-            };
-            if let Some(record) = record {
-                return Some(record);
-            }
-            self.ready.pop_front();
-            if !paused {
-                self.held.remove(&partition);
-            }
-        }
-        None
     }
 
     /// Stops the poll thread and hands the rdkafka consumer to a thread of
@@ -368,7 +290,7 @@ impl Consumer for KafkaConsumer {
         for partition in std::mem::take(&mut self.revoking) {
             self.assigned.remove(&partition);
             self.paused.remove(&partition);
-            self.held.remove(&partition);
+            self.holds.forget(&partition);
             if self.halted.remove(&partition) {
                 let list = list(&partition, Offset::Invalid)?;
                 self.rd()?.resume(&list).map_err(backend)?;
@@ -376,7 +298,7 @@ impl Consumer for KafkaConsumer {
         }
         self.pending_ack = None;
         loop {
-            if let Some(record) = self.take_held() {
+            if let Some(record) = self.holds.take(&self.paused) {
                 return Ok(ConsumerEvent::Record(record));
             }
             if let Some(record) = self.batch.pop_front() {
@@ -385,7 +307,7 @@ impl Consumer for KafkaConsumer {
                     continue;
                 }
                 if self.paused.contains(&partition) {
-                    self.hold(partition, record)?;
+                    self.hold(&partition, record)?;
                     continue;
                 }
                 return Ok(ConsumerEvent::Record(record));
@@ -455,8 +377,8 @@ impl Consumer for KafkaConsumer {
             let list = list(partition, Offset::Invalid)?;
             self.rd()?.resume(&list).map_err(backend)?;
         }
-        if self.paused.remove(partition) && self.held.contains_key(partition) {
-            self.ready.push_back(partition.clone());
+        if self.paused.remove(partition) {
+            self.holds.resume(partition);
         }
         Ok(())
     }

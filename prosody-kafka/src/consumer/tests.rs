@@ -8,7 +8,7 @@
     reason = "test code fails loudly"
 )]
 
-use super::{Held, KafkaConsumer, held_size};
+use super::KafkaConsumer;
 use crate::KafkaBroker;
 use crate::mock::MockKafka;
 use prosody_contracts::broker::{
@@ -60,7 +60,7 @@ async fn a_partition_paused_before_it_was_revoked_flows_when_assigned_again() {
     }
 
     let mut first = broker.consumer(&config()).await.unwrap();
-    first.hold_budget = 256 << 10;
+    first.holds.budget = 256 << 10;
     let mut assigned = Vec::new();
     while assigned.len() < 2 {
         match next(&mut first).await {
@@ -150,44 +150,5 @@ async fn a_consumer_for_records_larger_than_its_default_fetch_reads_them() {
             }
         }
         consumer.close().await;
-    }
-}
-
-/// What a partition holds is counted in bytes as records come and go, so
-/// its share of the hold budget bounds its memory, not its record count.
-#[test]
-fn held_bytes_follow_the_records_held() {
-    let mut held = Held::default();
-    let mut sizes = std::collections::VecDeque::new();
-    for n in 0..200_usize {
-        let mut record = prosody_contracts::broker::Record {
-            key: Some(bytes::Bytes::from(vec![b'k'; n % 7])),
-            payload: (n % 3 != 0).then(|| bytes::Bytes::from(vec![b'p'; n * 13])),
-            ..test_record()
-        };
-        if n % 5 == 0 {
-            record.headers.push(format!("h{n}"), vec![b'v'; n]);
-        }
-        sizes.push_back(held_size(&record));
-        held.push(record);
-        if n % 4 == 3 {
-            held.pop().expect("a record held");
-            sizes.pop_front();
-        }
-        assert_eq!(held.bytes, sizes.iter().sum::<usize>(), "after record {n}");
-    }
-    while held.pop().is_some() {}
-    assert_eq!(held.bytes, 0, "nothing held, nothing counted");
-}
-
-fn test_record() -> prosody_contracts::broker::Record {
-    prosody_contracts::broker::Record {
-        topic: "t".into(),
-        partition: 0,
-        offset: 0,
-        timestamp: prosody_contracts::clock::Timestamp::default(),
-        key: None,
-        payload: None,
-        headers: prosody_contracts::event::Headers::new(),
     }
 }
