@@ -338,7 +338,7 @@ where
                 tracing::debug!("the event's state changes landed already: not run again");
                 return Ok(Response::Unhandled);
             }
-            let output = match event {
+            let returned = match event {
                 Event::Message(message) => handler
                     .on_message(context, message)
                     .await
@@ -352,7 +352,11 @@ where
                     .await
                     .map(Response::Handled),
             }
-            .map_err(|error| error.classified(|source| handler.classify(source)))?;
+            .map_err(|error| error.classified(|source| handler.classify(source)));
+            if let Some(work) = &work {
+                work.handler_returned();
+            }
+            let output = returned?;
             let riders = riders.as_deref().unwrap_or_default();
             work::finish(work.as_ref(), &key, riders, deadline, output).await
         };

@@ -11,8 +11,8 @@
 use prosody::broker::{Broker, BrokerError, ConsumerConfig, Record, TopicPartition};
 use prosody::store::{Batch, StoreError, Stores, TimerEntry, TimerStore, Wrapped};
 use prosody::{
-    ConfigError, Context, EventHandler, Excise, HandlerError, MemoryBroker, MemoryStores, Message,
-    ProsodyClient, Timer, Timestamp,
+    ClientBuilder, ConfigError, Context, EventHandler, Excise, HandlerError, MemoryBroker,
+    MemoryStores, Message, ProsodyClient, Timer, Timestamp,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -56,14 +56,16 @@ impl EventHandler for Scheduler {
 
 /// Memory stores whose commits touching the key `refused` are rejected,
 /// whose first `unavailable` commits fail as retriable, whose timer
-/// loads are rejected if `refuse_loads`, and whose first `failing_opens`
-/// opens fail as retriable.
+/// loads are rejected if `refuse_loads`, whose first `failing_opens`
+/// opens fail as retriable, and whose commits wait for a permit of `gate`
+/// if it is set.
 #[derive(Clone, Default)]
 struct Picky {
     inner: MemoryStores,
     unavailable: Arc<AtomicUsize>,
     refuse_loads: bool,
     failing_opens: Arc<AtomicUsize>,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Wrapped for Picky {
@@ -83,6 +85,12 @@ impl Wrapped for Picky {
     }
 
     async fn commit(&self, partition: &TopicPartition, batch: Batch) -> Result<(), StoreError> {
+        if let Some(gate) = &self.gate {
+            gate.acquire()
+                .await
+                .map_err(|_| StoreError::unavailable("the gate closed"))?
+                .forget();
+        }
         if batch
             .timers
             .iter()
@@ -245,17 +253,23 @@ async fn the_given_stores_hold_the_timers() {
 /// A client on a broker of its own (topic `t`, one partition) with
 /// `stores`, consuming with a [`Scheduler`] that reports to the receiver.
 async fn client_with(stores: Picky) -> (ProsodyClient, mpsc::UnboundedReceiver<String>) {
+    client_of(stores, |builder| builder).await
+}
+
+/// [`client_with`], its builder first passed through `tune`.
+async fn client_of(
+    stores: Picky,
+    tune: impl FnOnce(ClientBuilder) -> ClientBuilder,
+) -> (ProsodyClient, mpsc::UnboundedReceiver<String>) {
     let broker = MemoryBroker::new();
     broker.create_topic("t", 1).expect("topic");
-    let client = ProsodyClient::builder()
+    let builder = ProsodyClient::builder()
         .broker(broker)
         .stores(stores)
         .group_id("svc")
         .source_system("upstream")
-        .subscribed_topics(["t"])
-        .build()
-        .await
-        .expect("client");
+        .subscribed_topics(["t"]);
+    let client = tune(builder).build().await.expect("client");
     let (seen, handled) = mpsc::unbounded_channel();
     client.subscribe(Scheduler(seen)).await.expect("subscribe");
     (client, handled)
@@ -379,6 +393,52 @@ async fn a_partition_waits_for_its_stores_to_open() {
         stores.failing_opens.load(Ordering::SeqCst),
         0,
         "handled before the stores opened"
+    );
+    client.shutdown().await;
+}
+
+/// The scheduler's permit bounds handler calls, not commits: with one
+/// permit, a key's commit waiting on the stores does not keep another
+/// key's handler from running.
+#[tokio::test(start_paused = true)]
+async fn a_commit_waiting_on_the_stores_holds_no_handler_slot() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let stores = Picky {
+        gate: Some(Arc::clone(&gate)),
+        ..Picky::default()
+    };
+    let (client, mut handled) =
+        client_of(stores.clone(), |builder| builder.max_concurrency(1)).await;
+    client.send("t", "a", &json!({})).await.expect("send");
+    client.send("t", "b", &json!({})).await.expect("send");
+    // Both handlers run before any of the calls' deadlines could have
+    // freed the permit (the paused clock would jump to the first).
+    let both = tokio::time::timeout(Duration::from_secs(1), async {
+        let mut keys = vec![handled.recv().await, handled.recv().await];
+        keys.sort();
+        keys
+    })
+    .await;
+    assert_eq!(
+        both.ok(),
+        Some(vec![Some("a".to_owned()), Some("b".to_owned())]),
+        "the second key's handler waited for the first key's commit"
+    );
+    assert_eq!(
+        stores.inner.timers().stored_timers(),
+        0,
+        "no commit landed yet"
+    );
+    gate.add_permits(1_000);
+    let landed = tokio::time::timeout(DEADLINE, async {
+        while stores.inner.timers().stored_timers() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        landed.is_ok(),
+        "the commits never landed once the stores answered"
     );
     client.shutdown().await;
 }

@@ -3,6 +3,7 @@
 use super::state::Permit;
 use crate::error::HandlerError;
 use crate::handler::EventRequest;
+use crate::work::{Returned, UnitOfWork};
 use pin_project::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -45,11 +46,13 @@ enum Stage<S, F, P> {
     /// the request, and every stage above would copy it on every call,
     /// waiting or not.
     Waiting(Pin<Box<Wait<S, P>>>),
-    /// The inner call runs under its permit.
+    /// The inner call runs under its permit, which goes back once the
+    /// handler returned (`returned`), before the call's commit completes.
     Running {
         #[pin]
         future: F,
-        permit: Permit,
+        permit: Option<Permit>,
+        returned: Option<Returned>,
     },
     /// The call may not wait and no permit was free.
     Refused,
@@ -71,9 +74,12 @@ struct Wait<S, P> {
 /// transient error if the partition starts shutting down), then runs the
 /// inner call and returns its result.
 ///
-/// Invariant: the permit is released as soon as the inner call completes,
-/// and in every other way the future ends (dropped while waiting or
-/// running, or unwound by a panic), through the permit's drop.
+/// Invariant: the permit is released as soon as the library's handler
+/// service reports that the handler returned (its commit may still wait on
+/// the stores) or the inner call completes, whichever comes first, and in
+/// every other way the future ends (dropped while waiting or running, or
+/// unwound by a panic), through the permit's drop. A stack whose inner
+/// service is not the handler service holds the permit until it completes.
 #[pin_project]
 pub struct ResponseFuture<S, P>
 where
@@ -87,10 +93,15 @@ impl<S, P> ResponseFuture<S, P>
 where
     S: Service<EventRequest<P>>,
 {
-    /// A call that already holds its permit and started its inner call.
-    pub(super) fn running(future: S::Future, permit: Permit) -> Self {
+    /// A call that already holds its permit and started its inner call;
+    /// `returned` tells when its handler returned.
+    pub(super) fn running(future: S::Future, permit: Permit, returned: Option<Returned>) -> Self {
         Self {
-            stage: Stage::Running { future, permit },
+            stage: Stage::Running {
+                future,
+                permit: Some(permit),
+                returned,
+            },
         }
     }
 
@@ -149,11 +160,27 @@ where
                         meter.add(waited);
                     }
                     request.context.meter().waited(waited);
+                    let returned = request.context.work().map(UnitOfWork::returned);
                     let future = service.call(request);
-                    stage.set(Stage::Running { future, permit });
+                    stage.set(Stage::Running {
+                        future,
+                        permit: Some(permit),
+                        returned,
+                    });
                 }
-                StageProj::Running { future, .. } => {
-                    let output = ready!(future.poll(cx));
+                StageProj::Running {
+                    future,
+                    permit,
+                    returned,
+                } => {
+                    let Poll::Ready(output) = future.poll(cx) else {
+                        // The handler returned and its commit waits on the
+                        // stores: the permit goes back now.
+                        if returned.as_ref().is_some_and(Returned::get) {
+                            drop(permit.take());
+                        }
+                        return Poll::Pending;
+                    };
                     // Releases the permit now, not when the future is dropped.
                     stage.set(Stage::Done);
                     return Poll::Ready(output);

@@ -1,6 +1,12 @@
 //! Fair scheduling: a global limit on running handler calls, shared by every
 //! partition of a client, and an order for the calls that wait.
 //!
+//! A call holds its permit while its handler runs. Once the library's
+//! handler service reports that the handler returned, the permit goes
+//! back, and the attempt's commit waits on the stores without one; a stack
+//! whose inner service is not the handler service holds it until the call
+//! completes.
+//!
 //! # How the next call is chosen
 //!
 //! When a permit frees and calls wait:
@@ -78,6 +84,7 @@ pub use layer::SchedulerLayer;
 
 use crate::error::HandlerError;
 use crate::handler::EventRequest;
+use crate::work::UnitOfWork;
 use state::{Admission, Shared};
 use std::fmt;
 use std::sync::Arc;
@@ -140,7 +147,8 @@ where
         match self.shared.admit(context.key(), context.demand(), may_wait) {
             Admission::Run(permit) => {
                 context.meter().waited(std::time::Duration::ZERO);
-                ResponseFuture::running(self.inner.call(request), permit)
+                let returned = context.work().map(UnitOfWork::returned);
+                ResponseFuture::running(self.inner.call(request), permit, returned)
             }
             Admission::Wait(receiver) => {
                 // The readied service goes with the call; this one stays

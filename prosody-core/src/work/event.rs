@@ -19,6 +19,9 @@ pub(super) struct EventWork {
     /// Set once an attempt committed its changes, so the runtime can tell
     /// whether a settled timer was already removed by its handler's commit.
     pub(super) committed: AtomicBool,
+    /// Set when the latest attempt's handler returned (its commit may still
+    /// wait on the stores); cleared when an attempt begins.
+    pub(super) returned: AtomicBool,
 }
 
 impl std::fmt::Debug for EventWork {

@@ -31,6 +31,21 @@ pub(crate) enum Rider {
     Defer(DeferWrite),
 }
 
+/// Whether the current attempt of an event has its handler's answer: set
+/// by the handler service when the handler returns, before the attempt's
+/// commit, and cleared when the next attempt begins. The scheduler gives
+/// back its permit then, so a commit waiting on the stores holds no
+/// handler slot.
+#[derive(Clone, Debug)]
+pub(crate) struct Returned(Arc<EventWork>);
+
+impl Returned {
+    /// Whether the handler of the attempt under way has returned.
+    pub(crate) fn get(&self) -> bool {
+        self.0.returned.load(Ordering::Acquire)
+    }
+}
+
 /// The unit of work of one handler attempt: its timer changes, its keyed
 /// state writes and the riders of the stages around it (a dedup record, a
 /// deferred head's completion), staged and committed once; nothing else.
@@ -104,6 +119,7 @@ impl UnitOfWork {
         self.event
             .staged()
             .retain(|(staged_by, _)| *staged_by == attempt);
+        self.event.returned.store(false, Ordering::Release);
         Self {
             access: Arc::clone(&self.access),
             event: Arc::clone(&self.event),
@@ -121,6 +137,19 @@ impl UnitOfWork {
             state: self.state.clone(),
             ..Self::new(Arc::clone(&self.access))
         }
+    }
+
+    /// Marks that this attempt's handler returned: what remains is its
+    /// commit, which is the stores' work, not the handler's.
+    pub(crate) fn handler_returned(&self) {
+        self.event.returned.store(true, Ordering::Release);
+    }
+
+    /// Tells a stage above the handler when the handler of the call it is
+    /// about to make has returned (see [`Returned`]); until then, `false`.
+    pub(crate) fn returned(&self) -> Returned {
+        self.event.returned.store(false, Ordering::Release);
+        Returned(Arc::clone(&self.event))
     }
 
     /// Whether an attempt of this event began writing its changes (so the
