@@ -353,7 +353,9 @@ where
                     .map(Response::Handled),
             }
             .map_err(|error| error.classified(|source| handler.classify(source)));
-            if let Some(work) = &work {
+            // A success goes on to its commit, without the scheduler's
+            // permit; a failure ends the call at once, permit and all.
+            if let (Some(work), Ok(_)) = (&work, &returned) {
                 work.handler_returned();
             }
             let output = returned?;

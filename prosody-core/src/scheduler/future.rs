@@ -47,7 +47,7 @@ enum Stage<S, F, P> {
     /// waiting or not.
     Waiting(Pin<Box<Wait<S, P>>>),
     /// The inner call runs under its permit, which goes back once the
-    /// handler returned (`returned`), before the call's commit completes.
+    /// handler succeeded (`returned`), before the call's commit completes.
     Running {
         #[pin]
         future: F,
@@ -74,12 +74,13 @@ struct Wait<S, P> {
 /// transient error if the partition starts shutting down), then runs the
 /// inner call and returns its result.
 ///
-/// Invariant: the permit is released as soon as the library's handler
-/// service reports that the handler returned (its commit may still wait on
-/// the stores) or the inner call completes, whichever comes first, and in
-/// every other way the future ends (dropped while waiting or running, or
-/// unwound by a panic), through the permit's drop. A stack whose inner
-/// service is not the handler service holds the permit until it completes.
+/// Invariant: the permit is released as soon as the inner call completes,
+/// or, if sooner, in the poll in which the inner call first waits after
+/// the library's handler service reported that the handler succeeded (its
+/// commit waits on the stores), and in every other way the future ends
+/// (dropped while waiting or running, or unwound by a panic), through the
+/// permit's drop. A request without a unit of work, or a call that reaches
+/// no handler service of the library, holds the permit until it completes.
 #[pin_project]
 pub struct ResponseFuture<S, P>
 where
@@ -94,7 +95,7 @@ where
     S: Service<EventRequest<P>>,
 {
     /// A call that already holds its permit and started its inner call;
-    /// `returned` tells when its handler returned.
+    /// `returned` tells when its handler succeeded.
     pub(super) fn running(future: S::Future, permit: Permit, returned: Option<Returned>) -> Self {
         Self {
             stage: Stage::Running {
@@ -174,8 +175,8 @@ where
                     returned,
                 } => {
                     let Poll::Ready(output) = future.poll(cx) else {
-                        // The handler returned and its commit waits on the
-                        // stores: the permit goes back now.
+                        // The handler succeeded and its commit waits on
+                        // the stores: the permit goes back now.
                         if returned.as_ref().is_some_and(Returned::get) {
                             drop(permit.take());
                         }

@@ -2,10 +2,15 @@
 //! partition of a client, and an order for the calls that wait.
 //!
 //! A call holds its permit while its handler runs. Once the library's
-//! handler service reports that the handler returned, the permit goes
-//! back, and the attempt's commit waits on the stores without one; a stack
-//! whose inner service is not the handler service holds it until the call
-//! completes.
+//! handler service reports that the handler succeeded, the permit goes
+//! back, and the attempt's commit waits on the stores without one; a call
+//! whose request has no unit of work, or that reaches no handler service
+//! of the library, holds it until it completes. So in-flight commits are
+//! bounded by `max_uncommitted` per partition, not by `max_concurrency`.
+//! Layers placed below the scheduler must call their inner service at
+//! most once per call (a retry or hedging layer belongs above it, as in
+//! every preset): a second call after a success would run without a
+//! permit.
 //!
 //! # How the next call is chosen
 //!
@@ -95,7 +100,8 @@ use tower::Service;
 ///
 /// Invariant: across every service of one layer, at most `max_concurrency`
 /// inner calls are in flight (from the inner `call` until its future
-/// completes or is dropped), and every permit taken is returned exactly
+/// completes or is dropped, or until its handler succeeded, whichever
+/// comes first: see the module documentation), and every permit taken is returned exactly
 /// once, however the call ends: completion, cancellation, a panic, or a
 /// caller that gives up while waiting. A call that must wait while its
 /// partition is stopping ([`Context::is_stopping`](crate::Context::is_stopping))

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// The right to run one inner call.
+/// The right to run one inner call, until it completes or its handler
+/// succeeded.
 ///
 /// Invariant: every permit that goes out comes back exactly once, when it is
 /// dropped, whatever drops it (completion, cancellation, a panic unwinding

@@ -343,3 +343,40 @@ async fn services_of_one_layer_share_one_limit() {
     assert_eq!(other_probe.keys(), ["b"]);
     assert_eq!(layer.shared().available(), 1);
 }
+
+/// A call whose handler succeeded gives its permit back while the rest of
+/// its call (the commit) waits, so another key runs at once; a call whose
+/// handler did not say so keeps it.
+#[tokio::test(start_paused = true)]
+async fn a_returned_handler_leaves_its_permit_while_its_commit_waits() {
+    for returned in [true, false] {
+        let commit = Arc::new(tokio::sync::Notify::new());
+        let inner = {
+            let commit = Arc::clone(&commit);
+            tower::service_fn(move |request: EventRequest<()>| {
+                let commit = Arc::clone(&commit);
+                async move {
+                    if returned && let Some(work) = request.context.work() {
+                        work.handler_returned();
+                    }
+                    commit.notified().await;
+                    Ok::<_, HandlerError>(())
+                }
+            })
+        };
+        let mut service = SchedulerLayer::new(config(1)).layer(inner);
+        let shutdown = CancellationToken::new();
+        let mut first = request("a", Demand::Normal, 0, &shutdown);
+        first.context = crate::testkit::as_in_runtime(first.context);
+        let mut first = std::pin::pin!(service.call(first));
+        assert!((&mut first).now_or_never().is_none(), "the commit waits");
+        let second = service.call(request("b", Demand::Normal, 0, &shutdown));
+        let expected = if returned { "running" } else { "waiting" };
+        assert!(
+            format!("{second:?}").contains(expected),
+            "handler returned: {returned}; the second call is {second:?}"
+        );
+        commit.notify_one();
+        assert!(within(first).await.is_ok());
+    }
+}

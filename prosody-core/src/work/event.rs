@@ -19,8 +19,9 @@ pub(super) struct EventWork {
     /// Set once an attempt committed its changes, so the runtime can tell
     /// whether a settled timer was already removed by its handler's commit.
     pub(super) committed: AtomicBool,
-    /// Set when the latest attempt's handler returned (its commit may still
-    /// wait on the stores); cleared when an attempt begins.
+    /// Set when the latest attempt's handler succeeded (its commit may
+    /// still wait on the stores); cleared when an attempt begins and when
+    /// the scheduler arms it.
     pub(super) returned: AtomicBool,
 }
 

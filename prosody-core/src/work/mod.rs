@@ -31,11 +31,11 @@ pub(crate) enum Rider {
     Defer(DeferWrite),
 }
 
-/// Whether the current attempt of an event has its handler's answer: set
-/// by the handler service when the handler returns, before the attempt's
-/// commit, and cleared when the next attempt begins. The scheduler gives
-/// back its permit then, so a commit waiting on the stores holds no
-/// handler slot.
+/// Whether the handler of the call a stage is making succeeded: cleared
+/// when the stage arms it ([`UnitOfWork::returned`]) and when an attempt
+/// begins, set by the handler service when the handler succeeds, before
+/// the attempt's commit. The scheduler gives back its permit then, so a
+/// commit waiting on the stores holds no handler slot.
 #[derive(Clone, Debug)]
 pub(crate) struct Returned(Arc<EventWork>);
 
@@ -139,7 +139,7 @@ impl UnitOfWork {
         }
     }
 
-    /// Marks that this attempt's handler returned: what remains is its
+    /// Marks that this attempt's handler succeeded: what remains is its
     /// commit, which is the stores' work, not the handler's.
     pub(crate) fn handler_returned(&self) {
         self.event.returned.store(true, Ordering::Release);
