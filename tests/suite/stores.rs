@@ -237,14 +237,8 @@ async fn the_given_stores_hold_the_timers() {
     tokio::time::timeout(DEADLINE, handled.recv())
         .await
         .expect("handled");
-    let committed = tokio::time::timeout(DEADLINE, async {
-        while stores.timers().stored_timers() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
     assert!(
-        committed.is_ok(),
+        holds_timers(&stores, 1).await,
         "the timer never reached the given stores"
     );
     client.shutdown().await;
@@ -275,6 +269,18 @@ async fn client_of(
     (client, handled)
 }
 
+/// Waits until `stores` hold at least `timers` timers; `false` past the
+/// deadline.
+async fn holds_timers(stores: &MemoryStores, timers: usize) -> bool {
+    tokio::time::timeout(DEADLINE, async {
+        while stores.timers().stored_timers() < timers {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .is_ok()
+}
+
 /// Waits until the client halted a partition; `false` past the deadline.
 async fn halts(client: &ProsodyClient) -> bool {
     tokio::time::timeout(DEADLINE, async {
@@ -299,13 +305,10 @@ async fn store_errors_keep_their_category() {
     client.send("t", "k", &json!({})).await.expect("send");
     // Two commits fail as retriable: the message is tried again until one
     // lands.
-    let landed = tokio::time::timeout(DEADLINE, async {
-        while stores.inner.timers().stored_timers() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(landed.is_ok(), "the message's commit never landed");
+    assert!(
+        holds_timers(&stores.inner, 1).await,
+        "the message's commit never landed"
+    );
     assert_eq!(stores.unavailable.load(Ordering::SeqCst), 0);
     let mut attempts = 0;
     while let Ok(key) = handled.try_recv() {
@@ -430,14 +433,8 @@ async fn a_commit_waiting_on_the_stores_holds_no_handler_slot() {
         "no commit landed yet"
     );
     gate.add_permits(1_000);
-    let landed = tokio::time::timeout(DEADLINE, async {
-        while stores.inner.timers().stored_timers() < 2 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
     assert!(
-        landed.is_ok(),
+        holds_timers(&stores.inner, 2).await,
         "the commits never landed once the stores answered"
     );
     client.shutdown().await;

@@ -20,8 +20,8 @@ pub(super) struct EventWork {
     /// whether a settled timer was already removed by its handler's commit.
     pub(super) committed: AtomicBool,
     /// Set when the latest attempt's handler succeeded (its commit may
-    /// still wait on the stores); cleared when an attempt begins and when
-    /// the scheduler arms it.
+    /// still wait on the stores); cleared when the scheduler arms it for
+    /// the call it is about to make.
     pub(super) returned: AtomicBool,
 }
 

@@ -32,15 +32,15 @@ pub(crate) enum Rider {
 }
 
 /// Whether the handler of the call a stage is making succeeded: cleared
-/// when the stage arms it ([`UnitOfWork::returned`]) and when an attempt
-/// begins, set by the handler service when the handler succeeds, before
+/// when the stage arms it ([`UnitOfWork::returned`]) before the call, set
+/// by the handler service when the handler succeeds, before
 /// the attempt's commit. The scheduler gives back its permit then, so a
 /// commit waiting on the stores holds no handler slot.
 #[derive(Clone, Debug)]
 pub(crate) struct Returned(Arc<EventWork>);
 
 impl Returned {
-    /// Whether the handler of the attempt under way has returned.
+    /// Whether the handler of the armed call succeeded.
     pub(crate) fn get(&self) -> bool {
         self.0.returned.load(Ordering::Acquire)
     }
@@ -119,7 +119,6 @@ impl UnitOfWork {
         self.event
             .staged()
             .retain(|(staged_by, _)| *staged_by == attempt);
-        self.event.returned.store(false, Ordering::Release);
         Self {
             access: Arc::clone(&self.access),
             event: Arc::clone(&self.event),
@@ -146,7 +145,7 @@ impl UnitOfWork {
     }
 
     /// Tells a stage above the handler when the handler of the call it is
-    /// about to make has returned (see [`Returned`]); until then, `false`.
+    /// about to make succeeded (see [`Returned`]); until then, `false`.
     pub(crate) fn returned(&self) -> Returned {
         self.event.returned.store(false, Ordering::Release);
         Returned(Arc::clone(&self.event))
